@@ -1,0 +1,1 @@
+"""LLM backends behind one small protocol, registered by name."""

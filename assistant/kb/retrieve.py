@@ -1,0 +1,154 @@
+"""Hybrid retrieval: BM25 (token-exact) fused with dense cosine similarity, plus exact signature hits.
+
+Scores are fused per chunk as a weighted sum of the normalised lexical and dense scores. A chunk
+whose document lists a *signature* (an exact error string) found verbatim in the query gets a
+bonus: that is the strongest evidence retrieval can have. Results keep at most two chunks per
+document so the top results name different documents.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Literal
+
+from assistant.kb.index import DocInfo, LoadedIndex, ensure_index
+from assistant.kb.lexical import BM25
+from assistant.types import Passage
+
+log = logging.getLogger(__name__)
+Mode = Literal["hybrid", "lexical", "dense"]
+LEXICAL_WEIGHT = 0.45
+DENSE_WEIGHT = 0.55
+SIGNATURE_BONUS = 0.6
+HINT_BONUS = 0.35
+DENSE_FLOOR = 0.15  # cosine below this is noise for MiniLM
+MAX_QUERY_CHARS = 700
+
+
+@dataclass
+class Retriever:
+    """Search over a loaded index (lexical always; dense when the index has vectors)."""
+
+    index: LoadedIndex
+    encoder_kind: str = "numpy"
+
+    def __post_init__(self) -> None:
+        self._bm25 = BM25([c.text for c in self.index.chunks])
+        self._sigs = [(s.lower(), d.id) for d in self.index.docs.values() for s in d.signatures if len(s) >= 12]
+
+    @property
+    def dense_available(self) -> bool:
+        return self.index.faiss_index is not None
+
+    @property
+    def docs(self) -> dict[str, DocInfo]:
+        return self.index.docs
+
+    def signature_hits(self, text: str) -> list[str]:
+        """Documents with a signature found verbatim (case-insensitive) in the text, longest match first."""
+        low = text.lower()
+        found: dict[str, int] = {}
+        for sig, doc in self._sigs:
+            if sig in low:
+                found[doc] = max(found.get(doc, 0), len(sig))
+        return sorted(found, key=lambda d: -found[d])
+
+    def search(
+        self, query: str, k: int = 5, mode: Mode = "hybrid", hint_docs: Iterable[str] = (), signature_text: str | None = None,
+        must_include: Iterable[str] = (),
+    ) -> list[Passage]:
+        """Top-k passages for the query.
+
+        ``hint_docs`` (from a rule) are nudged up; documents in ``must_include`` that did not make
+        the top k are appended with their best-scoring passage, so a rule's documents can always be
+        cited as retrieved evidence.
+        """
+        query = query[:MAX_QUERY_CHARS]
+        n = len(self.index.chunks)
+        lex = self._bm25.scores(query) if mode in ("hybrid", "lexical") else [0.0] * n
+        top_lex = max(lex) if lex and max(lex) > 0 else 1.0
+        lex_n = [s / top_lex for s in lex]
+        dense = [0.0] * n
+        use_dense = mode in ("hybrid", "dense") and self.dense_available
+        if use_dense:
+            dense = self._dense_scores(query)
+        dense_n = self._normalise_dense(dense) if use_dense else [0.0] * n
+        sig_docs = set(self.signature_hits(signature_text if signature_text is not None else query)) if mode == "hybrid" else set()
+        hints = set(hint_docs)
+        scored: list[tuple[float, int]] = []
+        for i, chunk in enumerate(self.index.chunks):
+            if mode == "lexical":
+                s = lex_n[i]
+            elif mode == "dense" or not use_dense:
+                s = dense_n[i] if mode == "dense" else lex_n[i]
+            else:
+                s = LEXICAL_WEIGHT * lex_n[i] + DENSE_WEIGHT * dense_n[i]
+            if chunk.doc_id in sig_docs:
+                s += SIGNATURE_BONUS
+            if chunk.doc_id in hints:
+                s += HINT_BONUS
+            scored.append((s, i))
+        scored.sort(key=lambda x: -x[0])
+        out: list[Passage] = []
+        per_doc: dict[str, int] = {}
+        for s, i in scored:
+            if s <= 0:
+                break
+            c = self.index.chunks[i]
+            if per_doc.get(c.doc_id, 0) >= 2:
+                continue
+            per_doc[c.doc_id] = per_doc.get(c.doc_id, 0) + 1
+            out.append(Passage(c.id, c.doc_id, c.title, c.section, c.path, c.category, c.text, round(s, 4), round(lex_n[i], 4), round(dense[i], 4)))
+            if len(out) >= k:
+                break
+        wanted = [d for d in dict.fromkeys(must_include) if d in self.index.docs and d not in per_doc]
+        for s, i in scored:
+            if not wanted:
+                break
+            c = self.index.chunks[i]
+            if c.doc_id in wanted:
+                wanted.remove(c.doc_id)
+                out.append(Passage(c.id, c.doc_id, c.title, c.section, c.path, c.category, c.text, round(max(s, 0.0), 4), round(lex_n[i], 4), round(dense[i], 4)))
+        return out
+
+    def _dense_scores(self, query: str) -> list[float]:
+        import numpy as np
+
+        from assistant.kb.encoder import get_encoder
+
+        vec = np.asarray(get_encoder(self.encoder_kind).encode([query]), dtype="float32")
+        index = self.index.faiss_index
+        sims, ids = index.search(vec, index.ntotal)  # type: ignore[attr-defined]
+        out = [0.0] * len(self.index.chunks)
+        for s, i in zip(sims[0], ids[0]):
+            if i >= 0:
+                out[int(i)] = float(s)
+        return out
+
+    @staticmethod
+    def _normalise_dense(dense: list[float]) -> list[float]:
+        top = max(dense) if dense else 0.0
+        if top <= DENSE_FLOOR:
+            return [0.0] * len(dense)
+        return [max(0.0, (d - DENSE_FLOOR) / (top - DENSE_FLOOR)) for d in dense]
+
+
+_CACHE: dict[tuple[str, bool, str], Retriever] = {}
+
+
+def get_retriever(home: Path, dense: bool = True, encoder_kind: str = "numpy", progress=None) -> Retriever:  # type: ignore[no-untyped-def]
+    """A process-wide retriever per (home, dense) — loading is done once, searches are cheap."""
+    key = (str(home), dense, encoder_kind)
+    cached = _CACHE.get(key)
+    if cached is None:
+        index = ensure_index(home, dense=dense, encoder_kind=encoder_kind, progress=progress)
+        cached = Retriever(index, encoder_kind)
+        _CACHE[key] = cached
+    return cached
+
+
+def clear_cache() -> None:
+    """Forget loaded retrievers (after `kb add` / `kb build`)."""
+    _CACHE.clear()

@@ -1,0 +1,75 @@
+"""Salient non-traceback lines: CUDA kernel assertions, NCCL chatter, signals and kills.
+
+These lines often say more than the Python exception: the ``.cu`` assertion names the kernel that
+failed, ``Killed`` names the OOM killer, NCCL WARN lines name the broken transport.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from typing import Sequence
+
+from assistant.parse.normalize import Line
+from assistant.types import CudaAssert
+
+_CUDA_ASSERT = re.compile(
+    r"(?P<file>[\w./\\-]+\.cuh?):(?P<line>\d+):\s*(?P<kernel>[^:]+?):.*?Assertion\s*[`'\"](?P<cond>.+?)[`'\"]\s*failed"
+)
+_NCCL = re.compile(
+    r"NCCL (?:WARN|INFO.*(?:error|fail|abort))|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ncclInvalidUsage"
+    r"|ncclRemoteError|Watchdog caught collective|ProcessGroupNCCL|NCCL error|NCCL communicator|NCCL version",
+    re.IGNORECASE,
+)
+_SIGNAL = re.compile(
+    r"^Killed$|\bKilled\b.*(?:signal|process)|Segmentation fault|Bus error|core dumped|Aborted \(core"
+    r"|exitcode\s*:\s*-?\d+|exit code[: ]+(?:137|139|134|-9)|Signal \d+ \(SIG\w+\)|killed by signal"
+    r"|Out of memory: Kill|oom-kill|Xid\b|fallen off the bus|uncorrectable ECC",
+    re.IGNORECASE,
+)
+_SALIENT = re.compile(
+    r"out of memory|CUDA error|device-side assert|illegal memory access|NCCL|Killed|Segmentation fault"
+    r"|Error|error:|Assertion|Exception|Traceback|FAILED|fatal",
+)
+_MAX_LINES = 12
+
+
+def cuda_asserts(lines: Sequence[Line]) -> tuple[CudaAssert, ...]:
+    """Distinct kernel assertions with how many threads reported each (there can be thousands)."""
+    found: OrderedDict[tuple[str, int, str, str], int] = OrderedDict()
+    for ln in lines:
+        if "Assertion" not in ln.text:
+            continue
+        m = _CUDA_ASSERT.search(ln.text)
+        if m:
+            key = (m.group("file"), int(m.group("line")), m.group("kernel").strip(), m.group("cond"))
+            found[key] = found.get(key, 0) + 1
+    return tuple(CudaAssert(f, line, k, c, n) for (f, line, k, c), n in found.items())
+
+
+def nccl_lines(lines: Sequence[Line]) -> tuple[str, ...]:
+    """Distinct NCCL-related lines, at most a dozen, in order of appearance."""
+    return _distinct(ln.text.strip() for ln in lines if "NCCL" in ln.text.upper() and _NCCL.search(ln.text))
+
+
+def signal_lines(lines: Sequence[Line]) -> tuple[str, ...]:
+    """Lines that say a process was killed, crashed, or the hardware complained."""
+    return _distinct(ln.text.strip() for ln in lines if _SIGNAL.search(ln.text))
+
+
+def last_salient_line(texts: Sequence[str]) -> int | None:
+    """Index of the last line that looks like an error report, if any."""
+    for idx in range(len(texts) - 1, -1, -1):
+        if _SALIENT.search(texts[idx]):
+            return idx
+    return None
+
+
+def _distinct(items) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+    seen: OrderedDict[str, None] = OrderedDict()
+    for item in items:
+        if item and item not in seen:
+            seen[item] = None
+            if len(seen) >= _MAX_LINES:
+                break
+    return tuple(seen)

@@ -1,0 +1,1 @@
+"""Renderers: one Diagnosis, many views (terminal, markdown, JSON)."""

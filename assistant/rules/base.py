@@ -1,0 +1,128 @@
+"""What every rule shares: the context it reads and small helpers to build a RuleHit.
+
+A rule is a plain function ``(ctx) -> RuleHit | None``. It either declines (None) or answers with
+a cause written in terms of the values it read. Rules never raise: the registry guards them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable, Iterable
+
+from assistant.types import Evidence, Fact, Failure, Fix, Frame, RuleHit
+
+# Library files whose ``forward`` identifies the kind of layer that failed.
+_LAYER_FILES = {
+    "linear.py": "Linear", "conv.py": "Conv", "sparse.py": "Embedding", "batchnorm.py": "BatchNorm",
+    "normalization.py": "LayerNorm", "rnn.py": "RNN/LSTM/GRU", "activation.py": "MultiheadAttention",
+    "loss.py": "loss", "pooling.py": "pooling", "transformer.py": "Transformer",
+}
+_CALL_ATTR = re.compile(r"self\.([A-Za-z_]\w*(?:\[\d+\])?(?:\.[A-Za-z_]\w*)*)\s*\(")
+_CALL_NAME = re.compile(r"(?:^|[=\s(])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*\(")
+
+
+@dataclass
+class Context:
+    """The failure (and live evidence, if any) as rules see it."""
+
+    failure: Failure
+    evidence: Evidence = field(default_factory=Evidence)
+
+    @cached_property
+    def text(self) -> str:
+        return self.failure.search_text
+
+    @property
+    def message(self) -> str:
+        return self.failure.message
+
+    @property
+    def exc_type(self) -> str:
+        return (self.failure.exc_type or "").split(".")[-1]
+
+    def search(self, pattern: str, flags: int = 0) -> re.Match[str] | None:
+        """Search the combined failure text (all messages, asserts, NCCL and signal lines)."""
+        return re.search(pattern, self.text, flags)
+
+    @cached_property
+    def user_frame(self) -> Frame | None:
+        """The innermost frame in the user's own code."""
+        frames = self.failure.user_frames
+        return frames[-1] if frames else None
+
+    @cached_property
+    def library_frame(self) -> Frame | None:
+        """The innermost frame overall (usually inside torch)."""
+        return self.failure.frames[-1] if self.failure.frames else None
+
+    @cached_property
+    def layer(self) -> tuple[str | None, str | None]:
+        """(attribute name, layer kind) of the module call that failed, read from the frames.
+
+        ``x = self.fc(x)`` in the user's ``forward`` followed by ``torch/nn/modules/linear.py``
+        gives ("fc", "Linear"). Either part may be unknown.
+        """
+        frames = self.failure.frames
+        kind: str | None = None
+        for fr in reversed(frames):
+            base = fr.file.replace("\\", "/").rsplit("/", 1)[-1]
+            if "/torch/nn/modules/" in fr.file.replace("\\", "/") and base in _LAYER_FILES and fr.function in {"forward", "_conv_forward"}:
+                kind = _LAYER_FILES[base]
+                break
+        for fr in reversed(frames):
+            if fr.is_user and fr.source:
+                m = _CALL_ATTR.search(fr.source)
+                if m:
+                    return m.group(1), kind
+        return None, kind
+
+    def where(self) -> str:
+        """Human phrase for the user's failing line, e.g. ``train.py:42 (`loss = crit(out, y)`)``."""
+        fr = self.user_frame
+        if fr is None:
+            return ""
+        name = fr.file.replace("\\", "/").rsplit("/", 1)[-1]
+        loc = f"{name}:{fr.line}" if fr.line else name
+        return f"{loc} (`{fr.source}`)" if fr.source else loc
+
+
+RuleFunc = Callable[[Context], "RuleHit | None"]
+
+
+def fix(title: str, detail: str, code: str | None = None, *sources: str) -> Fix:
+    """Shorthand for a Fix; ``sources`` are knowledge document ids."""
+    return Fix(title=title, detail=detail, code=code, sources=tuple(sources))
+
+
+def facts(*pairs: tuple[str, str] | None) -> tuple[Fact, ...]:
+    """Facts from (kind, text) pairs, skipping None."""
+    return tuple(Fact(kind, text) for pair in pairs if pair for kind, text in [pair])
+
+
+def hit(
+    rule: str,
+    category: str,
+    title: str,
+    cause: str,
+    fixes: Iterable[Fix],
+    doc_ids: Iterable[str],
+    found: Iterable[Fact] = (),
+    confidence: float = 0.9,
+    query_hint: str = "",
+) -> RuleHit:
+    """Build a RuleHit; fixes without their own sources cite the rule's first document."""
+    docs = tuple(doc_ids)
+    fixed = tuple(f if f.sources else Fix(f.title, f.detail, f.code, docs[:1]) for f in fixes)
+    return RuleHit(rule, category, title, cause, fixed, tuple(found), docs, confidence, query_hint)
+
+
+def error_fact(ctx: Context) -> Fact:
+    """The error line itself, always the first piece of evidence."""
+    return Fact("error", ctx.failure.headline[:400])
+
+
+def location_fact(ctx: Context) -> Fact | None:
+    w = ctx.where()
+    return Fact("location", f"failing line in your code: {w}") if w else None

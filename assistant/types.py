@@ -1,0 +1,276 @@
+"""The data objects that flow through the engine.
+
+All are frozen dataclasses: a stage produces them, later stages read them, nobody mutates them.
+Only :class:`Diagnosis` leaves the engine; everything else is internal vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+CATEGORIES: tuple[str, ...] = (
+    "cuda_oom",
+    "cpu_oom",
+    "shape_mismatch",
+    "dtype_mismatch",
+    "device_mismatch",
+    "inplace_autograd",
+    "backward_twice",
+    "no_grad_fn",
+    "nan_inf",
+    "device_side_assert",
+    "illegal_memory_access",
+    "cudnn_error",
+    "cublas_error",
+    "nccl_error",
+    "ddp_error",
+    "dataloader_error",
+    "state_dict_loading",
+    "cuda_unavailable",
+    "compile_error",
+    "amp_error",
+    "index_error",
+    "multiprocessing_error",
+    "serialization_error",
+    "environment_error",
+    "python_error",
+    "hardware_error",
+    "unknown",
+)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One stack frame as printed in a traceback."""
+
+    file: str
+    line: int | None = None
+    function: str | None = None
+    source: str | None = None
+    is_user: bool = True
+
+    def location(self) -> str:
+        """``file:line in function`` for display."""
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where} in {self.function}" if self.function else where
+
+
+@dataclass(frozen=True)
+class ExceptionRecord:
+    """One exception of a chain: its type, full message and the frames that led to it."""
+
+    exc_type: str | None
+    message: str
+    frames: tuple[Frame, ...] = ()
+    link: str | None = None  # how it relates to the previous record: "context" | "cause" | "embedded"
+
+
+@dataclass(frozen=True)
+class CudaAssert:
+    """A CUDA kernel assertion line (``Loss.cu:250: kernel: ... Assertion `t >= 0` failed.``)."""
+
+    source_file: str
+    line: int
+    kernel: str
+    condition: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What the parser read from the user's text.
+
+    ``exc_type``/``message``/``frames`` describe the *effective* failure: when an error was
+    re-raised by a wrapper (a DataLoader worker, a spawned process) it is the original one, and
+    ``wrapper`` names the wrapper. ``chain`` keeps every record in the order Python printed them.
+    """
+
+    exc_type: str | None
+    message: str
+    frames: tuple[Frame, ...] = ()
+    chain: tuple[ExceptionRecord, ...] = ()
+    wrapper: str | None = None
+    rank: int | None = None
+    cuda_asserts: tuple[CudaAssert, ...] = ()
+    nccl_lines: tuple[str, ...] = ()
+    signal_lines: tuple[str, ...] = ()
+    text: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def headline(self) -> str:
+        """``Type: first line of message`` — what a human would quote."""
+        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        return f"{self.exc_type}: {first}" if self.exc_type else first
+
+    @property
+    def user_frames(self) -> tuple[Frame, ...]:
+        """Frames in the user's own code (not the standard library or site-packages)."""
+        return tuple(f for f in self.frames if f.is_user)
+
+    @property
+    def search_text(self) -> str:
+        """Every message in the chain plus assertion and NCCL lines: what rules and retrieval read."""
+        parts = [r.message for r in self.chain if r.message] or [self.message]
+        if self.message not in parts:
+            parts.append(self.message)
+        parts.extend(f"{a.source_file}:{a.line} {a.kernel} Assertion `{a.condition}` failed." for a in self.cuda_asserts)
+        parts.extend(self.nccl_lines)
+        parts.extend(self.signal_lines)
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class TensorSummary:
+    """A tensor seen by a probe: never its values, only their description."""
+
+    name: str
+    frame: str
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    requires_grad: bool = False
+    is_leaf: bool = True
+    grad_fn: str | None = None
+    contiguous: bool = True
+    nan_count: int | None = None
+    inf_count: int | None = None
+    min_value: float | None = None
+    max_value: float | None = None
+
+
+@dataclass(frozen=True)
+class ModuleSummary:
+    """An ``nn.Module`` seen by a probe."""
+
+    name: str
+    frame: str
+    type_name: str
+    param_devices: tuple[str, ...] = ()
+    param_dtypes: tuple[str, ...] = ()
+    training: bool | None = None
+    layers: tuple[Mapping[str, Any], ...] = ()  # e.g. {"name": "fc", "type": "Linear", "in_features": 8192}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Live facts gathered by probes (``torchhelp run``); empty for pasted text."""
+
+    env: Mapping[str, Any] = field(default_factory=dict)
+    tensors: tuple[TensorSummary, ...] = ()
+    modules: tuple[ModuleSummary, ...] = ()
+    memory: Mapping[str, Any] | None = None
+    objects: tuple[Mapping[str, Any], ...] = ()  # optimizers, data loaders, …
+    rerun: Mapping[str, Any] | None = None  # result of a CUDA_LAUNCH_BLOCKING=1 rerun
+    notes: tuple[str, ...] = ()  # what the probes could not collect
+
+    @property
+    def empty(self) -> bool:
+        return not (self.env or self.tensors or self.modules or self.memory or self.objects or self.rerun)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One remedy: a title, what to do and why, optional code, and the documents that back it."""
+
+    title: str
+    detail: str
+    code: str | None = None
+    sources: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "detail": self.detail, "code": self.code, "sources": list(self.sources)}
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A fact read from the error text or a probe, shown as evidence."""
+
+    kind: str
+    text: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "text": self.text}
+
+
+@dataclass(frozen=True)
+class RuleHit:
+    """What a rule concluded: category, a cause specific to the facts, ordered fixes, documents."""
+
+    rule: str
+    category: str
+    title: str
+    cause: str
+    fixes: tuple[Fix, ...]
+    facts: tuple[Fact, ...] = ()
+    doc_ids: tuple[str, ...] = ()
+    confidence: float = 0.9
+    query_hint: str = ""  # extra words for retrieval (e.g. the family name)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A retrieved chunk of a knowledge document."""
+
+    id: str  # "<doc_id>#<section-slug>"
+    doc_id: str
+    title: str
+    section: str
+    path: str
+    category: str
+    text: str
+    score: float
+    lexical: float = 0.0
+    dense: float = 0.0
+
+
+@dataclass(frozen=True)
+class Source:
+    """A document cited by a diagnosis."""
+
+    id: str
+    title: str
+    path: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "path": self.path, "score": round(self.score, 4)}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The one object that leaves the engine. ``to_dict()`` is the public JSON contract."""
+
+    category: str
+    title: str
+    summary: str
+    cause: str
+    fixes: tuple[Fix, ...]
+    evidence: tuple[Fact, ...]
+    sources: tuple[Source, ...]
+    confidence: float
+    backend: str = "none"
+    rule: str | None = None
+    notes: tuple[str, ...] = ()
+    error: str = ""  # the failure's headline, for display
+    location: str | None = None  # the innermost user frame
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document printed by ``torchhelp ask --json`` (stable field names)."""
+        return {
+            "category": self.category,
+            "title": self.title,
+            "summary": self.summary,
+            "cause": self.cause,
+            "fixes": [f.to_dict() for f in self.fixes],
+            "evidence": [e.to_dict() for e in self.evidence],
+            "sources": [s.to_dict() for s in self.sources],
+            "confidence": round(float(self.confidence), 3),
+            "backend": self.backend,
+            "rule": self.rule,
+            "notes": list(self.notes),
+            "error": self.error,
+            "location": self.location,
+        }
