@@ -93,6 +93,11 @@ def parse_failure(text: str) -> Failure:
         notes.append(consequences)
     records = [r.freeze() for r in chain]
     effective, wrapper, embedded = _unwrap(records[-1])
+    last_chain = max(chains, key=lambda c: c[1])[2]
+    if chain is not last_chain and _is_secondary(last_chain[-1]) and wrapper is None:
+        # The log ends with a generic "a child died"; the child's own traceback came earlier.
+        wrapper = "a child process (its traceback was printed before the parent's error)"
+        notes.append(f"The final error was `{last_chain[-1].freeze().message.splitlines()[0][:160]}`; the child's own error is used instead.")
     records.extend(embedded)
     frames = effective.frames or records[-1].frames
     all_frames = tuple(frames)
@@ -313,9 +318,16 @@ def _choose_chain(chains: list[tuple[int | None, int, list[_Record]]]) -> tuple[
     return chosen[0], chosen[2], ""
 
 
+_SECONDARY_MESSAGES = re.compile(
+    r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly$|process \d+ terminated with (?:signal|exit code)"
+)
+
+
 def _is_secondary(record: _Record) -> bool:
+    """Exceptions that only report that another process or step failed (its own traceback is elsewhere)."""
     t = record.exc_type or ""
-    return any(t.endswith(s) for s in _SECONDARY_TYPES)
+    first = record.message_lines[0].strip() if record.message_lines else ""
+    return any(t.endswith(s) for s in _SECONDARY_TYPES) or bool(_SECONDARY_MESSAGES.search(first))
 
 
 def _is_collective_fallout(record: _Record) -> bool:

@@ -102,6 +102,7 @@ def backward_twice(ctx: Context) -> RuleHit | None:
                  "that freed graph. (Truncated backpropagation through time needs the state detached each step.)")
     fixes = [
         fix("Detach state carried between iterations", "", "hidden = hidden.detach()  # for LSTM: h, c = h.detach(), c.detach()", "backward-twice"),
+        fix("Accumulate plain numbers, not loss tensors", "A running total built from loss tensors (`total = total + loss`) links every step's graph; backward on it re-enters freed graphs. Sum `loss.item()` for logging and call backward on each step's own loss.", "running_loss += loss.item()\nloss.backward()", "backward-twice"),
         fix("Recompute what you need inside the loop", "Tensors computed once before the loop and reused in every loss share one graph; compute them per step or detach them.", None, "backward-twice"),
         fix("Use retain_graph=True only if you really backpropagate twice through the same graph", "E.g. two losses sharing a trunk: better to sum them and call backward once.", "(loss_a + loss_b).backward()", "backward-twice"),
     ]
@@ -178,10 +179,10 @@ def nan_inf(ctx: Context) -> RuleHit | None:
         cause = (f"Anomaly detection stopped at {node}: the gradient of {_op_name(node)} became NaN. The likely source is {source}. "
                  "The forward traceback printed above the error (\"Traceback of forward call that caused the error\") shows the exact line.")
         fixes = [
-            fix("Guard the operation's domain", "Clamp inputs away from the singular point, or use the numerically stable fused form.", {
+            fix("Guard the operation's domain", "Add a small eps / clamp inputs away from the singular point, or use the numerically stable fused form.", {
                 "Log": "torch.log(x.clamp_min(1e-8))   # or use log_softmax / BCEWithLogitsLoss",
-                "Div": "y = a / (b + 1e-8)",
-                "Sqrt": "d = torch.sqrt(sq_dist + 1e-12)",
+                "Div": "y = a / (b + eps)  # eps = 1e-8; or F.normalize(x, dim=-1, eps=1e-12) instead of x / x.norm()\n# or mask: torch.where(b > 0, a / b.clamp_min(eps), torch.zeros_like(a))",
+                "Sqrt": "d = torch.sqrt(sq_dist + eps)  # eps = 1e-12 keeps the gradient finite at 0",
                 "Norm": "n = x.norm(dim=-1).clamp_min(1e-12)",
                 "LinalgVectorNorm": "n = torch.linalg.vector_norm(x, dim=-1).clamp_min(1e-12)",
                 "BinaryCrossEntropy": "loss = F.binary_cross_entropy_with_logits(logits, target)",

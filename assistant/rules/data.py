@@ -49,8 +49,13 @@ def collate(ctx: Context) -> RuleHit | None:
             cause = f"A sample contains a {found_type}, which default_collate cannot batch. Convert it to a tensor/number in __getitem__, or write a collate_fn that handles it."
             code = "DataLoader(ds, batch_size=16, collate_fn=lambda batch: batch)  # or a proper custom collate"
         found.append(Fact("type", f"unbatchable sample type: {found_type}"))
-        fixes = [fix("Return tensors (or numbers/dicts of tensors) from __getitem__", "", code, "collate-size-mismatch")]
+        fixes = [fix("Return tensors (or numbers/dicts of tensors) from __getitem__, or pass a collate_fn that handles it", "", code + ("\nDataLoader(ds, batch_size=16, collate_fn=collate_skip_none)" if "NoneType" in found_type else ""), "collate-size-mismatch")]
         return hit("data.collate_type", "dataloader_error", f"DataLoader cannot batch {found_type}", cause, fixes, _DOCS[1::-1], found, 0.93)
+    if _in_collate(ctx) and ctx.exc_type in ("TypeError", "AttributeError") and ctx.search(r"NoneType"):
+        cause = ("default_collate met a None while batching: Dataset.__getitem__ returned None (or a None field) for some sample — a failed read, "
+                 "a filtered/short item, or a code path without a return.")
+        fixes = [fix("Skip or repair None samples in a collate_fn", "Better still, fix __getitem__ so it never returns None.", "def collate_skip_none(batch):\n    batch = [b for b in batch if b is not None]\n    return torch.utils.data.default_collate(batch)\n\nDataLoader(ds, batch_size=4, collate_fn=collate_skip_none)", "collate-size-mismatch")]
+        return hit("data.collate_none", "dataloader_error", "DataLoader got a None sample", cause, fixes, _DOCS[1::-1], found, 0.9)
     if ctx.search(r"each element in list of batch should be of equal size"):
         cause = "Samples are Python lists of different lengths; default_collate zips them element by element and requires equal lengths."
         fixes = [fix("Convert to tensors and pad in a collate_fn", "", "DataLoader(ds, collate_fn=my_pad_collate)", "collate-size-mismatch")]
@@ -84,7 +89,10 @@ def worker_died(ctx: Context) -> RuleHit | None:
         return hit("data.too_many_files", "dataloader_error", "DataLoader: too many open files", cause, fixes, ("dataloader-shared-memory",), found, 0.9)
     if timeout:
         cause = f"No batch arrived from the workers within {timeout.group(1)} s: a worker is stuck (blocking I/O, a deadlock from threads + fork, or a very slow __getitem__)."
-        fixes = [fix("Debug with num_workers=0", "The same code runs in the main process, so a hang or exception is visible directly.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash")]
+        fixes = [
+            fix("Debug with num_workers=0", "The same code runs in the main process, so a hang or exception is visible directly.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
+            fix("Time __getitem__ and raise the timeout only if loading is legitimately slow", f"timeout={timeout.group(1)} is the per-batch limit; a slow sample (network storage, heavy decoding) needs a larger timeout or faster loading.", "DataLoader(ds, num_workers=4, timeout=120)", "dataloader-worker-crash"),
+        ]
         return hit("data.timeout", "dataloader_error", "DataLoader timed out", cause, fixes, ("dataloader-worker-crash",), found, 0.88)
     pids, sig, code = m.group(1).strip(), (m.group(2) or "").strip(), m.group(3)  # type: ignore[union-attr]
     found.append(Fact("worker", f"worker pid(s) {pids}: " + (f"killed by signal {sig}" if sig else f"exited unexpectedly{f' with code {code}' if code else ''}")))

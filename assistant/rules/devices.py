@@ -72,6 +72,15 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
     found = [error_fact(ctx), Fact("device", f"operands on {a} and {b}" + (f" (argument `{arg}` is on {a})" if arg else ""))]
     found += _probe_devices(ctx)
     two_gpus = bool(a and b and a.startswith("cuda") and b.startswith("cuda") and a != b)
+    if "meta" in (a or "", b or ""):
+        loading = any("load_state_dict" in (f.function or "") or "load_state_dict" in (f.source or "") for f in ctx.failure.frames)
+        cause = ("A tensor on the `meta` device (shape only, no data) meets real tensors. Models built under torch.device('meta') (or with "
+                 "init_empty_weights / low_cpu_mem_usage) have no storage" + (": load_state_dict tries to copy the checkpoint into those empty parameters." if loading else ", so they must be materialised before use."))
+        fixes = [
+            fix("Load with assign=True so the checkpoint tensors replace the meta parameters", "", "model.load_state_dict(state_dict, assign=True)", "device-mismatch"),
+            fix("Or materialise the model first, then load", "", "model = model.to_empty(device='cpu')\nmodel.load_state_dict(state_dict)", "device-mismatch"),
+        ]
+        return hit("devices.meta", "device_mismatch", "Meta-device tensors used as real tensors", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.93)
     docs = ("device-mismatch", "cuda-unavailable")
     if two_gpus:
         cause = (f"One operation mixes tensors on {a} and {b}. PyTorch never copies between GPUs implicitly. Typical sources: a model "

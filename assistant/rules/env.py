@@ -56,6 +56,11 @@ def missing_module(ctx: Context) -> RuleHit | None:
                 fix("Check which interpreter runs and install torch into it", "", "python -c 'import sys; print(sys.executable)'\npython -m pip install torch", "module-not-found"),
             ]
         else:
+            if top == "apex":
+                cause = ("NVIDIA apex is not installed. Its mixed-precision part (apex.amp) is deprecated: PyTorch has native AMP in torch.amp "
+                         "(autocast + GradScaler), so the usual fix is to drop apex rather than build it.")
+                fixes = [fix("Replace apex.amp with torch.amp", "", "scaler = torch.amp.GradScaler('cuda')\nwith torch.autocast('cuda', dtype=torch.float16):\n    loss = criterion(model(x), y)\nscaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()", "module-not-found")]
+                return hit("env.module_not_found", "environment_error", f"Module `{mod}` not found", cause, fixes, ("module-not-found", "gradscaler-misuse"), _found(ctx), 0.93)
             pip_name = _PIP_NAMES.get(mod) or _PIP_NAMES.get(top)
             local = bool(re.match(r"^(src|models?|utils?|data(sets?)?|config|lib|common|modules|nets?|networks?)$", top))
             cause = (f"Python cannot find the module `{mod}`. "
@@ -127,11 +132,32 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
         cause = f"The file `{path}` does not exist" + (" relative to the current working directory — relative paths depend on where the job is started from, not where the script lives." if relative else " on this machine (a path from another machine/cluster, a dataset not downloaded or mounted, or a typo).")
         if re.search(r"\.(pt|pth|ckpt|bin|safetensors)$", path):
             cause += " It is a checkpoint: check the run that should have written it."
+        saving = any(re.search(r"save|open\(.*['\"]w|makedirs|mkdir|write", fr.source or "") or (fr.function or "") in ("save", "_open_zipfile_writer") for fr in ctx.failure.frames)
+        parent_missing = saving and "/" in path
+        if parent_missing:
+            cause = f"Writing `{path}` failed because its directory does not exist: torch.save/open do not create parent folders."
         fixes = [
+            fix("Create the directory before saving", "", "os.makedirs(os.path.dirname(path), exist_ok=True)\ntorch.save(state, path)", "files-and-permissions")] if parent_missing else []
+        fixes += [
             fix("Build paths from the script's location or a configurable root", "", "from pathlib import Path\nROOT = Path(__file__).resolve().parent\ndata = ROOT / 'data' / 'train.csv'", "files-and-permissions"),
             fix("Check the path on the machine that runs the job", "", f"ls -l '{path}'; pwd", "files-and-permissions"),
         ]
         return hit("env.file_not_found", "environment_error", f"File not found: {path}", cause, fixes, docs, _found(ctx, Fact("path", path)), 0.92)
+    m = ctx.search(r"Parent directory (\S+) does not exist")
+    if m:
+        d = m.group(1).rstrip(".")
+        cause = f"torch.save was asked to write into `{d}`, which does not exist: torch.save does not create folders (a run/experiment directory that was never made, or a typo in the output path)."
+        fixes = [fix("Create the directory before saving", "", f"os.makedirs('{d}', exist_ok=True)\ntorch.save(state, path)", "files-and-permissions")]
+        return hit("env.save_parent_missing", "environment_error", "Checkpoint directory does not exist", cause, fixes, docs, _found(ctx, Fact("path", d)), 0.93)
+    m = ctx.search(r"\[Errno (20|21|17)\] (Not a directory|Is a directory|File exists): '([^']+)'")
+    if m:
+        code, what, path = m.groups()
+        story = {"20": f"a path component of `{path}` is a file, not a directory (a file sits where a folder is expected)",
+                 "21": f"`{path}` is a directory, but the code opens it as a file",
+                 "17": f"`{path}` already exists (and is not a directory) where a directory is being created"}[code]
+        cause = f"{what}: {story}. Typical in run/output directories created by an earlier run or a mistyped config path."
+        fixes = [fix("Check what is on disk at that path and fix the path or remove the stale entry", "", f"ls -ld '{path}' '{path.rsplit('/', 1)[0] if '/' in path else '.'}'\nos.makedirs(run_dir, exist_ok=True)  # after removing a stale file of the same name", "files-and-permissions")]
+        return hit("env.path_kind", "environment_error", f"{what}: {path}", cause, fixes, docs, _found(ctx, Fact("path", path)), 0.9)
     m = ctx.search(r"\[Errno 13\] Permission denied: '([^']+)'")
     if m:
         cause = f"The process may not read or write `{m.group(1)}`: a shared/read-only location, another user's cache directory, or a file created by a different user (e.g. root in a container)."

@@ -51,9 +51,13 @@ def tensor_index(ctx: Context) -> RuleHit | None:
     if m:
         lo, hi, got = (int(g) for g in m.groups())
         ndim = hi + 1
-        cause = (f"The operation asked for dimension {got}, but the tensor has only {ndim} dimension(s) (valid: {lo}…{hi}). "
-                 + ("The tensor is probably missing its batch dimension (a single sample), or was squeezed/flattened earlier." if got >= ndim else ""))
+        src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+        op = re.search(r"\.(\w+)\((?:dim\s*=\s*)?-?\d", src)
+        opname = f"`{op.group(1)}`" if op else "The operation"
+        cause = (f"{opname} asked for dimension {got}, but the tensor has only {ndim} dimension(s) (valid: {lo}…{hi}, i.e. the last one is dim={hi} or dim=-1). "
+                 + ("The tensor is probably missing a dimension the code assumes (a batch or sequence axis), or was squeezed/flattened earlier." if got >= ndim else ""))
         fixes = [
+            fix(f"Use a dimension that exists: dim={hi} (or dim=-1)" + (f" in {opname}" if op else ""), "If the tensor really should have more dimensions, fix where it lost them instead.", src.replace(f"({got},", f"({hi},") if op and f"({got}," in src else f"x.{op.group(1) if op else 'sum'}(dim=-1)", "index-out-of-range"),
             fix("Print the tensor's shape at the failing line", "", "print(x.shape, x.dim())", "index-out-of-range"),
             fix("Add the missing batch dimension, or use a negative dim that works for both", "", "x = x.unsqueeze(0)        # single sample -> batch of 1\nprobs = logits.softmax(dim=-1)", "index-out-of-range"),
         ]

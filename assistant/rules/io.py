@@ -54,7 +54,7 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
         cause = (f"The checkpoint passed to load_state_dict is a training checkpoint dictionary (keys like {', '.join(repr(k) for k in wrapper_keys[:4])}), "
                  "not the model's state_dict itself. The weights are one of its entries.")
         sub = next((k for k in ("model_state_dict", "state_dict", "model") if k in wrapper_keys), "model_state_dict")
-        fixes.append(fix(f"Load the `{sub}` entry", "", f"ckpt = torch.load(path, map_location='cpu')\nmodel.load_state_dict(ckpt['{sub}'])", "state-dict-keys"))
+        fixes.append(fix(f"Load the `{sub}` entry", "", f"checkpoint = torch.load(path, map_location='cpu')\nmodel.load_state_dict(checkpoint['{sub}'])", "state-dict-keys"))
         title = "Whole training checkpoint passed to load_state_dict"
     elif sizes and not missing and not unexpected:
         names = [s[0] for s in sizes]
@@ -135,7 +135,7 @@ def serialization(ctx: Context) -> RuleHit | None:
                  + ".")
         fixes = [
             fix("If you trust the file, allow exactly that type", "Allow-listing keeps the protection against arbitrary code for everything else.",
-                f"import torch.serialization\nwith torch.serialization.safe_globals([{what or 'MyClass'}]):\n    ckpt = torch.load(path)" if what else "torch.serialization.add_safe_globals([MyClass])", "torch-load-weights-only"),
+                (f"torch.serialization.add_safe_globals([{what}])   # once, at start-up\n# or scoped:\nwith torch.serialization.safe_globals([{what}]):\n    ckpt = torch.load(path)") if what else "torch.serialization.add_safe_globals([MyClass])", "torch-load-weights-only"),
             fix("Or load with weights_only=False — only for files you created or trust", "Unpickling can execute arbitrary code.", "ckpt = torch.load(path, weights_only=False)", "torch-load-weights-only"),
             fix("Save plain state_dicts next time", "Tensors and basic Python types load under weights_only=True; convert numpy values with torch.as_tensor or .item().", "torch.save({'model': model.state_dict(), 'epoch': int(epoch)}, path)", "torch-load-weights-only"),
         ]

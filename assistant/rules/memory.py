@@ -155,6 +155,7 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
         found.append(loc)
     fixes = [
         fix("Check the size you asked for", "Compute numel × element size of the tensor on the failing line; a wrong dimension (e.g. using a vocabulary size or a sample count where a feature size belongs) is common.", "print(shape, torch.Size(shape).numel() * torch.finfo(torch.float32).bits // 8 / 2**30, 'GiB')", "cpu-oom"),
+        fix("Compute in chunks", "Pairwise/similarity matrices and big intermediate results can be computed block by block (e.g. 1024 rows at a time) instead of all at once.", "for rows in x.split(1024):\n    sims = rows @ y.T   # (1024, M) at a time\n    ...", "cpu-oom"),
         fix("Stream data instead of loading it all", "Read samples lazily in Dataset.__getitem__, use memory-mapped arrays (np.load(..., mmap_mode='r')), and load checkpoints with mmap.", "state = torch.load('ckpt.pt', mmap=True, weights_only=True)", "cpu-oom"),
         fix("Reduce per-worker copies", "Each DataLoader worker may copy Python lists of samples (copy-on-access); store metadata in numpy arrays and lower num_workers.", "DataLoader(ds, num_workers=2, persistent_workers=True)", "cpu-oom"),
     ]

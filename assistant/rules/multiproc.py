@@ -55,6 +55,17 @@ def pickling(ctx: Context) -> RuleHit | None:
             fix("Open resources lazily inside the worker", "Create file handles / database connections in __getitem__ or worker_init_fn, not in __init__.", None, "spawn-pickling"),
         ]
         return hit("mp.unpicklable", "multiprocessing_error", f"Cannot pickle {obj} for a child process", cause, fixes, _DOCS, _found(ctx, Fact("object", f"unpicklable: {obj}")), 0.93)
+    name_err = ctx.exc_type == "NameError" and (ctx.failure.wrapper or "").startswith("spawned process")
+    if name_err:
+        var = re.search(r"name '(\w+)' is not defined", ctx.message)
+        v = var.group(1) if var else "a global"
+        cause = (f"`{v}` is undefined inside the spawned worker. With the spawn start method each child re-imports your script as a module, so "
+                 f"globals assigned under `if __name__ == '__main__':` (like `{v}`) or in a notebook cell do not exist there.")
+        fixes = [
+            fix(f"Pass `{v}` to the worker explicitly via args=", "", f"mp.spawn(train_worker, args=(nprocs, {v}), nprocs=nprocs)\n\ndef train_worker(rank, nprocs, {v.lower()}): ...", "spawn-pickling"),
+            fix("Or define it at module level (outside the __main__ guard)", "Constants and config loading that every process needs belong at import level.", None, "spawn-pickling"),
+        ]
+        return hit("mp.spawn_global", "multiprocessing_error", f"`{v}` undefined in a spawned process", cause, fixes, _DOCS, _found(ctx), 0.93)
     m = ctx.search(r"Can't get attribute '(\w+)' on <module '(__main__|__mp_main__)'")
     if m:
         cause = (f"A spawned child re-imports the main module to find `{m.group(1)}`, but it is not importable there: it was defined in a notebook/REPL cell "

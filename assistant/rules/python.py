@@ -23,9 +23,16 @@ def _found(ctx: Context, *extra: Fact) -> list[Fact]:
 def module_misuse(ctx: Context) -> RuleHit | None:
     """nn.Module mistakes that surface as Python errors."""
     if ctx.search(r"cannot assign module before Module\.__init__\(\) call|cannot assign parameters before Module\.__init__\(\) call"):
-        cls = next((f.function for f in reversed(ctx.failure.user_frames) if f.function == "__init__"), None)
-        cause = "A layer/parameter was assigned in a Module's __init__ before calling super().__init__(), so nn.Module's bookkeeping (the registries of submodules and parameters) does not exist yet."
-        fixes = [fix("Call super().__init__() first in __init__", "", "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(10, 2)", "module-misuse")]
+        frames = ctx.failure.frames
+        cls = None
+        for i, fr in enumerate(frames):
+            if fr.function == "__init__" and fr.is_user and i > 0:
+                m = re.search(r"([A-Z]\w*)\s*\(", frames[i - 1].source or "")
+                cls = m.group(1) if m else None
+        who = f"`{cls}`" if cls else "the Module subclass"
+        cause = (f"{who}'s __init__ assigns a layer/parameter before calling super().__init__(), so nn.Module's bookkeeping "
+                 "(the registries of submodules and parameters) does not exist yet.")
+        fixes = [fix("Call super().__init__() first in __init__", "", f"class {cls or 'Net'}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(10, 2)", "module-misuse")]
         return hit("python.super_init", "python_error", "super().__init__() not called", cause, fixes, _DOCS[::-1], _found(ctx), 0.95)
     m = ctx.search(r"(forward|__init__|__call__|\w+)\(\) missing (\d+) required positional arguments?: ([^\n]+)")
     if m:

@@ -91,7 +91,7 @@ def conv_input(ctx: Context) -> RuleHit | None:
             cause = (f"{label[0].upper() + label[1:]} expects 3-channel (RGB) images but received 1-channel (grayscale) input {fmt_shape(inp)}. "
                      "Models and pretrained weights built for RGB need 3 channels.")
             fixes.append(fix("Convert the images to 3 channels", "Repeat the gray channel (or convert at load time with PIL .convert('RGB') / torchvision Grayscale(num_output_channels=3)).", "x = x.repeat(1, 3, 1, 1)  # or x.expand(-1, 3, -1, -1)", "conv-input-mismatch"))
-            fixes.append(fix("Or build the first conv for 1 channel", "If you train from scratch on grayscale data, make the stem accept one channel.", f"self.{name or 'conv1'} = nn.Conv2d(1, {weight[0] if weight else 64}, kernel_size={weight[-1] if weight else 3})", "conv-input-mismatch"))
+            fixes.append(fix("Or build the first conv for 1 channel (in_channels=1)", "If you train from scratch on grayscale data, make the stem accept one channel.", f"self.{name or 'conv1'} = nn.Conv2d(1, {weight[0] if weight else 64}, kernel_size={weight[-1] if weight else 3})", "conv-input-mismatch"))
         elif want == 1 and got == 3:
             cause = f"{label[0].upper() + label[1:]} was built for 1-channel (grayscale) input but received 3-channel (RGB) images {fmt_shape(inp)}."
             fixes.append(fix("Convert the images to grayscale", "Convert at load time, or average the channels.", "x = x.mean(dim=1, keepdim=True)", "conv-input-mismatch"))
@@ -127,6 +127,21 @@ def conv_input(ctx: Context) -> RuleHit | None:
         fixes = [fix("Give the tensor the layout the layer expects", "Add the missing batch/channel axis or merge extra axes.", code, "conv-input-mismatch")]
         return hit("shapes.conv_rank", "shape_mismatch", f"{op} received a {got}-D input", cause, fixes, docs, _with_location(ctx, found), 0.92)
 
+    m = ctx.search(r"expected (\d)D or (\d)D input \(got (\d)D input\)|expected (\d)D input \(got (\d)D input\)")
+    if m:
+        want = int(m.group(2) or m.group(4))
+        got = int(m.group(3) or m.group(5))
+        layer = f"`{name}`" if name else "this layer (BatchNorm/InstanceNorm)"
+        if got == want - 1:
+            cause = (f"{layer[0].upper() + layer[1:]} expects a {want}-D batch but got a {got}-D tensor: the batch dimension is missing — "
+                     "typically a single sample (one image C×H×W) passed to the model without a batch axis.")
+            code = "x = x.unsqueeze(0)  # (C, H, W) -> (1, C, H, W): a batch of one"
+        else:
+            cause = f"{layer[0].upper() + layer[1:]} expects a {want}-D input but got {got}-D: the tensor's layout does not match the layer (N, C, …)."
+            code = "print(x.shape)"
+        fixes = [fix("Add the batch dimension" if got == want - 1 else "Reshape the input to the layer's layout", "", code, "conv-input-mismatch")]
+        return hit("shapes.norm_rank", "shape_mismatch", f"Layer expects {want}-D input, got {got}-D", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.92)
+
     m = ctx.search(r"Calculated padded input size per channel: \(([\d x]+)\)\. Kernel size: \(([\d x]+)\)")
     m2 = ctx.search(r"Given input size: \(([\dx]+)\)\. Calculated output size: \(([\dx]+)\)\. Output size is too small")
     if m or m2:
@@ -153,12 +168,20 @@ def broadcast(ctx: Context) -> RuleHit | None:
         found = [error_fact(ctx), Fact("shape", f"dimension {dim}: tensor a has {a}, tensor b has {b}; broadcasting needs equal sizes or a 1")]
         cause = (f"An element-wise operation combines two tensors whose dimension {dim} sizes are {a} and {b}. Broadcasting only stretches "
                  f"dimensions of size 1, so {a} vs {b} cannot be aligned.")
-        if ctx.search(r"attn|mask|attention", re.I):
+        src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+        if src:
+            cause += f" The failing expression is `{src}`."
+        if re.search(r"alpha|class_weight|weights?\b|pos_weight", src):
+            cause += (f" A per-class weight vector (one entry per class) is being multiplied with per-sample values (one per batch element): "
+                      "select each sample's weight by its target class first, e.g. `alpha[target]`.")
+        elif ctx.search(r"attn|mask|attention", re.I):
             cause += " An attention mask or positional tensor built for a different sequence length is a common source."
         fixes = [
             fix("Print both shapes right before the failing line", "Find which operand has the unexpected size at that dimension.", "print(a.shape, b.shape)", "broadcast-size-mismatch"),
             fix("Align the dimensions explicitly", "Use unsqueeze/view/permute so the axes you mean line up; don't rely on implicit broadcasting.", "b = b.unsqueeze(1)  # (N,) -> (N, 1)", "broadcast-size-mismatch"),
         ]
+        if re.search(r"alpha|class_weight|weights?\b|pos_weight", src):
+            fixes.insert(0, fix("Index per-class weights by the target", "Gives one weight per sample, matching the per-sample loss.", "w = self.alpha[target]   # (N,) from (num_classes,)\nloss = w * (1 - pt) ** self.gamma * ce", "broadcast-size-mismatch"))
         if {a, b} & {1} == set() and (a % b == 0 or b % a == 0):
             fixes.append(fix("Check for a merged or split axis", f"{max(a, b)} is a multiple of {min(a, b)}: a reshape may have merged the batch with another axis.", None, "broadcast-size-mismatch"))
         return hit("shapes.broadcast", "shape_mismatch", f"Sizes {a} and {b} do not broadcast (dimension {dim})", cause, fixes, docs, _with_location(ctx, found), 0.93)

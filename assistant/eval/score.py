@@ -1,0 +1,161 @@
+"""`torchhelp eval score`: diagnose every capture (or outside case) and measure the answers.
+
+Metrics, overall and per category: category accuracy, must-mention recall, must-not-mention
+violations, citation validity (every cited source exists and was retrieved), abstention (answering
+``unknown`` where that is right, and how often a wrong category is guessed instead of abstaining),
+latency p50/p95. Baselines run side by side on the same items: rules only, retrieval only (the
+category of the top retrieved document), lexical only, dense only, and the full engine.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from assistant.types import CATEGORIES
+
+VARIANTS = ("full", "rules", "retrieval", "lexical", "dense")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing to diagnose and what the answer must contain."""
+
+    id: str
+    text: str
+    category: str
+    must_mention: tuple[str, ...]
+    must_not_mention: tuple[str, ...] = ()
+    device: str = "text"
+
+
+@dataclass
+class Prediction:
+    category: str
+    answer: str
+    cited: tuple[str, ...]
+    sources: tuple[str, ...]
+    latency_ms: float
+    backend: str = "none"
+
+
+@dataclass
+class ItemResult:
+    item: Item
+    prediction: Prediction
+    correct: bool
+    mention_recall: float
+    missing: tuple[str, ...]
+    violations: tuple[str, ...]
+    citations_valid: bool
+
+
+@dataclass
+class VariantReport:
+    name: str
+    results: list[ItemResult] = field(default_factory=list)
+
+    def metrics(self, results: Sequence[ItemResult] | None = None) -> dict[str, Any]:
+        rs = list(self.results if results is None else results)
+        if not rs:
+            return {"n": 0}
+        expect_unknown = [r for r in rs if r.item.category == "unknown"]
+        known = [r for r in rs if r.item.category != "unknown"]
+        lat = sorted(r.prediction.latency_ms for r in rs)
+        return {
+            "n": len(rs),
+            "category_accuracy": round(sum(r.correct for r in rs) / len(rs), 4),
+            "must_mention_recall": round(statistics.fmean(r.mention_recall for r in rs), 4),
+            "must_not_mention_violations": sum(bool(r.violations) for r in rs),
+            "citation_validity": round(sum(r.citations_valid for r in rs) / len(rs), 4),
+            "abstention_correct": round(sum(r.prediction.category == "unknown" for r in expect_unknown) / len(expect_unknown), 4) if expect_unknown else None,
+            "abstained_on_known": round(sum(r.prediction.category == "unknown" for r in known) / len(known), 4) if known else None,
+            "wrong_guess_rate": round(sum(r.prediction.category not in ("unknown", r.item.category) for r in known) / len(known), 4) if known else None,
+            "latency_ms_p50": round(_percentile(lat, 50), 2),
+            "latency_ms_p95": round(_percentile(lat, 95), 2),
+        }
+
+    def per_category(self) -> dict[str, dict[str, Any]]:
+        cats = sorted({r.item.category for r in self.results})
+        return {c: self.metrics([r for r in self.results if r.item.category == c]) for c in cats}
+
+
+def _percentile(sorted_values: Sequence[float], pct: float) -> float:
+    if not sorted_values:
+        return 0.0
+    k = (len(sorted_values) - 1) * pct / 100
+    lo, hi = int(k), min(int(k) + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def items_from_captures(captures: Iterable[dict[str, Any]]) -> list[Item]:
+    return [Item(c["slug"], c["stderr"] or c.get("stdout_tail", ""), c["category"], tuple(c.get("must_mention", ())), tuple(c.get("must_not_mention", ())), c.get("device", "cpu")) for c in captures]
+
+
+def items_from_outside(cases) -> list[Item]:  # type: ignore[no-untyped-def]
+    return [Item(c.id, c.error_text, c.category, c.fix_keywords, (), "outside") for c in cases]
+
+
+def _answer_text(parts: Iterable[str | None]) -> str:
+    return "\n".join(p for p in parts if p)
+
+
+def _mentions(answer: str, phrases: Sequence[str]) -> tuple[float, tuple[str, ...]]:
+    low = answer.lower()
+    missing = tuple(p for p in phrases if p.lower() not in low)
+    return ((len(phrases) - len(missing)) / len(phrases) if phrases else 1.0), missing
+
+
+class Scorer:
+    """Runs the variants over items with a shared settings object and retriever."""
+
+    def __init__(self, settings, known_doc_ids: set[str], backend: str = "none") -> None:  # type: ignore[no-untyped-def]
+        self.settings = settings
+        self.known_doc_ids = known_doc_ids
+        self.backend = backend
+
+    def predict(self, variant: str, text: str) -> Prediction:
+        from assistant import rules
+        from assistant.kb.retrieve import get_retriever
+        from assistant.pipeline import adjust_for_wrapper, analyse, build_query, diagnose
+
+        start = time.perf_counter()
+        if variant == "full":
+            d = diagnose(text, settings=self.settings, llm=self.backend)
+            answer = _answer_text([d.title, d.summary, d.cause, *(f"{f.title}\n{f.detail}\n{f.code or ''}" for f in d.fixes), *(e.text for e in d.evidence)])
+            cited = tuple(s for f in d.fixes for s in f.sources)
+            return Prediction(d.category, answer, cited, tuple(s.id for s in d.sources), (time.perf_counter() - start) * 1000, d.backend)
+        failure, _ = analyse(text, self.settings)
+        if variant == "rules":
+            hit = adjust_for_wrapper(failure, rules.match(failure))
+            if hit is None:
+                return Prediction("unknown", "", (), (), (time.perf_counter() - start) * 1000)
+            answer = _answer_text([hit.title, hit.cause, *(f"{f.title}\n{f.detail}\n{f.code or ''}" for f in hit.fixes), *(f.text for f in hit.facts)])
+            return Prediction(hit.category, answer, tuple(s for f in hit.fixes for s in f.sources), hit.doc_ids, (time.perf_counter() - start) * 1000)
+        mode = {"retrieval": "hybrid", "lexical": "lexical", "dense": "dense"}[variant]
+        retriever = get_retriever(self.settings.home, dense=mode != "lexical", encoder_kind=self.settings.encoder)
+        passages = retriever.search(build_query(failure, None), k=self.settings.top_k, mode=mode, signature_text=failure.search_text)  # type: ignore[arg-type]
+        top = passages[0] if passages else None
+        category = top.category if top and top.category in CATEGORIES else "unknown"
+        answer = _answer_text(p.text for p in passages[:3])
+        ids = tuple(p.doc_id for p in passages)
+        return Prediction(category, answer, ids[:1], ids, (time.perf_counter() - start) * 1000)
+
+    def score(self, items: Sequence[Item], variants: Sequence[str], progress: Callable[[str, int, int], None] | None = None) -> dict[str, VariantReport]:
+        reports = {v: VariantReport(v) for v in variants}
+        total = len(items) * len(variants)
+        done = 0
+        for variant in variants:
+            for item in items:
+                pred = self.predict(variant, item.text)
+                recall, missing = _mentions(pred.answer, item.must_mention)
+                _, present = _mentions(pred.answer, item.must_not_mention)
+                violations = tuple(p for p in item.must_not_mention if p not in present)
+                valid = all(c in pred.sources for c in pred.cited) and all(s in self.known_doc_ids for s in pred.sources)
+                reports[variant].results.append(ItemResult(item, pred, pred.category == item.category, recall, missing, violations, valid))
+                done += 1
+                if progress:
+                    progress(variant, done, total)
+        return reports
