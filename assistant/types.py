@@ -112,9 +112,11 @@ class Failure:
     @property
     def search_text(self) -> str:
         """Every message in the chain plus assertion and NCCL lines: what rules and retrieval read."""
-        parts = [r.message for r in self.chain if r.message] or [self.message]
-        if self.message not in parts:
-            parts.append(self.message)
+        # The exception type is part of the text: "BackendCompilerFailed" or "OutOfMemoryError" carry meaning.
+        parts = [f"{r.exc_type}: {r.message}" if r.exc_type else r.message for r in self.chain if r.message or r.exc_type]
+        own = f"{self.exc_type}: {self.message}" if self.exc_type else self.message
+        if own not in parts:
+            parts.append(own)
         parts.extend(f"{a.source_file}:{a.line} {a.kernel} Assertion `{a.condition}` failed." for a in self.cuda_asserts)
         parts.extend(self.nccl_lines)
         parts.extend(self.signal_lines)

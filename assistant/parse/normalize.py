@@ -24,7 +24,9 @@ _OTHER_PREFIXES = (
     # 2024-05-01 10:00:00,123 / 2024-05-01T10:00:00.123Z, optional level and logger after it
     re.compile(
         r"^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?"
-        r"(?:\s*[-|]?\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?)?(?:\s*[-|]\s*[\w.]+\s*[-|])?\s?"
+        r"(?:\s*[-|]?\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?)?"  # level
+        r"(?:\s*[-|]\s*[\w.]+(?=\s*[-|]\s))?"  # logger name between separators
+        r"(?:\s*[-|:]\s?|\s)?"  # the separator before the message: exactly one space kept off
     ),
     re.compile(r"^\[\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]\s?"),
     re.compile(r"^(?:stderr|stdout)[:|]\s?", re.IGNORECASE),

@@ -57,12 +57,29 @@ def signal_lines(lines: Sequence[Line]) -> tuple[str, ...]:
     return _distinct(ln.text.strip() for ln in lines if _SIGNAL.search(ln.text))
 
 
-def last_salient_line(texts: Sequence[str]) -> int | None:
-    """Index of the last line that looks like an error report, if any."""
+_STRONG = re.compile(
+    r"out of memory|CUDA error|device-side assert|illegal memory access|NCCL|CUDNN_STATUS|CUBLAS_STATUS|Killed|Segmentation fault"
+    r"|does not require grad|backward through the graph|must match|shapes cannot be multiplied|expected scalar type|same device"
+    r"|not compiled with CUDA|No module named|No such file|Assertion|Unknown Error|timed out|Traceback|Error:",
+    re.IGNORECASE,
+)
+
+
+def best_salient_line(texts: Sequence[str]) -> int | None:
+    """Index of the most informative error-looking line: the last strong one, else the last salient one.
+
+    Short trailer lines ("python-BaseException", "Aborted") lose to a real message earlier on.
+    """
+    fallback = None
     for idx in range(len(texts) - 1, -1, -1):
-        if _SALIENT.search(texts[idx]):
+        line = texts[idx].strip()
+        if not line or line.startswith("frame #"):
+            continue
+        if _STRONG.search(line) and len(line) >= 20:
             return idx
-    return None
+        if fallback is None and _SALIENT.search(line):
+            fallback = idx
+    return fallback
 
 
 def _distinct(items) -> tuple[str, ...]:  # type: ignore[no-untyped-def]

@@ -21,7 +21,7 @@ _CHAIN_MARKERS = {
     "The above exception was the direct cause of the following exception:": "cause",
 }
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?\s*$')
-_IPY_HEADER = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)\s*$")
+_IPY_HEADER = re.compile(r"^(?:(?P<type>[A-Za-z_][\w.]*)\s{2,})?Traceback \(most recent call last\)\s*$")
 _IPY_FRAME = re.compile(
     r"^(?:Cell In\s*\[(?P<cell>\d*)\],? line (?P<cline>\d+)"
     r"|File (?P<file>.+?):(?P<line>\d+),? in (?P<func>[^(\s]+)"
@@ -42,6 +42,8 @@ _SECONDARY_TYPES = (
     "SystemExit",
     "CalledProcessError",
 )
+# PyTorch < 1.0 re-raised worker errors as `KeyError: Traceback (most recent call last): ...`.
+_OLD_RERAISE = re.compile(r"^[A-Za-z_][\w.]*: ['\"]?Traceback \(most recent call last\):")
 _STDLIB_HINT = re.compile(r"[/\\]lib[/\\]python\d\.\d+[/\\](?!site-packages|dist-packages)")
 
 
@@ -86,12 +88,30 @@ def parse_failure(text: str) -> Failure:
     notes: list[str] = []
 
     if not chains:
+        # A pasted excerpt often starts mid-traceback: frames without the header line.
+        first_frame = next((i for i, ln in enumerate(lines) if _FRAME.match(ln.text) or _IPY_FRAME.match(ln.text) and ln.text.startswith("File ")), None)
+        if first_frame is not None:
+            stream = [(i, ln.text) for i, ln in enumerate(lines)]
+            stream.insert(first_frame, (first_frame, TRACEBACK_HEADER))
+            chains = [(None, pos, chain) for pos, chain in _parse_stream(stream)]
+            notes.append("The traceback's first lines are missing; parsed from the first frame shown.")
+    if not chains:
         return _failure_without_traceback(lines, text, asserts, nccl, sig)
 
     rank, chain, consequences = _choose_chain(chains)
     if consequences:
         notes.append(consequences)
     records = [r.freeze() for r in chain]
+    if not records[-1].message.strip() and not records[-1].exc_type:
+        # The log was cut before the final error line: use the last record that has one, or the best line elsewhere.
+        earlier = [r for r in records if r.message.strip()]
+        if earlier:
+            records = records[: records.index(earlier[-1]) + 1]
+            notes.append("The final exception line is missing (cut-off log); used the last complete error in the chain.")
+        else:
+            fallback = _failure_without_traceback(lines, text, asserts, nccl, sig)
+            return Failure(fallback.exc_type, fallback.message, tuple(records[-1].frames), fallback.chain, fallback.wrapper, rank, asserts, nccl, sig, text,
+                           tuple(notes) + ("The traceback has no final exception line; the error line was taken from elsewhere in the log.",))
     effective, wrapper, embedded = _unwrap(records[-1])
     last_chain = max(chains, key=lambda c: c[1])[2]
     if chain is not last_chain and _is_secondary(last_chain[-1]) and wrapper is None:
@@ -99,6 +119,8 @@ def parse_failure(text: str) -> Failure:
         wrapper = "a child process (its traceback was printed before the parent's error)"
         notes.append(f"The final error was `{last_chain[-1].freeze().message.splitlines()[0][:160]}`; the child's own error is used instead.")
     records.extend(embedded)
+    if wrapper is None:
+        wrapper = _wrapper_anywhere(lines)
     frames = effective.frames or records[-1].frames
     all_frames = tuple(frames)
     return Failure(
@@ -142,7 +164,7 @@ def _parse_stream(stream: list[tuple[int, str]]) -> list[tuple[int, list[_Record
             i += 1
             continue
         ipy = _IPY_HEADER.match(stripped) if "Traceback (most recent call last)" in stripped else None
-        if stripped == TRACEBACK_HEADER or stripped.endswith(TRACEBACK_HEADER) and not stripped.startswith("Original"):
+        if stripped == TRACEBACK_HEADER or stripped.endswith(TRACEBACK_HEADER) and not stripped.startswith("Original") and not _OLD_RERAISE.match(stripped):
             record, i = _read_python_traceback(stream, i + 1)
         elif ipy:
             record, i = _read_ipython_traceback(stream, i + 1, ipy.group("type"))
@@ -222,6 +244,10 @@ def _read_ipython_traceback(stream: list[tuple[int, str]], i: int, header_type: 
         if not text.strip() or text.startswith(" ") or text.startswith("...") or set(text.strip()) <= {"-"}:
             i += 1
             continue
+        exc = _EXC_LINE.match(text.strip())
+        if not exc or not (exc.group("msg") is not None or _EXC_TYPE_HINT.search(exc.group("type"))):
+            i += 1  # a frame line wrapped by the terminal ("wargs)"), not the exception
+            continue
         break
     close()
     return _read_message(stream, i, record)
@@ -240,7 +266,7 @@ def _read_message(stream: list[tuple[int, str]], i: int, record: _Record) -> tup
     else:
         record.message_lines.append(first)
     i += 1
-    embedded = False
+    embedded = record.message_lines[-1].lstrip("'\"").startswith(TRACEBACK_HEADER)
     while i < n:
         text = stream[i][1]
         stripped = text.strip()
@@ -348,6 +374,11 @@ def _unwrap(record: ExceptionRecord) -> tuple[ExceptionRecord, str | None, list[
     m3 = re.search(r"Caught (\w+) in replica (\d+) on device (\d+)", msg)
     if m3:
         wrapper = f"DataParallel replica {m3.group(2)} on device {m3.group(3)}"
+    if wrapper is None and msg.lstrip("'\" ").startswith(TRACEBACK_HEADER):
+        wrapper = "DataLoader worker process" if "_worker_loop" in msg else "a re-raised error"
+        if "\\n" in msg and "\n" not in msg.strip():
+            msg = msg.encode("utf-8", "backslashreplace").decode("unicode_escape", errors="replace")
+        msg = msg.strip("'\" \n")
     if wrapper is None:
         return record, None, []
     start = msg.find("Traceback (most recent call last):")
@@ -379,25 +410,55 @@ def _clean_message(message: str) -> str:
     return "\n".join(kept).strip()
 
 
+_WRAPPER_LINE = re.compile(r"Caught \w+ in (DataLoader worker process \d+)")
+_CONTEXT_LINES = 40
+
+
+def _wrapper_anywhere(lines: list[Line]) -> str | None:
+    """A DataLoader re-raise header pasted without its outer traceback still names the wrapper."""
+    old_style = False
+    for ln in lines:
+        m = _WRAPPER_LINE.search(ln.text)
+        if m:
+            return m.group(1)
+        old_style = old_style or bool(_OLD_RERAISE.match(ln.text.strip()))
+    if old_style and any("_worker_loop" in ln.text for ln in lines):
+        return "DataLoader worker process"
+    return None
+
+
+def _context_record(texts: list[str], end: int) -> ExceptionRecord | None:
+    """The lines before the error, kept for rules and retrieval (they often hold the real clue)."""
+    before = [t for t in texts[max(0, end - _CONTEXT_LINES) : end] if t.strip()]
+    return ExceptionRecord(None, _clean_message("\n".join(before)), (), "log-context") if before else None
+
+
 def _failure_without_traceback(lines: list[Line], text: str, asserts, nccl, sig) -> Failure:  # type: ignore[no-untyped-def]
-    """No traceback: find the last line that looks like an exception, else the last salient line."""
+    """No traceback: find the last line that looks like an exception, else the most informative line.
+
+    The lines just before it are kept as a context record, so rules still see messages that were
+    printed around (not in) the final line.
+    """
     texts = [ln.text for ln in lines]
-    notes = ["No Python traceback found; diagnosed from the error line alone."]
+    notes = ["No Python traceback found; diagnosed from the error line and the lines around it."]
+    wrapper = _wrapper_anywhere(lines)
     for idx in range(len(texts) - 1, -1, -1):
         s = texts[idx].strip()
         m = _EXC_LINE.match(s)
         if m and m.group("msg") is not None and (_EXC_TYPE_HINT.search(m.group("type")) or "." in m.group("type")):
             record, _ = _read_message([(k, t) for k, t in enumerate(texts)], idx, _Record())
             frozen = record.freeze()
-            rank = lines[idx].rank
-            return Failure(frozen.exc_type, _clean_message(frozen.message), (), (frozen,), None, rank, asserts, nccl, sig, text, tuple(notes))
-    salient = signals.last_salient_line(texts)
+            chain = tuple(r for r in (_context_record(texts, idx), frozen) if r is not None)
+            return Failure(frozen.exc_type, _clean_message(frozen.message), (), chain, wrapper, lines[idx].rank, asserts, nccl, sig, text, tuple(notes))
+    salient = signals.best_salient_line(texts)
     if salient is not None:
         message = texts[salient].strip()
         rank = lines[salient].rank
+        context = _context_record(texts, len(texts))
     else:
         nonblank = [t for t in texts if t.strip()]
         message = "\n".join(nonblank[-20:]).strip()
-        rank = None
+        rank, context = None, None
     record = ExceptionRecord(None, message)
-    return Failure(None, message, (), (record,), None, rank, asserts, nccl, sig, text, tuple(notes))
+    chain = tuple(r for r in (context, record) if r is not None)
+    return Failure(None, message, (), chain, wrapper, rank, asserts, nccl, sig, text, tuple(notes))

@@ -112,7 +112,7 @@ def backward_twice(ctx: Context) -> RuleHit | None:
 def no_grad_fn(ctx: Context) -> RuleHit | None:
     """backward() on something with no graph, non-scalar backward, numpy() on a grad tensor."""
     docs = ("no-grad-fn", "detach-numpy")
-    if ctx.search(r"element (\d+) of tensors does not require grad and does not have a grad_fn"):
+    if ctx.search(r"does not require grad and does not have a grad_fn"):
         src = " ".join(f.source or "" for f in ctx.failure.user_frames)
         cause = ("backward() was called on a tensor that is not connected to any parameter that requires grad, so there is no graph to differentiate. "
                  "The forward pass ran under torch.no_grad()/torch.inference_mode(), or the loss was rebuilt from values that left the graph "
@@ -201,7 +201,7 @@ def nan_inf(ctx: Context) -> RuleHit | None:
             fix("With fp16, use GradScaler (it skips steps with inf gradients)", "", "scaler = torch.amp.GradScaler('cuda')", "exploding-gradients"),
         ]
         return hit("autograd.nonfinite_norm", "nan_inf", "Non-finite gradient norm", cause, fixes, docs[1::-1] + docs[2:], _loc(ctx, [error_fact(ctx)]), 0.93)
-    if ctx.search(r"probability tensor contains either `inf`, `nan` or element < 0|invalid multinomial distribution|but found invalid values|Input contains (?:NaN|infinity)|\bloss (?:is|became|=) ?(?:nan|inf)\b|\b(?:nan|inf) loss\b|non-finite loss|Loss is (?:NaN|nan|inf)", re.I):
+    if ctx.search(r"probability tensor contains either `inf`, `nan` or element < 0|invalid multinomial distribution|but found invalid values|Input contains (?:NaN|infinity)|\bloss (?:is|became|=) ?(?:nan|inf)\b|\b(?:nan|inf) loss\b|non-finite loss|Loss is (?:NaN|nan|inf)|(?:became|is) (?:infinite|inf) or NaN|FloatingPointError|nan values? (?:in|detected)", re.I):
         cause = ("Values became NaN or Inf before this check: the loss, the logits or a distribution's parameters are non-finite. Typical causes are a too-high "
                  "learning rate, log/sqrt/division at 0, fp16 overflow, or NaN already present in the input data.")
         fixes = [

@@ -115,6 +115,8 @@ def hit(
     """Build a RuleHit; fixes without their own sources cite the rule's first document."""
     docs = tuple(doc_ids)
     fixed = tuple(f if f.sources else Fix(f.title, f.detail, f.code, docs[:1]) for f in fixes)
+    # Every document a fix cites is one of the rule's documents, so retrieval is asked for all of them.
+    docs = docs + tuple(dict.fromkeys(s for f in fixed for s in f.sources if s not in docs))
     return RuleHit(rule, category, title, cause, fixed, tuple(found), docs, confidence, query_hint)
 
 

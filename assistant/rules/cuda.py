@@ -217,7 +217,7 @@ def cublas_error(ctx: Context) -> RuleHit | None:
 
 def hardware_error(ctx: Context) -> RuleHit | None:
     """ECC errors, GPUs falling off the bus, Xid events, watchdog launch timeouts."""
-    m = ctx.search(r"uncorrectable ECC error|ECC error encountered|fallen off the bus|GPU is lost|Xid[ :(]+(\d+)|uncorrectable NVLink error|the launch timed out and was terminated|GPU Reset|hardware stack error|CUDA error: unknown error", re.I)
+    m = ctx.search(r"uncorrectable ECC error|ECC error encountered|fallen off the bus|GPU is lost|Xid[ :(]+(\d+)|uncorrectable NVLink error|the launch timed out and was terminated|GPU Reset|hardware stack error|CUDA error: unknown error|Unable to determine the device handle|PCIe Bus Error|\bAER: ", re.I)
     if not m:
         return None
     text = m.group(0)

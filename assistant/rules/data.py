@@ -51,7 +51,8 @@ def collate(ctx: Context) -> RuleHit | None:
         found.append(Fact("type", f"unbatchable sample type: {found_type}"))
         fixes = [fix("Return tensors (or numbers/dicts of tensors) from __getitem__, or pass a collate_fn that handles it", "", code + ("\nDataLoader(ds, batch_size=16, collate_fn=collate_skip_none)" if "NoneType" in found_type else ""), "collate-size-mismatch")]
         return hit("data.collate_type", "dataloader_error", f"DataLoader cannot batch {found_type}", cause, fixes, _DOCS[1::-1], found, 0.93)
-    if _in_collate(ctx) and ctx.exc_type in ("TypeError", "AttributeError") and ctx.search(r"NoneType"):
+    in_collate_code = any("collate" in (f.file + (f.function or "")) for f in ctx.failure.frames[-3:])
+    if in_collate_code and ctx.exc_type in ("TypeError", "AttributeError") and ctx.search(r"NoneType"):
         cause = ("default_collate met a None while batching: Dataset.__getitem__ returned None (or a None field) for some sample — a failed read, "
                  "a filtered/short item, or a code path without a return.")
         fixes = [fix("Skip or repair None samples in a collate_fn", "Better still, fix __getitem__ so it never returns None.", "def collate_skip_none(batch):\n    batch = [b for b in batch if b is not None]\n    return torch.utils.data.default_collate(batch)\n\nDataLoader(ds, batch_size=4, collate_fn=collate_skip_none)", "collate-size-mismatch")]

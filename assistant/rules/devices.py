@@ -13,7 +13,10 @@ _SAME_DEVICE = re.compile(
     r"|got (?P<arg>\w+) is on (?P<c>[\w:]+), different from other tensors on (?P<d>[\w:]+))"
 )
 _TYPE_PAIR = re.compile(r"Input type \((?P<inp>torch\.[\w.]+|\w+)\) and (?P<what>weight|bias) type \((?P<w>torch\.[\w.]+|\w+)\) should be the same")
-_OLD_DEVICE = re.compile(r"Expected object of device type (?P<want>\w+) but got device type (?P<got>\w+) for argument #(?P<n>\d+) '(?P<arg>\w+)'")
+_OLD_DEVICE = re.compile(
+    r"(?:Expected object of device type (?P<want>\w+) but got )?device type (?P<got>\w+) for argument #(?P<n>\d+) '(?P<arg>\w+)'"
+    r"|Expected object of backend (?P<want2>\w+) but got backend (?P<got2>\w+) for argument #(?P<n2>\d+) '(?P<arg2>\w+)'"
+)
 
 
 def _loc(ctx: Context, found: list[Fact]) -> list[Fact]:
@@ -49,7 +52,9 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
         else:
             o = _OLD_DEVICE.search(ctx.text)
             if o:
-                a, b, arg = o.group("got"), o.group("want"), o.group("arg")
+                a = (o.group("got") or o.group("got2") or "").lower()
+                b = (o.group("want") or o.group("want2") or ("cuda" if a == "cpu" else "cpu")).lower()
+                arg = o.group("arg") or o.group("arg2")
             else:
                 o2 = ctx.search(r"Tensor on device (\S+) is not on the expected device (\S+?)!")
                 o3 = ctx.search(r"Expected tensor to have (\w+) DeviceType, but got tensor with (\w+) DeviceType")

@@ -10,7 +10,7 @@ from assistant.types import Fact, RuleHit
 
 _PAIRS = (
     re.compile(r"mat1 and mat2 must have the same dtype, but got (?P<a>\w+) and (?P<b>\w+)"),
-    re.compile(r"expected (?:m1|mat1) and (?:m2|mat2) to have the same dtype, but got: (?P<a>[\w:]+) != (?P<b>[\w:]+)"),
+    re.compile(r"expected (?:m1|mat1) and (?:m2|mat2) to have the same dtype, but got: (?P<a>[\w:]+)\s*!=\s*(?P<b>[\w:]+)"),
     re.compile(r"expected scalar type (?P<b>\w+) but found (?P<a>\w+)"),
     re.compile(r"Expected object of scalar type (?P<b>\w+) but got scalar type (?P<a>\w+)(?: for argument #\d+ '(?P<arg>\w+)')?"),
     re.compile(r"Input type \((?P<a>[\w.]+)\) and (?:weight|bias) type \((?P<b>[\w.]+)\) should be the same"),

@@ -93,7 +93,7 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
     """ABI and library mismatches: undefined symbols, torchvision ops, NumPy 2, missing shared libraries."""
     docs = ("library-version-mismatch", "module-not-found")
     cases = [
-        (r"operator torchvision::(\w+) does not exist", "torchvision does not match torch",
+        (r"operator torchvision::(\w+) does not exist|No such operator torchvision::(\w+)", "torchvision does not match torch",
          "torchvision's compiled operators were built for a different torch release than the one installed; pip upgraded one without the other.",
          [fix("Install matching torch and torchvision releases together", "Each torchvision release pairs with one torch release.", "pip install torch==2.X.Y torchvision==0.Z.W  # a matching pair", "library-version-mismatch")]),
         (r"undefined symbol: (\S+)", "Binary extension built against another torch",

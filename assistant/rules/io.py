@@ -24,6 +24,18 @@ def _loc(ctx: Context, found: list[Fact]) -> list[Fact]:
 def state_dict_keys(ctx: Context) -> RuleHit | None:
     """``Error(s) in loading state_dict``: prefixes, wrapped checkpoints, renamed layers, head size changes."""
     head = ctx.search(r"Error\(s\) in loading state_dict for (\w+)")
+    old = ctx.search(r'(unexpected|missing) keys? "([^"]+)" in state_dict|(missing|unexpected) keys in state_dict: "?\{([^}]*)\}')
+    if not head and old:
+        key = old.group(2) or (old.group(4) or "").split(",")[0].strip(" '\"")
+        kind = old.group(1) or old.group(3)
+        prefix = key.split(".")[0] + "." if key.startswith(("module.", "_orig_mod.")) else None
+        if prefix:
+            cause = f"The checkpoint key `{key}` carries a `{prefix}` prefix the model does not use: the weights were saved from a model wrapped in nn.DataParallel/DistributedDataParallel (or torch.compile)."
+            fixes = [fix(f"Strip the `{prefix}` prefix before loading", "", f"state = {{k.removeprefix('{prefix}'): v for k, v in state.items()}}\nmodel.load_state_dict(state)", "state-dict-keys")]
+        else:
+            cause = f"The checkpoint and the model disagree about parameter names: {kind} key `{key}`. The architecture changed or layers were renamed between saving and loading."
+            fixes = [fix("Compare the key sets of checkpoint and model", "", "print(sorted(set(state) ^ set(model.state_dict())))", "state-dict-keys")]
+        return hit("io.state_dict_old", "state_dict_loading", "state_dict keys do not match the model", cause, fixes, ("state-dict-keys",), _loc(ctx, [error_fact(ctx)]), 0.9)
     if not head:
         return _optimizer_state(ctx)
     text = ctx.text

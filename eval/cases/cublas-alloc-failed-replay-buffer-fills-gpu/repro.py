@@ -1,10 +1,12 @@
-"""DQN-style agent with a GPU replay buffer sized to "use all the free memory".
+"""DQN agent on a GPU-vectorised environment with a replay buffer sized to
+"use all the free GPU memory".
 
-The replay buffer capacity is computed from torch.cuda.mem_get_info() leaving
-only 32 MiB of headroom. The buffer is filled by a random-policy warm-up
-(elementwise ops only), so the first matrix multiply happens in the first
-training step: cuBLAS then cannot allocate the device memory it needs to
-create its handle, and the error is a cuBLAS status rather than a PyTorch
+The script first smoke-tests the env and the buffer plumbing on a tiny
+buffer, then allocates the real replay buffer from torch.cuda.mem_get_info()
+leaving only 32 MiB of headroom, fills it with random-policy transitions
+(no network involved) and starts training. The first matrix multiply of the
+Q-network must create the cuBLAS handle, which cannot get the device memory
+it needs: the failure is reported as a cuBLAS status, not as PyTorch's
 "CUDA out of memory".
 """
 import logging
@@ -20,13 +22,31 @@ torch.manual_seed(0)
 torch.cuda.manual_seed_all(0)
 device = torch.device("cuda")
 
-OBS_DIM, N_ACTIONS = 64, 6
+OBS_DIM, N_ACTIONS, N_ENVS = 64, 6, 4096
 HEADROOM = 32 * 2**20   # "the networks are tiny, 32 MiB is plenty"
+
+
+class GpuVecEnv:
+    """Toy batched environment living on the GPU (Isaac-Gym style)."""
+
+    def __init__(self, n):
+        self.n = n
+        self.obs = torch.empty(n, OBS_DIM, device=device).normal_()
+
+    def sample_actions(self):
+        return torch.randint(0, N_ACTIONS, (self.n,), device=device)
+
+    def step(self, actions):
+        next_obs = torch.empty_like(self.obs).normal_()
+        reward = torch.empty(self.n, device=device).uniform_()
+        done = torch.empty(self.n, device=device).uniform_() < 0.01
+        self.obs = next_obs
+        return next_obs, reward, done
 
 
 class ReplayBuffer:
     def __init__(self, capacity):
-        self.capacity, self.size = capacity, 0
+        self.capacity, self.size, self.pos = capacity, 0, 0
         self.obs = torch.empty(capacity, OBS_DIM, device=device)
         self.next_obs = torch.empty(capacity, OBS_DIM, device=device)
         self.action = torch.empty(capacity, dtype=torch.int64, device=device)
@@ -37,19 +57,28 @@ class ReplayBuffer:
     def bytes_per_transition():
         return 2 * OBS_DIM * 4 + 8 + 4 + 1
 
-    def random_warmup(self, n, chunk=1 << 22):
-        for start in range(0, n, chunk):
-            end = min(start + chunk, n)
-            self.obs[start:end].normal_()
-            self.next_obs[start:end].normal_()
-            self.action[start:end].random_(0, N_ACTIONS)
-            self.reward[start:end].uniform_()
-            self.done[start:end].zero_()          # episodes rarely end
-        self.size = n
+    def add(self, obs, action, reward, next_obs, done):
+        n = obs.shape[0]
+        sl = slice(self.pos, self.pos + n)
+        self.obs[sl].copy_(obs)
+        self.action[sl].copy_(action)
+        self.reward[sl].copy_(reward)
+        self.next_obs[sl].copy_(next_obs)
+        self.done[sl].copy_(done)
+        self.pos = (self.pos + n) % (self.capacity - n + 1)
+        self.size = min(self.size + n, self.capacity)
 
     def sample(self, batch_size):
         idx = torch.randint(0, self.size, (batch_size,), device=device)
         return self.obs[idx], self.action[idx], self.reward[idx], self.next_obs[idx], self.done[idx]
+
+
+def collect_random(env, buf, steps):
+    for _ in range(steps):
+        obs = env.obs
+        a = env.sample_actions()
+        next_obs, r, d = env.step(a)
+        buf.add(obs, a, r, next_obs, d)
 
 
 class QNet(nn.Module):
@@ -63,16 +92,25 @@ class QNet(nn.Module):
 
 
 def main():
+    env = GpuVecEnv(N_ENVS)
+
+    # smoke test of env + buffer plumbing before allocating the big buffer
+    test_buf = ReplayBuffer(4 * N_ENVS)
+    collect_random(env, test_buf, 4)
+    o, a, r, o2, d = test_buf.sample(256)
+    assert o.shape == (256, OBS_DIM) and a.dtype == torch.int64 and d.dtype == torch.bool
+    del test_buf, o, a, r, o2, d
+
     q, target_q = QNet().to(device), QNet().to(device)
     target_q.load_state_dict(q.state_dict())
     opt = torch.optim.Adam(q.parameters(), lr=1e-4)
 
-    free, total = torch.cuda.mem_get_info()
+    free, _ = torch.cuda.mem_get_info()
     capacity = (free - HEADROOM) // ReplayBuffer.bytes_per_transition()
     buf = ReplayBuffer(capacity)
-    buf.random_warmup(min(capacity, 50_000_000))
-    log.info("replay buffer: %d transitions, GPU free now %.1f MiB", capacity,
-             torch.cuda.mem_get_info()[0] / 2**20)
+    collect_random(env, buf, 64)
+    log.info("replay buffer: capacity %d transitions, %d collected, GPU free now %.1f MiB",
+             capacity, buf.size, torch.cuda.mem_get_info()[0] / 2**20)
 
     gamma = 0.99
     for step in range(100):
