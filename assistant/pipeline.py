@@ -21,6 +21,7 @@ from assistant.types import CATEGORIES, Diagnosis, Evidence, Failure, Fix, Passa
 
 log = logging.getLogger(__name__)
 
+CONFIDENT_RULE = 0.9  # at or above: the rule's documents are known, dense query embedding is skipped (policy "auto")
 # Categories that, raised inside a DataLoader worker, are really "your Dataset code failed".
 _WORKER_GENERIC = {"python_error", "index_error", "environment_error", "unknown", "shape_mismatch", "dtype_mismatch", "serialization_error"}
 
@@ -90,7 +91,9 @@ def retrieve(failure: Failure, hit: RuleHit | None, settings: Settings, notes: l
         notes.append(f"Dense retrieval unavailable ({exc}); used lexical retrieval only.")
         retriever = get_retriever(settings.home, dense=False)
     hints = hit.doc_ids if hit else ()
-    passages = retriever.search(query, k=settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=hints)
+    confident = hit is not None and hit.confidence >= CONFIDENT_RULE
+    use_dense = settings.dense_policy == "always" or not confident
+    passages = retriever.search(query, k=settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=hints, use_dense=use_dense)
     return passages, retriever
 
 

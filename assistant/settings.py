@@ -23,7 +23,11 @@ class Settings:
     """Every tunable of the engine and its doors."""
 
     home: Path = Path("~/.cache/torchhelp").expanduser()
-    dense: bool = True  # dense (embedding) retrieval; lexical always runs
+    dense: bool = True  # dense (embedding) retrieval available; lexical always runs
+    # When to embed the query: "auto" = only when no confident rule already named the documents
+    # (a rule's documents plus lexical search ground its answer; embedding costs ~25 ms per query);
+    # "always" = every query.
+    dense_policy: str = "auto"
     encoder: str = "numpy"  # "numpy" (fast start) or "sentence-transformers" (reference)
     top_k: int = 5
     window_bytes: int = 1 << 20
@@ -47,7 +51,7 @@ class Settings:
 
 
 _ENV = {
-    "TORCHHELP_DENSE": "dense", "TORCHHELP_ENCODER": "encoder", "TORCHHELP_TOP_K": "top_k",
+    "TORCHHELP_DENSE": "dense", "TORCHHELP_DENSE_POLICY": "dense_policy", "TORCHHELP_ENCODER": "encoder", "TORCHHELP_TOP_K": "top_k",
     "TORCHHELP_LLM": "llm", "TORCHHELP_LLM_URL": "llm_url", "TORCHHELP_LLM_MODEL": "llm_model",
     "TORCHHELP_LLM_API_KEY": "llm_api_key", "TORCHHELP_LLM_TIMEOUT": "llm_timeout",
     "TORCHHELP_LOCAL_MODEL": "local_model_path", "TORCHHELP_OFFLINE": "offline",
@@ -98,5 +102,7 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
             values[name] = _coerce(name, env[var])
     if "llm_api_key" not in values and env.get("OPENAI_API_KEY"):
         values["llm_api_key"] = env["OPENAI_API_KEY"]
-    settings = Settings(**values)
-    return settings.with_overrides(**overrides)
+    settings = Settings(**values).with_overrides(**overrides)
+    if settings.dense_policy not in ("auto", "always"):
+        raise ConfigError(f"dense_policy must be 'auto' or 'always', not {settings.dense_policy!r}")
+    return settings

@@ -83,6 +83,11 @@ class NumpyMiniLM:
         self._heads = 12
         # Pre-transpose the projection matrices once: x @ W.T on every call would copy them.
         self._t = {k: np.ascontiguousarray(v.T) for k, v in self._w.items() if k.endswith(".weight") and v.ndim == 2 and "embeddings" not in k}
+        # Fuse the Q, K and V projections into one GEMM per layer (3 small GEMMs cost more than one wide one).
+        for i in range(self._layers):
+            p = f"encoder.layer.{i}.attention.self"
+            self._t[f"{p}.qkv.weight"] = np.ascontiguousarray(np.concatenate([self._t[f"{p}.{n}.weight"] for n in ("query", "key", "value")], axis=1))
+            self._w[f"{p}.qkv.bias"] = np.concatenate([self._w[f"{p}.{n}.bias"] for n in ("query", "key", "value")])
 
     def _layer_norm(self, x, prefix: str):  # type: ignore[no-untyped-def]
         np = self._np
@@ -108,9 +113,10 @@ class NumpyMiniLM:
         for i in range(self._layers):
             p = f"encoder.layer.{i}"
             # Contiguous per-head blocks keep the batched matmuls on BLAS (strided views do not).
-            q = np.ascontiguousarray(self._dense(x, f"{p}.attention.self.query").reshape(batch, length, heads, dim).transpose(0, 2, 1, 3))
-            k = np.ascontiguousarray(self._dense(x, f"{p}.attention.self.key").reshape(batch, length, heads, dim).transpose(0, 2, 3, 1))
-            v = np.ascontiguousarray(self._dense(x, f"{p}.attention.self.value").reshape(batch, length, heads, dim).transpose(0, 2, 1, 3))
+            qkv = self._dense(x, f"{p}.attention.self.qkv").reshape(batch, length, 3, heads, dim)
+            q = np.ascontiguousarray(qkv[:, :, 0].transpose(0, 2, 1, 3))
+            k = np.ascontiguousarray(qkv[:, :, 1].transpose(0, 2, 3, 1))
+            v = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3))
             scores = q @ k
             scores *= 1.0 / np.sqrt(dim)
             scores += bias

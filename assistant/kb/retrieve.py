@@ -58,6 +58,7 @@ class Retriever:
     def search(
         self, query: str, k: int = 5, mode: Mode = "hybrid", hint_docs: Iterable[str] = (), signature_text: str | None = None,
         must_include: Iterable[str] = (),
+        use_dense: bool | None = None,
     ) -> list[Passage]:
         """Top-k passages for the query.
 
@@ -71,7 +72,7 @@ class Retriever:
         top_lex = max(lex) if lex and max(lex) > 0 else 1.0
         lex_n = [s / top_lex for s in lex]
         dense = [0.0] * n
-        use_dense = mode in ("hybrid", "dense") and self.dense_available
+        use_dense = mode in ("hybrid", "dense") and self.dense_available and (use_dense is not False or mode == "dense")
         if use_dense:
             dense = self._dense_scores(query)
         dense_n = self._normalise_dense(dense) if use_dense else [0.0] * n
@@ -82,7 +83,7 @@ class Retriever:
             if mode == "lexical":
                 s = lex_n[i]
             elif mode == "dense" or not use_dense:
-                s = dense_n[i] if mode == "dense" else lex_n[i]
+                s = dense_n[i] if mode == "dense" else lex_n[i]  # hybrid without vectors: lexical + bonuses
             else:
                 s = LEXICAL_WEIGHT * lex_n[i] + DENSE_WEIGHT * dense_n[i]
             if chunk.doc_id in sig_docs:

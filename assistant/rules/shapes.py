@@ -348,7 +348,8 @@ def generic_shape(ctx: Context) -> RuleHit | None:
     if ctx.search(
         r"size mismatch(?! for )|shape mismatch|shapes? (?:cannot|can't|do not|don't) (?:be )?(?:broadcast|match|multipl)"
         r"|must match the size|number of dims don't match|Expected \d+D|Expected input to have|expected \d+D input"
-        r"|Wrong shape|has (?:an )?invalid shape|dimension mismatch|incompatible shapes?|inconsistent tensor size",
+        r"|Wrong shape|has (?:an )?invalid shape|dimension mismatch|incompatible shapes?|inconsistent tensor size"
+        r"|number of dimensions in the tensor input does not match|is not equal to len\(dims\)|must have the same number of dimensions",
         re.I,
     ) and not ctx.search(r"state_dict|copying a param"):
         return _generic_shape(ctx, "tensor", ("broadcast-size-mismatch", "matmul-shape-mismatch", "overfit-one-batch"))
