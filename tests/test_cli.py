@@ -108,7 +108,7 @@ def test_huge_log_analyses_only_the_tail(home: Path, tmp_path: Path) -> None:
     log = tmp_path / "huge.log"
     noise = ("INFO step 123 loss=0.4567 lr=3e-4 throughput=1234.5 samples/s\n" * 20000).encode()
     with log.open("wb") as fh:
-        for _ in range(80):  # ~100 MB of training chatter
+        for _ in range(85):  # ~100 MB of training chatter
             fh.write(noise)
         fh.write(CAPTURES[0]["stderr"].encode())
         fh.write(b"wandb: Synced run\n" * 100)

@@ -16,14 +16,19 @@ SIGNATURE_CONFIDENCE = 0.55
 UNKNOWN_CONFIDENCE = 0.15
 
 
-def sources_from(passages: Sequence[Passage]) -> tuple[Source, ...]:
-    """One source per document, best passage score first."""
+RELATIVE_SOURCE_FLOOR = 0.35  # passages scoring below this share of the best one are not shown as sources
+
+
+def sources_from(passages: Sequence[Passage], keep: Iterable[str] = ()) -> tuple[Source, ...]:
+    """One source per document, best passage score first; weak matches are dropped unless in ``keep``."""
     best: dict[str, Passage] = {}
     for p in passages:
         if p.doc_id not in best or p.score > best[p.doc_id].score:
             best[p.doc_id] = p
     ranked = sorted(best.values(), key=lambda p: -p.score)
-    return tuple(Source(p.doc_id, p.title, p.path, p.score) for p in ranked)
+    top = ranked[0].score if ranked else 0.0
+    wanted = set(keep)
+    return tuple(Source(p.doc_id, p.title, p.path, p.score) for p in ranked if p.score >= RELATIVE_SOURCE_FLOOR * top or p.doc_id in wanted)
 
 
 def _cited(fixes: Iterable[Fix], available: set[str], fallback: tuple[str, ...]) -> tuple[Fix, ...]:
@@ -69,7 +74,7 @@ def _summary(title: str, cause: str) -> str:
 
 def compose_from_rule(failure: Failure, evidence: Evidence, hit: RuleHit, passages: Sequence[Passage], notes: Sequence[str] = ()) -> Diagnosis:
     """A diagnosis led by a rule: its facts, cause and fixes, cited against retrieved passages."""
-    sources = sources_from(passages)
+    sources = sources_from(passages, keep=[s for f in hit.fixes for s in f.sources])
     available = {s.id for s in sources}
     fixes = _cited(hit.fixes, available, hit.doc_ids)
     return Diagnosis(

@@ -90,8 +90,10 @@ def read_bytes(
         text = text[1:]
     if not text.strip():
         raise InputError("nothing to diagnose: the input is empty" if not data.strip() else "nothing to diagnose: the input holds no text")
-    printable = sum(ch.isprintable() or ch in "\n\t\r" for ch in text[:20000])
-    if printable < 0.6 * min(len(text), 20000):
+    # Binary data decodes into replacement characters and control codes; a log is mostly readable text.
+    sample = text[:20000]
+    unreadable = sum(ch == "\ufffd" or (not ch.isprintable() and ch not in "\n\t\r\x1b") for ch in sample)
+    if unreadable + min(nul, 20000) > 0.3 * (len(sample) + min(nul, 20000)):
         raise InputError("the input looks binary, not a log or traceback")
     return InputText(text=text, size=total_size if total_size is not None else len(data), notes=tuple(notes), source=source)
 

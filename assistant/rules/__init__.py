@@ -57,6 +57,13 @@ def match(failure: Failure, evidence: Evidence | None = None) -> RuleHit | None:
             log.exception("rule %s failed", getattr(rule, "__name__", rule))
             continue
         if result is not None:
+            if evidence is not None and not evidence.empty:
+                from assistant.rules.evidence import enrich
+
+                try:
+                    return enrich(result, ctx)
+                except Exception:  # noqa: BLE001 - probe facts are a bonus, never a reason to lose the answer
+                    log.exception("enriching %s with probe facts failed", result.rule)
             return result
     return None
 

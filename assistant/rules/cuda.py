@@ -84,9 +84,6 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
                  "embedding/index_select index >= the table size, a gather/scatter index out of range, or BCE inputs outside [0, 1]. " + _ASYNC_NOTE)
         fixes.append(fix("Check labels and indices first", "These are behind most device-side asserts.", "assert 0 <= y.min() and y.max() < num_classes\nassert ids.max() < embedding.num_embeddings", "device-side-assert"))
         title = "CUDA device-side assert triggered"
-    rerun = ctx.evidence.rerun
-    if rerun and rerun.get("headline"):
-        found.append(Fact("rerun", f"with CUDA_LAUNCH_BLOCKING=1 the failing operation is: {rerun.get('location') or ''} {rerun['headline']}".strip()))
     fixes.extend(_localise_fixes())
     fixes.append(fix("Restart the process after fixing", "After a device-side assert the CUDA context is unusable; every later CUDA call fails too.", None, "async-cuda-errors"))
     loc = location_fact(ctx)

@@ -1,0 +1,196 @@
+"""Refine a rule's answer with live probe facts (from `torchhelp run`, install(), watch()).
+
+The traceback says where; the probes say why: which module holds parameters on which device,
+what the Linear's neighbours produce, how far the labels range, how fragmented the allocator is.
+Each refinement adds evidence and, when the facts are decisive, a sentence to the cause.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from typing import Any, Iterable
+
+from assistant.parse.messages import fmt_bytes
+from assistant.rules.base import Context
+from assistant.types import Fact, RuleHit, TensorSummary
+
+MAX_TENSOR_FACTS = 6
+
+
+def enrich(hit: RuleHit, ctx: Context) -> RuleHit:
+    """Add probe facts to a hit; category and fixes stay the rule's."""
+    ev = ctx.evidence
+    if ev.empty:
+        return hit
+    facts: list[Fact] = []
+    extra: list[str] = []
+    refine = _REFINERS.get(hit.category)
+    if refine is not None:
+        more_facts, sentence = refine(hit, ctx)
+        facts.extend(more_facts)
+        if sentence:
+            extra.append(sentence)
+    facts.extend(_frame_tensors(ctx, exclude={f.text for f in facts}))
+    if not facts and not extra:
+        return hit
+    cause = hit.cause
+    if hit.category == "shape_mismatch" and any("from flattening the output of" in s for s in extra):
+        # The probe measured what the text-only guess could only suggest: drop the guess.
+        cause = re.sub(r" If the input is a flattened convolutional feature map, the numbers fit [^:]*: [^.]*\.", "", cause)
+    cause = cause + ("" if not extra else " Live state: " + " ".join(extra))
+    return replace(hit, cause=cause, facts=hit.facts + tuple(facts))
+
+
+def _describe(t: TensorSummary) -> str:
+    parts = [f"`{t.name}` {tuple(t.shape)} {t.dtype} on {t.device}"]
+    if t.requires_grad:
+        parts.append("requires_grad" + (f" ({t.grad_fn})" if t.grad_fn else ", leaf"))
+    if t.nan_count:
+        parts.append(f"{t.nan_count} NaN")
+    if t.inf_count:
+        parts.append(f"{t.inf_count} Inf")
+    if t.min_value is not None and t.max_value is not None:
+        parts.append(f"values {t.min_value}..{t.max_value}")
+    if t.contiguous is False:
+        parts.append("non-contiguous")
+    return ", ".join(parts) + f" (in {t.frame})"
+
+
+def _frame_tensors(ctx: Context, exclude: set[str]) -> list[Fact]:
+    user = ctx.user_frame.function if ctx.user_frame else None
+    tensors = [t for t in ctx.evidence.tensors if user is None or t.frame == user] or list(ctx.evidence.tensors)
+    out = []
+    for t in tensors[:MAX_TENSOR_FACTS]:
+        text = _describe(t)
+        if text not in exclude:
+            out.append(Fact("probe", text))
+    return out
+
+
+def _layers(ctx: Context) -> Iterable[dict[str, Any]]:
+    for m in ctx.evidence.modules:
+        for layer in m.layers:
+            yield layer
+
+
+def _shape(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+    m = re.search(r"\((\d+)x(\d+) and (\d+)x(\d+)\)", ctx.text)
+    if not m:
+        return [], ""
+    rows, got, inner, out_f = (int(g) for g in m.groups())
+    layers = list(_layers(ctx))
+    linear = next((l for l in layers if l.get("type") in ("Linear", "LazyLinear") and l.get("in_features") == inner and l.get("out_features") == out_f), None)
+    if linear is None:
+        return [], ""
+    idx = layers.index(linear)
+    conv = next((l for l in reversed(layers[:idx]) if "out_channels" in l), None)
+    facts = [Fact("probe", f"layer `{linear['name']}` is Linear(in_features={inner}, out_features={out_f})")]
+    sentence = f"The layer is `{linear['name']}` (Linear, in_features={inner}); it received a ({rows}, {got}) tensor"
+    if conv is not None and got % conv["out_channels"] == 0:
+        per_channel = got // conv["out_channels"]
+        side = math.isqrt(per_channel)
+        if side * side == per_channel:
+            sentence += f" from flattening the output of `{conv['name']}` ({conv['out_channels']} channels): {got} = {conv['out_channels']}×{side}×{side}"
+            expected_side = math.isqrt(inner // conv["out_channels"]) if inner % conv["out_channels"] == 0 else None
+            if expected_side and expected_side * expected_side * conv["out_channels"] == inner:
+                sentence += f", while the layer was sized for {conv['out_channels']}×{expected_side}×{expected_side}"
+    return facts, sentence + "."
+
+
+def _device(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+    facts: list[Fact] = []
+    mods = [m for m in ctx.evidence.modules if m.param_devices]
+    for mod in mods[:3]:
+        facts.append(Fact("probe", f"module `{mod.name}` ({mod.type_name}) parameters on {', '.join(mod.param_devices)}"))
+    if not mods:
+        return facts, ""
+    model_devs = set(mods[0].param_devices)
+    others = [t for t in ctx.evidence.tensors if t.device not in model_devs and t.device != "meta"]
+    if not others:
+        return facts, ""
+    t = others[0]
+    sentence = f"model `{mods[0].name}` has its parameters on {', '.join(sorted(model_devs))}, while tensor `{t.name}` {tuple(t.shape)} is on {t.device}."
+    facts.append(Fact("probe", f"`{t.name}` {tuple(t.shape)} on {t.device}"))
+    return facts, sentence[0].upper() + sentence[1:]
+
+
+def _memory(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+    mem = ctx.evidence.memory or {}
+    facts: list[Fact] = []
+    sentence = ""
+    for d in mem.get("devices", [])[:2]:
+        share = d.get("fragmentation_share_of_total")
+        facts.append(Fact("probe", f"cuda:{d['index']} {d['name']}: allocated {fmt_bytes(d['allocated'])}, reserved {fmt_bytes(d['reserved'])}, "
+                                   f"peak {fmt_bytes(d['peak_allocated'])}, reserved-but-unallocated {fmt_bytes(d['reserved_unallocated'])}"
+                                   + (f" = {share:.0%} of capacity" if share is not None else "")))
+        if share is not None and share >= 0.2 and not sentence:
+            sentence = f"reserved-but-unallocated memory is {share:.0%} of cuda:{d['index']}'s capacity: fragmentation is a real factor."
+    for t in mem.get("largest_tensors", [])[:3]:
+        facts.append(Fact("probe", f"live tensor {tuple(t['shape'])} {t['dtype']} = {fmt_bytes(t['bytes'])}" + (" (requires grad)" if t.get("requires_grad") else "")))
+    for s in mem.get("allocation_sites", [])[:4]:
+        facts.append(Fact("probe", f"allocation site {s['site']}: {fmt_bytes(s['bytes'])} in {s['blocks']} block(s)"))
+    if mem.get("allocation_sites") and not sentence:
+        top = mem["allocation_sites"][0]
+        sentence = f"the most memory was allocated at {top['site']} ({fmt_bytes(top['bytes'])})."
+    return facts, (sentence[0].upper() + sentence[1:]) if sentence else ""
+
+
+def _labels(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+    facts: list[Fact] = []
+    sentence = ""
+    heads = [l for l in _layers(ctx) if l.get("type") in ("Linear", "LazyLinear") and "out_features" in l]
+    embeds = [l for l in _layers(ctx) if l.get("type") == "Embedding"]
+    for t in ctx.evidence.tensors:
+        if t.max_value is None:
+            continue
+        if embeds and re.search(r"id|token|idx|input", t.name, re.I):
+            e = embeds[0]
+            if t.max_value >= e["num_embeddings"] or t.min_value is not None and t.min_value < 0:
+                sentence = f"`{t.name}` holds ids {t.min_value}..{t.max_value} but `{e['name']}` has num_embeddings={e['num_embeddings']}."
+                facts.append(Fact("probe", sentence))
+                break
+        if heads and re.search(r"label|target|^y$|cls|class", t.name, re.I):
+            n = heads[-1]["out_features"]
+            if t.max_value >= n or (t.min_value is not None and t.min_value < 0):
+                sentence = f"`{t.name}` holds labels {t.min_value}..{t.max_value} but the output layer `{heads[-1]['name']}` has {n} classes (valid 0..{n - 1})."
+                facts.append(Fact("probe", sentence))
+                break
+    rerun = ctx.evidence.rerun
+    if rerun and rerun.get("headline"):
+        facts.append(Fact("rerun", f"CUDA_LAUNCH_BLOCKING=1 rerun: {rerun['headline']}" + (f" at {rerun['location']}" if rerun.get("location") else "")))
+        sentence += (" " if sentence else "") + (f"Re-run with CUDA_LAUNCH_BLOCKING=1, the failing operation is at {rerun['location']}." if rerun.get("location") else "")
+    return facts, sentence
+
+
+def _nan(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+    bad = [t for t in ctx.evidence.tensors if (t.nan_count or 0) + (t.inf_count or 0) > 0]
+    if not bad:
+        return [], ""
+    facts = [Fact("probe", _describe(t)) for t in bad[:4]]
+    return facts, "Non-finite values are present in " + ", ".join(f"`{t.name}`" for t in bad[:4]) + "."
+
+
+def _dtype(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+    mods = [m for m in ctx.evidence.modules if m.param_dtypes]
+    if not mods:
+        return [], ""
+    fact = Fact("probe", f"module `{mods[0].name}` parameters are {', '.join(mods[0].param_dtypes)}")
+    odd = [t for t in ctx.evidence.tensors if t.dtype not in mods[0].param_dtypes and t.dtype.startswith(("float", "bfloat"))]
+    if odd:
+        return [fact], f"`{mods[0].name}` is {', '.join(mods[0].param_dtypes)} but `{odd[0].name}` is {odd[0].dtype}."
+    return [fact], ""
+
+
+def _loader(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+    loaders = [o for o in ctx.evidence.objects if o.get("kind") == "dataloader"]
+    facts = [Fact("probe", f"DataLoader `{o['name']}`: num_workers={o['num_workers']}, batch_size={o['batch_size']}, start method {o.get('start_method')}, dataset {o.get('dataset')} of {o.get('dataset_len')} items") for o in loaders[:2]]
+    return facts, ""
+
+
+_REFINERS = {
+    "shape_mismatch": _shape, "device_mismatch": _device, "cuda_oom": _memory, "cublas_error": _memory, "cudnn_error": _memory,
+    "device_side_assert": _labels, "index_error": _labels, "nan_inf": _nan, "dtype_mismatch": _dtype, "amp_error": _dtype,
+    "dataloader_error": _loader, "multiprocessing_error": _loader,
+}

@@ -1,0 +1,42 @@
+"""`torchhelp run` and `torchhelp env`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run)
+    app.command()(env)
+
+
+def run(
+    ctx: typer.Context,
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write the Diagnosis JSON here (same contract as ask --json)."),
+    rerun_blocking: bool = typer.Option(False, "--rerun-blocking", help="On an asynchronous CUDA error, re-run once with CUDA_LAUNCH_BLOCKING=1 to find the real operation."),
+    memory_history: bool = typer.Option(False, "--memory-history", help="Record CUDA allocation stacks from the start and summarise the top sites at an OOM."),
+    evidence_out: Optional[Path] = typer.Option(None, "--evidence-out", help="Write the raw probe record here (used by `eval reproduce --with-probes`)."),
+    no_diagnose: bool = typer.Option(False, "--no-diagnose", help="Only collect evidence; print no diagnosis."),
+) -> None:
+    """Run a command (after `--`); if it fails, diagnose it with live probes. The exit code is preserved."""
+    from assistant.runner import run as run_command
+    from assistant.settings import load_settings
+
+    argv = list(ctx.args)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    code = run_command(argv, report=report, rerun_blocking=rerun_blocking, memory_history=memory_history,
+                       evidence_out=evidence_out, diagnose_failures=not no_diagnose, settings=load_settings())
+    raise typer.Exit(code)
+
+
+def env(json_out: bool = typer.Option(False, "--json", help="Print the report as JSON.")) -> None:
+    """Environment report (Python, torch, CUDA, driver, GPUs, relevant variables); works even when torch cannot import."""
+    from assistant.probes.env import collect_environment, format_environment
+
+    report = collect_environment()
+    print(json.dumps(report, indent=2, default=str) if json_out else format_environment(report))
