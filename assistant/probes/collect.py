@@ -33,23 +33,27 @@ def collect_evidence(exc: BaseException, tb: types.TracebackType | None, budget_
         "argv": [redact_text(a) for a in sys.argv], "time": time.time(), "exc_type": type(exc).__name__,
         "traceback": redact_text(text), "notes": [],
     }
+    out_of_memory = bool(_MEMORY_WORDS.search(text))
     # After an asynchronous CUDA error the context is unusable: reading GPU values would fail or hang.
-    cuda_broken = bool(_CUDA_BROKEN.search(text)) and not _MEMORY_WORDS.search(text)
+    cuda_broken = bool(_CUDA_BROKEN.search(text)) and not out_of_memory
+    if out_of_memory or memory_history:
+        # Memory first, with its own budget: at an OOM it is the decisive evidence.
+        try:
+            mem = cuda_memory(Budget(budget_s), history=memory_history)
+            if mem is not None:
+                record["memory"] = mem
+                record["notes"].extend(mem.pop("notes", []))
+        except Exception as exc3:  # noqa: BLE001
+            record["notes"].append(f"memory probe failed: {type(exc3).__name__}: {exc3}")
     try:
-        state = collect_frame_state(tb, budget, stats=not cuda_broken)
+        # Value statistics allocate (isnan makes a mask): impossible at an OOM, unsafe after a CUDA fault.
+        state = collect_frame_state(tb, budget, stats=not (cuda_broken or out_of_memory))
         record.update({k: state[k] for k in ("tensors", "modules", "objects")})
         record["notes"].extend(state["notes"])
         if cuda_broken:
             record["notes"].append("value statistics of tensors skipped: the CUDA context is broken by this error")
     except Exception as exc2:  # noqa: BLE001 - the probe must never mask the user's error
         record["notes"].append(f"tensor probe failed: {type(exc2).__name__}: {exc2}")
-    if _MEMORY_WORDS.search(text) or memory_history:
-        try:
-            mem = cuda_memory(Budget(max(0.5, budget.left())), history=memory_history)
-            if mem is not None:
-                record["memory"] = mem
-        except Exception as exc3:  # noqa: BLE001
-            record["notes"].append(f"memory probe failed: {type(exc3).__name__}: {exc3}")
     record["probe_seconds"] = round(time.perf_counter() - started, 3)
     return record
 

@@ -32,9 +32,12 @@ def cuda_memory(budget: Budget, largest: int = 6, history: bool = False) -> dict
                     "reserved_unallocated": int(reserved - alloc),
                     "fragmentation_share_of_total": round((reserved - alloc) / total, 4) if total else None,
                 })
-            out["largest_tensors"] = _largest_cuda_tensors(torch, largest, budget)
             if history:
-                out["allocation_sites"] = _history_sites(torch)
+                try:
+                    out["allocation_sites"] = _history_sites(torch)
+                except Exception as exc:  # noqa: BLE001 - keep the counters even if the snapshot fails
+                    out["notes"].append(f"allocation history unavailable: {type(exc).__name__}: {exc}")
+            out["largest_tensors"] = _largest_cuda_tensors(torch, largest, budget)
     except ProbeTimeout as exc:
         out["notes"].append(f"memory probe timed out: {exc}")
     except Exception as exc:  # noqa: BLE001
