@@ -36,6 +36,13 @@ def _assert_story(a: CudaAssert) -> tuple[str, str, list[Fix]]:
         return ("BCE input outside [0, 1]",
                 f"binary_cross_entropy's kernel found an input outside [0, 1] (assertion `{a.condition}`): it was given raw logits (or NaN) instead of probabilities.",
                 [fix("Use BCEWithLogitsLoss on raw logits", "It applies the sigmoid internally and is numerically stable.", "loss = F.binary_cross_entropy_with_logits(logits, target)", "device-side-assert")])
+    if re.search(r"vectorized_gather|IndexKernelUtils", k):
+        return ("index out of range in an embedding/index_select gather",
+                f"The gather kernel `{a.kernel}` read an index outside the indexed dimension (assertion `{a.condition}`). This kernel serves nn.Embedding "
+                "lookups and index_select: most often a token id >= num_embeddings (a tokenizer vocabulary larger than the embedding table, added special "
+                "tokens, ids from another tokenizer, or positions beyond max_position_embeddings), otherwise an index tensor with an off-by-one.",
+                [fix("Compare the largest id with the embedding size", "", "print(ids.min().item(), ids.max().item(), model.embed.num_embeddings)", "device-side-assert"),
+                 fix("Size the embedding from the vocabulary (and positions from the max length)", "With Hugging Face models after adding tokens: model.resize_token_embeddings(len(tokenizer)).", "emb = nn.Embedding(len(vocab), dim)", "index-out-of-range")])
     if re.search(r"indexSelect|Indexing\.cu|Embedding|srcIndex < srcSelectDimSize|index_select", k, re.I):
         return ("index out of range in index_select/embedding",
                 f"`{a.kernel}` read an index outside the table (assertion `{a.condition}`). For nn.Embedding this means a token id >= num_embeddings: "
@@ -113,7 +120,8 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
         cause = ("A GPU kernel accessed memory outside any valid allocation. "
                  + ("The traceback involves a custom kernel (Triton/C++/CUDA extension): its index arithmetic most likely reads past the end of a tensor — a missing bounds mask, a wrong stride assumption for a non-contiguous input, or an int32 offset overflow on large tensors. "
                     if custom else
-                    "In plain PyTorch code this usually comes from out-of-range indices in an op that does not check them, a custom or third-party extension kernel, or a library bug; it can also follow an earlier asynchronous error. ")
+                    "In plain PyTorch code this usually comes from out-of-range indices in an op that does not check them, a custom or third-party extension kernel "
+                    "(Triton/CUDA) whose index or stride arithmetic is wrong — the error often surfaces at a later, innocent line — or a library bug; it can also follow an earlier asynchronous error. ")
                  + _ASYNC_NOTE)
         fixes = [
             fix("Find the faulting kernel with compute-sanitizer", "It reports the kernel, thread and address of the bad access.", "compute-sanitizer --tool memcheck python repro.py", "illegal-memory-access"),

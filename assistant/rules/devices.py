@@ -108,6 +108,9 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
                  + (f" The `{arg}` argument is the one on {a}." if arg and arg not in ("input", "module") else ""))
         if arg == "module":
             cause = f"DataParallel expects the model on {b} (device_ids[0]) before wrapping, but some parameters or buffers are still on {a}."
+        elif kind == "Embedding" and arg == "index":
+            cause += (f" The ids passed to {what} are on {a} while its weight is on {b}: token ids that were not moved with the batch, "
+                      "or position ids built inside forward with torch.arange(T) without device=.")
         elif kind in ("Linear", "Conv", "Embedding", "RNN/LSTM/GRU", "BatchNorm", "LayerNorm") or arg == "input":
             cause += (f" Most often the model was moved to {gpu_side} but the batch was not (or the reverse): DataLoader batches always start on the CPU.")
         elif kind == "loss" or re.search(r"loss|criterion", " ".join(f.source or "" for f in ctx.failure.user_frames), re.I):
@@ -115,6 +118,11 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
         else:
             cause += (" A tensor created inside forward() or the training loop without a device (torch.zeros(...), torch.arange(...)) "
                       "lands on the CPU; so does a plain attribute that is not a registered buffer.")
+        src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+        created = re.search(r"torch\.(arange|zeros|ones|full|empty|randn|rand|randint|tensor|eye|linspace)\((?![^)]*device)", src)
+        if created:
+            cause += f" On the failing line `{src}`, torch.{created.group(1)}(...) has no device= argument, so it creates a CPU tensor."
+            fixes.insert(0, fix(f"Create it on the input's device: torch.{created.group(1)}(..., device=x.device)", "", f"pos = torch.{created.group(1)}(T, device=x.device)" if created.group(1) == "arange" else f"t = torch.{created.group(1)}(..., device=x.device)", "device-mismatch"))
         fixes = [
             fix("Move the model and every batch to one device", "Define `device` once; move the model after building it and each batch (inputs and targets) inside the loop.", "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = model.to(device)\nfor x, y in loader:\n    x, y = x.to(device), y.to(device)", "device-mismatch"),
             fix("Create new tensors on the input's device", "Inside forward, derive the device from an input or a parameter.", "mask = torch.ones(x.shape[0], device=x.device)", "device-mismatch"),

@@ -34,7 +34,11 @@ def nccl_timeout(ctx: Context) -> RuleHit | None:
         else:
             detail = "the ranks' collectives differ"
         cause = (f"The ranks disagree about the collective they are running: {detail}. Every rank must call the same collectives, in the same order, "
-                 "with tensors of the same shape and dtype. Rank-dependent code paths or rank-dependent tensor sizes (e.g. the last uneven batch) cause this.")
+                 "with tensors of the same shape and dtype. Rank-dependent code paths or rank-dependent tensor sizes cause this: the last uneven batch, or "
+                 "sizes that depend on each rank's data (torch.bincount without minlength, unique, nonzero, boolean masks).")
+        src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+        if src:
+            cause += f" The collective is called at `{src}`."
         fixes = [
             fix("Make every rank run the same collectives with the same shapes", "Pad per-rank tensors to a common size (all_gather the sizes first), and keep rank-conditional code (logging, evaluation) free of collectives.", "sizes = [torch.zeros(1, device=dev) for _ in range(world)]\ndist.all_gather(sizes, torch.tensor([n], device=dev, dtype=torch.float))", "nccl-timeout"),
         ]
@@ -136,7 +140,7 @@ def ddp_error(ctx: Context) -> RuleHit | None:
             cause += f" On rank {names.group(1)} these parameters got no gradient: {names.group(2).strip()[:300]}."
             found.append(Fact("parameters", f"no grad on rank {names.group(1)}: {names.group(2).strip()[:300]}"))
         elif idx:
-            cause += f" On rank {idx.group(1)} the parameters with indices {idx.group(2).strip()} got none (run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get their names)."
+            cause += f" On rank {idx.group(1)} the parameters with indices {idx.group(2).strip()} did not receive grad (run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get their names)."
             found.append(Fact("parameters", f"parameter indices without grad on rank {idx.group(1)}: {idx.group(2).strip()}"))
         fixes = [
             fix("Let DDP detect unused parameters", "Costs an extra graph traversal per step, but is correct for models with conditional branches.", "model = DDP(model, device_ids=[local_rank], find_unused_parameters=True)", "ddp-unused-parameters"),
@@ -159,7 +163,8 @@ def ddp_error(ctx: Context) -> RuleHit | None:
             cause = f"Rank {m.group(1)} built a model with {m.group(2)} parameters but rank {m.group(3)} has {m.group(4)}: the model differs between ranks."
         else:
             cause = "A parameter has different sizes on different ranks: the model is constructed differently per rank."
-        cause += " Models must be identical on all ranks before wrapping in DDP; rank-dependent configuration, randomness in architecture choices, or loading different checkpoints cause this."
+        cause += (" Models must be identical on all ranks before wrapping in DDP; rank-dependent configuration (e.g. a vocabulary or number of classes computed "
+                  "from each rank's own data shard), randomness in architecture choices, or loading different checkpoints cause this.")
         fixes = [fix("Build the model identically on every rank", "Derive architecture from config only (not from rank or local data); load the same checkpoint on all ranks.", None, "ddp-unused-parameters")]
         return hit("distributed.ddp_model_mismatch", "ddp_error", "DDP: model differs across ranks", cause, fixes, docs, [error_fact(ctx)], 0.93)
     if ctx.search(r"DistributedDataParallel is not needed when a module doesn't have any parameter that requires a gradient"):

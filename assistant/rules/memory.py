@@ -119,6 +119,11 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
     if not fragmented and not impossible and unalloc is None:
         fixes.append(fix("If memory is reserved but unused, try expandable segments", "Only if torch.cuda.memory_summary() shows a large gap between reserved and allocated memory.", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "cuda-oom-fragmentation"))
     fixes.append(fix("Measure before changing more", "Print the allocator's view at the failing step and record an allocation history to see which tensors hold memory.", "print(torch.cuda.memory_summary())\ntorch.cuda.memory._record_memory_history()\n# ... run the step ...\ntorch.cuda.memory._dump_snapshot('oom.pickle')  # open at pytorch.org/memory_viz", "memory-profiling"))
+    src = " ".join(fr.source or "" for fr in ctx.failure.user_frames[-2:])
+    if re.search(r"transpose\(-2, ?-1\)|\.mT\b|softmax|attn|attention|scores", src) and not impossible:
+        cause += (" The failing line computes attention scores, whose memory grows quadratically with sequence length (B×heads×T×T): "
+                  "doubling T quadruples that tensor.")
+        fixes.insert(0, fix("Use fused attention or shorter sequences", "scaled_dot_product_attention never materialises the T×T matrix (flash/memory-efficient kernels); otherwise cap or bucket sequence length.", "out = F.scaled_dot_product_attention(q, k, v, is_causal=True)", "cuda-oom"))
     title = "CUDA out of memory" + (" (fragmentation)" if fragmented else " (single oversized allocation)" if impossible else " (another process holds the GPU)" if crowded else "")
     docs = ("cuda-oom-fragmentation", "cuda-oom", "memory-profiling") if fragmented else _DOCS
     return hit("memory.cuda_oom", "cuda_oom", title, cause, fixes, docs, found, 0.95)
