@@ -117,7 +117,7 @@ def diagnose(
     evidence = evidence or Evidence()
     failure, inp = analyse(text, settings)
     t_parse = time.perf_counter()
-    hit = adjust_for_wrapper(failure, rules.match(failure, evidence))
+    hit = rules.with_evidence(adjust_for_wrapper(failure, rules.match(failure, evidence)), failure, evidence)
     t_rules = time.perf_counter()
     all_notes = list(inp.notes) + list(notes) + list(evidence.notes)
     passages, retriever = retrieve(failure, hit, settings, all_notes)

@@ -30,15 +30,64 @@ RERUN_CATEGORIES = {"device_side_assert", "illegal_memory_access", "cudnn_error"
 _SECONDARY = ("ChildFailedError", "SignalException", "KeyboardInterrupt")
 
 
+STDERR_TAIL_BYTES = 1 << 20
+
+
 @dataclass
 class RunOutcome:
-    """What happened: the exit code, the chosen probe record, and every record written."""
+    """What happened: the exit code, the chosen probe record, every record written, and the stderr tail."""
 
     exit_code: int
     duration_s: float
     record: dict[str, Any] | None
     records: list[dict[str, Any]]
     run_dir: Path
+    stderr_tail: str = ""
+
+
+class _StderrTee:
+    """Copy the child's stderr to ours as it arrives, keeping the last MiB for the diagnosis.
+
+    CUDA kernel assertion lines, NCCL warnings and DataLoader worker tracebacks are printed to
+    stderr, not carried by the final exception; without them a diagnosis loses its best clues.
+    """
+
+    def __init__(self, fd: int) -> None:
+        import collections
+        import threading
+
+        self._fd = fd
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._thread = threading.Thread(target=self._pump, name="torchhelp-stderr-tee", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        out = getattr(sys.stderr, "buffer", None)
+        while True:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            try:
+                if out is not None:
+                    out.write(chunk)
+                    out.flush()
+                else:
+                    sys.stderr.write(chunk.decode("utf-8", errors="replace"))
+            except (OSError, ValueError):
+                pass
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            while self._size - len(self._chunks[0]) > STDERR_TAIL_BYTES:
+                self._size -= len(self._chunks.popleft())
+        os.close(self._fd)
+
+    def tail(self) -> str:
+        self._thread.join(timeout=10)
+        return b"".join(self._chunks).decode("utf-8", errors="replace")
 
 
 def _child_env(run_dir: Path, memory_history: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -52,8 +101,13 @@ def _child_env(run_dir: Path, memory_history: bool, extra: dict[str, str] | None
     return env
 
 
-def execute(argv: list[str], memory_history: bool = False, extra_env: dict[str, str] | None = None, capture_output: bool = False) -> RunOutcome:
-    """Run the command once under the crash hook and collect what the hook wrote."""
+def execute(argv: list[str], memory_history: bool = False, extra_env: dict[str, str] | None = None, capture_output: bool = False,
+            tee_stderr: bool = True) -> RunOutcome:
+    """Run the command once under the crash hook and collect what the hook wrote.
+
+    stdout is inherited untouched; stderr is teed (shown live, tail kept) unless ``tee_stderr`` is
+    False; ``capture_output`` keeps both quiet (used for the CUDA_LAUNCH_BLOCKING rerun).
+    """
     if not argv:
         raise RunnerError("no command given: use `torchhelp run -- python train.py ...`")
     if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
@@ -65,20 +119,32 @@ def execute(argv: list[str], memory_history: bool = False, extra_env: dict[str, 
     old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         kwargs: dict[str, Any] = {"env": env}
+        tee = None
+        read_fd = write_fd = None
         if capture_output:
             kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        elif tee_stderr:
+            read_fd, write_fd = os.pipe()
+            kwargs["stderr"] = write_fd
         try:
             proc = subprocess.Popen(argv, **kwargs)
         except OSError as exc:
+            for fd in (read_fd, write_fd):
+                if fd is not None:
+                    os.close(fd)
             raise RunnerError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        if write_fd is not None:
+            os.close(write_fd)  # the child holds the write end now
+            tee = _StderrTee(read_fd)  # type: ignore[arg-type]
         out, err = proc.communicate()
     finally:
         signal.signal(signal.SIGINT, old_int)
     duration = time.perf_counter() - start
     records = _read_records(run_dir)
+    tail = tee.tail() if tee is not None else (err or b"").decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]
     if capture_output and err:
         (run_dir / "stderr.log").write_bytes(err)
-    return RunOutcome(proc.returncode, duration, choose_record(records), records, run_dir)
+    return RunOutcome(proc.returncode, duration, choose_record(records), records, run_dir, tail)
 
 
 def _read_records(run_dir: Path) -> list[dict[str, Any]]:
@@ -112,12 +178,26 @@ def signal_text(exit_code: int) -> str:
     return f"The process exited with code {exit_code} without a Python traceback."
 
 
+def diagnosis_text(outcome: RunOutcome) -> str:
+    """What to diagnose: the program's stderr (kernel assertions, NCCL lines, worker tracebacks)
+    followed by the hook's traceback, which the parser then takes as the final failure."""
+    parts = [outcome.stderr_tail.strip()] if outcome.stderr_tail.strip() else []
+    traceback_text = (outcome.record or {}).get("traceback", "")
+    if traceback_text and traceback_text.strip() not in outcome.stderr_tail:
+        parts.append(traceback_text)
+    if not parts:
+        parts.append(signal_text(outcome.exit_code))
+    elif outcome.record is None:
+        parts.append(signal_text(outcome.exit_code))
+    return "\n".join(parts)
+
+
 def rerun_summary(outcome: RunOutcome) -> dict[str, Any]:
     """What the CUDA_LAUNCH_BLOCKING=1 rerun shows: the operation that really failed."""
     from assistant.parse.traceback import parse_failure
 
     rec = outcome.record
-    text = rec["traceback"] if rec else (outcome.run_dir / "stderr.log").read_text(errors="replace") if (outcome.run_dir / "stderr.log").exists() else ""
+    text = rec["traceback"] if rec else outcome.stderr_tail
     failure = parse_failure(text) if text.strip() else None
     user = failure.user_frames[-1] if failure and failure.user_frames else None
     inner = failure.frames[-1] if failure and failure.frames else None
@@ -155,7 +235,7 @@ def run(
 
         env = collect_environment(python_of(argv))
         record = outcome.record or {}
-        text = record.get("traceback") or signal_text(outcome.exit_code)
+        text = diagnosis_text(outcome)
         notes = [] if outcome.record else ["No Python traceback was recorded (the process died in native code or was killed); diagnosed from its exit status."]
         evidence = evidence_from_record(record, env=_env_summary(env))
         diagnosis = diagnose(text, evidence=evidence, settings=settings, notes=notes)

@@ -13,8 +13,12 @@ from contextlib import contextmanager
 from typing import Iterator
 
 
-class ProbeTimeout(Exception):
-    """Raised inside a probe when its budget is spent."""
+class ProbeTimeout(BaseException):
+    """Raised inside a probe when its budget is spent.
+
+    A BaseException on purpose: the `except Exception` guards around individual objects (and in
+    user code the probe calls, like a Dataset's __len__) must not swallow the deadline.
+    """
 
 
 class Budget:

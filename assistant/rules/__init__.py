@@ -57,15 +57,21 @@ def match(failure: Failure, evidence: Evidence | None = None) -> RuleHit | None:
             log.exception("rule %s failed", getattr(rule, "__name__", rule))
             continue
         if result is not None:
-            if evidence is not None and not evidence.empty:
-                from assistant.rules.evidence import enrich
-
-                try:
-                    return enrich(result, ctx)
-                except Exception:  # noqa: BLE001 - probe facts are a bonus, never a reason to lose the answer
-                    log.exception("enriching %s with probe facts failed", result.rule)
             return result
     return None
 
 
-__all__ = ["Context", "RULES", "match"]
+def with_evidence(hit: RuleHit | None, failure: Failure, evidence: Evidence | None) -> RuleHit | None:
+    """Refine a (final) hit with live probe facts; a failing refinement keeps the plain hit."""
+    if hit is None or evidence is None or evidence.empty:
+        return hit
+    from assistant.rules.evidence import enrich
+
+    try:
+        return enrich(hit, Context(failure, evidence))
+    except Exception:  # noqa: BLE001 - probe facts are a bonus, never a reason to lose the answer
+        log.exception("enriching %s with probe facts failed", hit.rule)
+        return hit
+
+
+__all__ = ["Context", "RULES", "match", "with_evidence"]
