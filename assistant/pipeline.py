@@ -104,13 +104,15 @@ def diagnose(
     settings: Settings | None = None,
     notes: Sequence[str] = (),
     llm: str | None = None,
+    on_token: Any = None,
     **overrides: Any,
 ) -> Diagnosis:
     """Diagnose a PyTorch failure from its text (a traceback, a log, or a bare error line).
 
     ``evidence`` carries live probe facts (from ``torchhelp run``); ``llm`` picks a backend
     (``none``, ``local``, ``openai``…; default from settings); other keyword overrides are
-    settings fields (e.g. ``dense=False``, ``top_k=3``). Raises ``InputError`` for empty input.
+    settings fields (e.g. ``dense=False``, ``top_k=3``); ``on_token`` receives streamed LLM text.
+    Raises ``InputError`` for empty input.
     """
     t0 = time.perf_counter()
     settings = (settings or load_settings()).with_overrides(**overrides, llm=llm)
@@ -135,7 +137,7 @@ def diagnose(
     t_compose = time.perf_counter()
     from assistant.backends.select import maybe_llm_compose
 
-    diagnosis = maybe_llm_compose(diagnosis, failure, evidence, passages, hit, settings)
+    diagnosis = maybe_llm_compose(diagnosis, failure, evidence, passages, hit, settings, on_token=on_token)
     t_end = time.perf_counter()
     timings = {
         "parse": (t_parse - t0) * 1000, "rules": (t_rules - t_parse) * 1000, "retrieve": (t_retrieve - t_rules) * 1000,

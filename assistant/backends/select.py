@@ -14,11 +14,13 @@ def resolve_backend_name(settings: Settings) -> str:
     return name
 
 
-def maybe_llm_compose(diagnosis: Diagnosis, failure: Failure, evidence: Evidence, passages: list[Passage], hit: RuleHit | None, settings: Settings) -> Diagnosis:
+def maybe_llm_compose(
+    diagnosis: Diagnosis, failure: Failure, evidence: Evidence, passages: list[Passage], hit: RuleHit | None, settings: Settings, on_token=None,  # type: ignore[no-untyped-def]
+) -> Diagnosis:
     """Let the selected LLM backend rewrite the diagnosis; any failure keeps the deterministic answer."""
     name = resolve_backend_name(settings)
     if name == "none":
         return diagnosis
     from assistant.compose.llm import llm_compose
 
-    return llm_compose(name, diagnosis, failure, evidence, passages, hit, settings)
+    return llm_compose(name, diagnosis, failure, evidence, passages, hit, settings, on_token=on_token)

@@ -1,0 +1,61 @@
+"""Let an LLM write the answer, then keep it only if it survives verification.
+
+Whatever goes wrong — the backend is missing, offline mode forbids it, the server times out, the
+reply is not JSON, it cites documents that were not retrieved, it contradicts a confident rule —
+the user gets the deterministic diagnosis and a note saying which backend was tried and why its
+answer was not used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from assistant.backends.base import TokenSink, get_backend
+from assistant.compose.prompts import build_messages
+from assistant.compose.verify import verify
+from assistant.errors import BackendError
+from assistant.probes.redact import redact_text
+from assistant.types import Diagnosis, Evidence, Failure, Fix, Passage, RuleHit
+
+NO_RULE_CONFIDENCE_CAP = 0.6
+
+
+def _fallback(det: Diagnosis, note: str) -> Diagnosis:
+    return replace(det, notes=tuple(det.notes) + (note,))
+
+
+def llm_compose(
+    name: str, det: Diagnosis, failure: Failure, evidence: Evidence, passages: Sequence[Passage], hit: RuleHit | None, settings,  # type: ignore[no-untyped-def]
+    on_token: TokenSink | None = None,
+) -> Diagnosis:
+    """The verified LLM diagnosis, or the deterministic one with a note."""
+    try:
+        backend = get_backend(name, settings)
+    except BackendError as exc:
+        return _fallback(det, f"LLM backend '{name}' not used: {exc}. Showing the deterministic diagnosis.")
+    messages = build_messages(failure, hit, evidence, passages, det)
+    if backend.remote:
+        # Secrets never leave the machine: tracebacks and probe facts can carry keys and tokens.
+        messages = [{"role": m["role"], "content": redact_text(m["content"])} for m in messages]
+    try:
+        text = backend.complete(messages, on_token=on_token)
+    except BackendError as exc:
+        return _fallback(det, f"LLM backend '{name}' gave no usable answer ({exc}). Showing the deterministic diagnosis.")
+    verdict = verify(text, passages, hit, evidence, det)
+    if not verdict.ok or verdict.reply is None:
+        return _fallback(det, f"The answer from '{name}' was discarded: {verdict.reason}. Showing the deterministic diagnosis.")
+    reply = verdict.reply
+    allowed = {p.doc_id for p in passages}
+    fixes = tuple(
+        Fix(str(f.get("title", "")).strip(), str(f.get("detail") or "").strip(), (str(f["code"]) if f.get("code") else None),
+            tuple(s for s in (f.get("sources") or []) if s in allowed))
+        for f in reply["fixes"]
+    )
+    confidence = det.confidence if hit is not None else min(det.confidence + 0.2, NO_RULE_CONFIDENCE_CAP)
+    return replace(
+        det, category=reply["category"], title=str(reply.get("title") or det.title).strip(), cause=reply["cause"].strip(),
+        summary=str(reply.get("title") or det.title).strip() + ". " + reply["cause"].strip().split(". ")[0].rstrip(".") + ".",
+        fixes=fixes, confidence=confidence, backend=name,
+        notes=tuple(det.notes) + (f"Written by the '{name}' backend and verified against the evidence and retrieved sources.",),
+    )
