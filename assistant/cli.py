@@ -96,8 +96,21 @@ def ask(
             get_retriever(settings.home, dense=True, encoder_kind=settings.encoder, progress=index_progress())
         except TorchhelpError:
             pass  # diagnose() falls back to lexical retrieval and says so
-    diagnosis = diagnose(inp.text, settings=settings, notes=inp.notes)
     fmt = "json" if json_out else fmt
+    on_token = None
+    from assistant.backends.select import resolve_backend_name
+
+    if resolve_backend_name(settings) != "none" and fmt == "terminal" and sys.stderr.isatty():
+        # Show the model's draft as it streams; the verified diagnosis is printed after it.
+        print("drafting with the LLM (verified before it is shown)…", file=sys.stderr)
+
+        def on_token(token: str) -> None:
+            sys.stderr.write(f"\x1b[2m{token}\x1b[0m")
+            sys.stderr.flush()
+
+    diagnosis = diagnose(inp.text, settings=settings, notes=inp.notes, on_token=on_token)
+    if on_token is not None:
+        print(file=sys.stderr)
     if fmt == "json":
         import json
 
@@ -116,8 +129,12 @@ def ask(
         raise InputError(f"unknown format {fmt!r} (use terminal, markdown or json)")
     if chat:
         from assistant.compose.chat import run_chat
+        from assistant.kb.retrieve import get_retriever
 
-        run_chat(diagnosis, inp.text, settings)
+        retriever = get_retriever(settings.home, dense=settings.dense, encoder_kind=settings.encoder)
+        ids = [s.id for s in diagnosis.sources]
+        passages = retriever.search(f"{diagnosis.title}\n{diagnosis.cause}", k=settings.top_k, must_include=ids)
+        run_chat(diagnosis, passages, settings)
 
 
 @kb_app.command("build")
