@@ -23,8 +23,9 @@ class Backend(Protocol):
     name: str
     remote: bool  # sends text off this machine (redaction and --offline apply)
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None) -> str:
-        """Return the assistant's reply; stream tokens to ``on_token`` when given."""
+    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False) -> str:
+        """Return the assistant's reply; stream tokens to ``on_token`` when given; ``json_mode``
+        asks the server/model to constrain its output to a JSON object where it can."""
         ...
 
 

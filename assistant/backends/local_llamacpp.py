@@ -8,6 +8,7 @@ is not imported: it needs the `llm` tool).
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,18 +57,20 @@ class LocalBackend:
         key = str(self.model_path)
         with _LOCK:
             if key not in _MODELS:
-                _MODELS[key] = Llama(model_path=key, n_ctx=self.n_ctx, verbose=False, seed=0)
+                threads = max(1, os.cpu_count() or 1)
+                _MODELS[key] = Llama(model_path=key, n_ctx=self.n_ctx, verbose=False, seed=0, n_threads=threads, n_threads_batch=threads)
         return _MODELS[key]
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None) -> str:
+    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False) -> str:
         llm = self._load()
+        extra = {"response_format": {"type": "json_object"}} if json_mode else {}  # grammar-constrained output
         try:
             if on_token is None:
-                out = llm.create_chat_completion(messages=list(messages), temperature=0.0, max_tokens=max_tokens)
+                out = llm.create_chat_completion(messages=list(messages), temperature=0.0, max_tokens=max_tokens, **extra)
                 text = out["choices"][0]["message"]["content"] or ""
             else:
                 parts = []
-                for chunk in llm.create_chat_completion(messages=list(messages), temperature=0.0, max_tokens=max_tokens, stream=True):
+                for chunk in llm.create_chat_completion(messages=list(messages), temperature=0.0, max_tokens=max_tokens, stream=True, **extra):
                     delta = chunk["choices"][0].get("delta", {}).get("content") or ""
                     if delta:
                         parts.append(delta)

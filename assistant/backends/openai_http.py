@@ -45,10 +45,21 @@ class OpenAIBackend:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None) -> str:
+    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False) -> str:
+        try:
+            return self._complete(messages, max_tokens, on_token, json_mode)
+        except BackendReplyError as exc:
+            # Not every compatible server knows response_format: ask once more without it.
+            if json_mode and "HTTP 400" in str(exc):
+                return self._complete(messages, max_tokens, on_token, False)
+            raise
+
+    def _complete(self, messages: Sequence[Message], max_tokens: int, on_token: TokenSink | None, json_mode: bool) -> str:
         import httpx
 
         body: dict[str, Any] = {"model": self.model, "messages": list(messages), "temperature": 0, "max_tokens": max_tokens}
+        if json_mode:
+            body["response_format"] = {"type": "json_object"}
         streaming = on_token is not None or self.stream
         if streaming:
             body["stream"] = True

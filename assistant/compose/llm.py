@@ -19,6 +19,7 @@ from assistant.probes.redact import redact_text
 from assistant.types import Diagnosis, Evidence, Failure, Fix, Passage, RuleHit
 
 NO_RULE_CONFIDENCE_CAP = 0.6
+MAX_REPLY_TOKENS = 700
 
 
 def _fallback(det: Diagnosis, note: str) -> Diagnosis:
@@ -39,7 +40,7 @@ def llm_compose(
         # Secrets never leave the machine: tracebacks and probe facts can carry keys and tokens.
         messages = [{"role": m["role"], "content": redact_text(m["content"])} for m in messages]
     try:
-        text = backend.complete(messages, on_token=on_token)
+        text = backend.complete(messages, on_token=on_token, json_mode=True, max_tokens=MAX_REPLY_TOKENS)
     except BackendError as exc:
         return _fallback(det, f"LLM backend '{name}' gave no usable answer ({exc}). Showing the deterministic diagnosis.")
     verdict = verify(text, passages, hit, evidence, det)

@@ -58,7 +58,7 @@ def reproduce_cmd(
 
 @eval_app.command("score")
 def score_cmd(
-    backend: str = typer.Option("none", "--backend", help="none | local | openai: who writes the full engine's answer."),
+    backend: str = typer.Option("none", "--backend", help="Who writes the full engine's answer: none | local | openai, or several comma-separated (one row each)."),
     cases: Optional[Path] = typer.Option(None, "--cases", help="Score an outside JSONL set (error_text, category, fix_keywords) instead of the captures."),
     captures: Optional[Path] = typer.Option(None, "--captures", help="Capture folder (default eval/captured)."),
     variants: str = typer.Option(",".join(("full", "rules", "retrieval", "lexical", "dense")), "--variants", help="Comma-separated: full, rules, retrieval, lexical, dense."),
@@ -66,6 +66,7 @@ def score_cmd(
     results_dir: Optional[Path] = typer.Option(None, "--results-dir", help="Where results go (default eval/results)."),
     check: bool = typer.Option(False, "--check", help="Fail if the full engine drops below eval/thresholds.toml."),
     device: Optional[str] = typer.Option(None, "--device", help="Only captures of this device."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Score at most N items, categories in turn (for slow LLM backends)."),
 ) -> None:
     """Diagnose every capture (or outside case) and write metrics, per variant and per category."""
     from rich.console import Console
@@ -82,6 +83,10 @@ def score_cmd(
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
         raise EvalError(f"unknown variant(s): {', '.join(unknown)}")
+    backends = [b.strip() for b in backend.split(",") if b.strip()] or ["none"]
+    if "full" in chosen:
+        at = chosen.index("full")
+        chosen[at:at + 1] = ["full" if b == "none" else f"full+{b}" for b in backends]
     if cases is not None:
         items = items_from_outside(load_outside_cases(cases))
         run_name = name or cases.stem
@@ -98,21 +103,23 @@ def score_cmd(
         run_name = name or ("captured" if device is None else f"captured-{device}")
         by_device = {d: sum(1 for c in caps if c.get("device") == d) for d in sorted({c.get("device") for c in caps})}
         description = f"Captured real failures ({', '.join(f'{n} {d}' for d, n in by_device.items())})."
+    if limit is not None:
+        from assistant.eval.score import stratified
+
+        items = stratified(items, limit)
+        run_name = name or f"{run_name}-{backend.replace(',', '-')}-sample{limit}"
+        description += f" Stratified sample of {len(items)}."
     settings = load_settings()
     from assistant.cli import index_progress
 
     retriever = get_retriever(settings.home, dense=settings.dense, encoder_kind=settings.encoder, progress=index_progress())
-    scorer = Scorer(settings, set(retriever.docs), backend=backend)
-    if backend != "none" and "full" in chosen:
-        chosen = [f"full" if v == "full" else v for v in chosen]
+    scorer = Scorer(settings, set(retriever.docs))
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     with Progress(TextColumn("scoring {task.description}"), BarColumn(), MofNCompleteColumn(), console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task(run_name, total=len(items) * len(chosen))
         reports = scorer.score(items, chosen, progress=lambda v, done, total: bar.update(task, completed=done, description=f"{run_name} [{v}]"))
-    if backend != "none" and "full" in reports:
-        reports = {("full+" + backend if k == "full" else k): v for k, v in reports.items()}
     meta = {"description": description, "backend": backend, "dense": settings.dense, "encoder": settings.encoder, "knowledge_documents": len(retriever.docs)}
     doc = results_document(run_name, reports, meta)
     out_dir = results_dir or repo_root() / "eval" / "results"

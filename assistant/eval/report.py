@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from assistant.errors import EvalError
 from assistant.eval.score import VariantReport
 
-_HEADLINE = ("n", "category_accuracy", "must_mention_recall", "citation_validity", "abstention_correct", "wrong_guess_rate", "latency_ms_p50", "latency_ms_p95")
+_HEADLINE = ("n", "category_accuracy", "must_mention_recall", "citation_validity", "abstention_correct", "wrong_guess_rate", "llm_accepted", "latency_ms_p50", "latency_ms_p95")
 
 
 def results_document(name: str, reports: Mapping[str, VariantReport], meta: Mapping[str, Any]) -> dict[str, Any]:

@@ -73,6 +73,7 @@ class VariantReport:
             "abstention_correct": round(sum(r.prediction.category == "unknown" for r in expect_unknown) / len(expect_unknown), 4) if expect_unknown else None,
             "abstained_on_known": round(sum(r.prediction.category == "unknown" for r in known) / len(known), 4) if known else None,
             "wrong_guess_rate": round(sum(r.prediction.category not in ("unknown", r.item.category) for r in known) / len(known), 4) if known else None,
+            "llm_accepted": round(sum(r.prediction.backend not in ("none", "") for r in rs) / len(rs), 4),
             "latency_ms_p50": round(_percentile(lat, 50), 2),
             "latency_ms_p95": round(_percentile(lat, 95), 2),
         }
@@ -88,6 +89,19 @@ def _percentile(sorted_values: Sequence[float], pct: float) -> float:
     k = (len(sorted_values) - 1) * pct / 100
     lo, hi = int(k), min(int(k) + 1, len(sorted_values) - 1)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def stratified(items: Sequence[Item], limit: int) -> list[Item]:
+    """Up to ``limit`` items, taking categories in turn (for slow backends)."""
+    by_cat: dict[str, list[Item]] = {}
+    for it in items:
+        by_cat.setdefault(it.category, []).append(it)
+    out: list[Item] = []
+    while len(out) < min(limit, len(items)):
+        for cat in sorted(by_cat):
+            if by_cat[cat] and len(out) < limit:
+                out.append(by_cat[cat].pop(0))
+    return out
 
 
 def items_from_captures(captures: Iterable[dict[str, Any]]) -> list[Item]:
@@ -112,6 +126,7 @@ class Scorer:
     """Runs the variants over items with a shared settings object and retriever."""
 
     def __init__(self, settings, known_doc_ids: set[str], backend: str = "none") -> None:  # type: ignore[no-untyped-def]
+        """``backend`` writes the plain "full" variant; "full+<name>" variants name their own."""
         self.settings = settings
         self.known_doc_ids = known_doc_ids
         self.backend = backend
@@ -122,8 +137,9 @@ class Scorer:
         from assistant.pipeline import adjust_for_wrapper, analyse, build_query, diagnose
 
         start = time.perf_counter()
-        if variant == "full":
-            d = diagnose(text, settings=self.settings, llm=self.backend)
+        if variant == "full" or variant.startswith("full+"):
+            backend = variant.split("+", 1)[1] if "+" in variant else self.backend
+            d = diagnose(text, settings=self.settings, llm=backend)
             answer = _answer_text([d.title, d.summary, d.cause, *(f"{f.title}\n{f.detail}\n{f.code or ''}" for f in d.fixes), *(e.text for e in d.evidence)])
             cited = tuple(s for f in d.fixes for s in f.sources)
             return Prediction(d.category, answer, cited, tuple(s.id for s in d.sources), (time.perf_counter() - start) * 1000, d.backend)

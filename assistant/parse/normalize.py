@@ -16,7 +16,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]"
 _RANK_PREFIXES = (
     re.compile(r"^\[rank(\d+)\]:\s?"),  # torch.distributed / torchrun (2.2+)
     re.compile(r"^\[default(\d+)\]:\s?"),  # torchrun --tee / log_dir redirects
-    re.compile(r"^\[(?:global_)?rank[ =]?(\d+)\]\s?"),
+    re.compile(r"^\[(?:global_)?rank[ =]?(\d+)\](?!:)\s?"),
     re.compile(r"^rank(\d+):\s?"),
     re.compile(r"^(\d{1,3}): (?=\s|Traceback|File|[A-Z])"),  # srun --label / deepspeed "0: "
 )

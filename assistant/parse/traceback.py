@@ -82,6 +82,7 @@ def parse_failure(text: str) -> Failure:
     for rank, stream in streams.items():
         for position, chain in _parse_stream(stream):
             chains.append((rank, position, chain))
+    chains.extend(_native_aborts(lines))
     asserts = signals.cuda_asserts(lines)
     nccl = signals.nccl_lines(lines)
     sig = signals.signal_lines(lines)
@@ -117,7 +118,10 @@ def parse_failure(text: str) -> Failure:
     if chain is not last_chain and _is_secondary(last_chain[-1]) and wrapper is None:
         # The log ends with a generic "a child died"; the child's own traceback came earlier.
         wrapper = "a child process (its traceback was printed before the parent's error)"
-        notes.append(f"The final error was `{last_chain[-1].freeze().message.splitlines()[0][:160]}`; the child's own error is used instead.")
+        final = last_chain[-1].freeze()
+        first = next((ln.strip() for ln in final.message.splitlines() if any(c.isalpha() for c in ln)), "")
+        label = f"{(final.exc_type or 'error').split('.')[-1]}: {first}".strip(": ")
+        notes.append(f"The log ends with `{label[:160]}`, which only reports that a child process failed; the child's own error is used instead.")
     records.extend(embedded)
     if wrapper is None:
         wrapper = _wrapper_anywhere(lines)
@@ -136,6 +140,27 @@ def parse_failure(text: str) -> Failure:
         text=text,
         notes=tuple(notes),
     )
+
+
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+_WHAT = re.compile(r"^\s*what\(\):\s*(.*)$")
+
+
+def _native_aborts(lines: list[Line]) -> list[tuple[int | None, int, list[_Record]]]:
+    """C++ exceptions that abort the process (NCCL watchdog, c10::Error in a thread): no Python traceback,
+    only ``terminate called after throwing an instance of 'X'`` and a ``what():`` line."""
+    found = []
+    for i, ln in enumerate(lines):
+        m = _TERMINATE.search(ln.text)
+        if not m:
+            continue
+        for j in range(i + 1, min(i + 4, len(lines))):
+            w = _WHAT.match(lines[j].text)
+            if w:
+                record = _Record(exc_type=m.group(1), message_lines=[w.group(1)], start=i)
+                found.append((ln.rank, i, [record]))
+                break
+    return found
 
 
 def _split_by_rank(lines: list[Line]) -> dict[int | None, list[tuple[int, str]]]:
