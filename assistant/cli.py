@@ -97,16 +97,17 @@ def ask(
         except TorchhelpError:
             pass  # diagnose() falls back to lexical retrieval and says so
     fmt = "json" if json_out else fmt
-    on_token = None
     from assistant.backends.select import resolve_backend_name
 
+    def stream_draft(token: str) -> None:
+        sys.stderr.write(f"\x1b[2m{token}\x1b[0m")
+        sys.stderr.flush()
+
+    on_token = None
     if resolve_backend_name(settings) != "none" and fmt == "terminal" and sys.stderr.isatty():
         # Show the model's draft as it streams; the verified diagnosis is printed after it.
         print("drafting with the LLM (verified before it is shown)…", file=sys.stderr)
-
-        def on_token(token: str) -> None:
-            sys.stderr.write(f"\x1b[2m{token}\x1b[0m")
-            sys.stderr.flush()
+        on_token = stream_draft
 
     diagnosis = diagnose(inp.text, settings=settings, notes=inp.notes, on_token=on_token)
     if on_token is not None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import traceback
-from pathlib import Path
 
 import pytest
 import torch
@@ -111,7 +110,6 @@ def test_cuda_oom_numbers_and_fragmentation_advice(report_id: str) -> None:
     report = next(r for r in REALWORLD if r["id"] == report_id)
     _, hit = _first_rule(report["error_text"])
     assert hit.category == "cuda_oom"
-    text = hit.cause + " ".join(f.title + f.detail + (f.code or "") for f in hit.fixes)
     fragmented = "(fragmentation)" in hit.title
     if fragmented:
         assert hit.fixes[0].code and "expandable_segments" in hit.fixes[0].code

@@ -270,4 +270,5 @@ def test_rerun_blocking_localises_the_real_operation(tmp_path: Path, home: Path)
     assert rerun and "compute_loss" in rerun[0], d["evidence"]
     # Without the flag, the diagnosis tells how to do it instead.
     res2 = th(["run", "--report", str(report), "--", PY, "replay.py", str(capture)], tmp_path, home)
+    assert res2.returncode == 1
     assert any("--rerun-blocking" in n for n in json.loads(report.read_text())["notes"])

@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import threading
-import time
 from typing import Any
 
 _installed = False

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
-from assistant.types import Fact, RuleHit
+from assistant.rules.base import basic_facts as _found, Context, fix, hit
+from assistant.types import RuleHit
 
 _DOCS = ("gradscaler-misuse", "autocast-dtype-errors")
 
-
-def _found(ctx: Context) -> list[Fact]:
-    loc = location_fact(ctx)
-    return [error_fact(ctx)] + ([loc] if loc else [])
 
 
 def gradscaler(ctx: Context) -> RuleHit | None:

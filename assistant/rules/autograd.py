@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
 _INPLACE = re.compile(
@@ -30,10 +30,6 @@ def _op_name(node: str) -> str:
     base = re.sub(r"Backward\d*$", "", node)
     return _OP_NAMES.get(base, f"`{base}`")
 
-
-def _loc(ctx: Context, found: list[Fact]) -> list[Fact]:
-    loc = location_fact(ctx)
-    return found + [loc] if loc else found
 
 
 def inplace_modified(ctx: Context) -> RuleHit | None:

@@ -128,3 +128,14 @@ def error_fact(ctx: Context) -> Fact:
 def location_fact(ctx: Context) -> Fact | None:
     w = ctx.where()
     return Fact("location", f"failing line in your code: {w}") if w else None
+
+
+def with_location(ctx: Context, found: Iterable[Fact], *extra: Fact) -> list[Fact]:
+    """The given facts, then ``extra``, then the user's failing line (when known)."""
+    loc = location_fact(ctx)
+    return [*found, *extra] + ([loc] if loc else [])
+
+
+def basic_facts(ctx: Context, *extra: Fact) -> list[Fact]:
+    """The error line, ``extra`` facts, and the user's failing line."""
+    return with_location(ctx, [error_fact(ctx)], *extra)

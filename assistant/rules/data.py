@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
 _DOCS = ("dataloader-worker-crash", "collate-size-mismatch", "dataloader-shared-memory")
@@ -105,7 +104,7 @@ def worker_died(ctx: Context) -> RuleHit | None:
             fix("Keep dataset metadata in numpy arrays, load samples lazily", "Avoid large Python lists/dicts in the Dataset; read files in __getitem__.", "self.paths = np.array(paths)  # not a list of str", "cpu-oom"),
         ]
         return hit("data.worker_oom", "dataloader_error", "DataLoader worker killed (out of host memory)", cause, fixes, ("dataloader-worker-crash", "cpu-oom"), found, 0.9)
-    cause = (f"A DataLoader worker died" + (f" from signal {sig}" if sig else "") + ". Segmentation faults in workers usually come from native libraries "
+    cause = ("A DataLoader worker died" + (f" from signal {sig}" if sig else "") + ". Segmentation faults in workers usually come from native libraries "
              "(OpenCV, image decoders, a CUDA call in a forked worker) rather than from Python code; the worker's own error is lost.")
     fixes = [
         fix("Reproduce with num_workers=0", "The failing sample then raises in the main process with a full traceback.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),

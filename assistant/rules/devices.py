@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.parse.messages import tensor_type_parts
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
 _SAME_DEVICE = re.compile(
@@ -18,10 +18,6 @@ _OLD_DEVICE = re.compile(
     r"|Expected object of backend (?P<want2>\w+) but got backend (?P<got2>\w+) for argument #(?P<n2>\d+) '(?P<arg2>\w+)'"
 )
 
-
-def _loc(ctx: Context, found: list[Fact]) -> list[Fact]:
-    loc = location_fact(ctx)
-    return found + [loc] if loc else found
 
 
 def _probe_devices(ctx: Context) -> list[Fact]:
@@ -45,7 +41,7 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
     else:
         t = _TYPE_PAIR.search(ctx.text)
         if t:
-            (di, dev_i), (dw, dev_w) = tensor_type_parts(t.group("inp")), tensor_type_parts(t.group("w"))
+            (_, dev_i), (_, dev_w) = tensor_type_parts(t.group("inp")), tensor_type_parts(t.group("w"))
             if dev_i == dev_w:
                 return None  # same device, different dtype: the dtype rule explains it
             a, b, arg = dev_i, dev_w, "input"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
 _WATCHDOG = re.compile(

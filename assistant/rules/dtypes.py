@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.parse.messages import normalize_dtype, tensor_type_parts
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
 _PAIRS = (
@@ -23,10 +23,6 @@ _PAIRS = (
 _FLOATS = {"float32", "float64", "float16", "bfloat16"}
 _INTS = {"int64", "int32", "int16", "int8", "uint8", "bool"}
 
-
-def _loc(ctx: Context, found: list[Fact]) -> list[Fact]:
-    loc = location_fact(ctx)
-    return found + [loc] if loc else found
 
 
 def loss_target_dtype(ctx: Context) -> RuleHit | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import basic_facts as _found, Context, fix, hit
 from assistant.types import Fact, RuleHit
 
 # import name -> pip distribution, where they differ
@@ -16,10 +16,6 @@ _PIP_NAMES = {
     "wandb": "wandb", "omegaconf": "omegaconf", "hydra": "hydra-core", "accelerate": "accelerate", "datasets": "datasets",
 }
 
-
-def _found(ctx: Context, *extra: Fact) -> list[Fact]:
-    loc = location_fact(ctx)
-    return [error_fact(ctx), *extra] + ([loc] if loc else [])
 
 
 def arch_mismatch(ctx: Context) -> RuleHit | None:
@@ -65,11 +61,11 @@ def missing_module(ctx: Context) -> RuleHit | None:
             local = bool(re.match(r"^(src|models?|utils?|data(sets?)?|config|lib|common|modules|nets?|networks?)$", top))
             cause = (f"Python cannot find the module `{mod}`. "
                      + (f"It looks like a module of your own project: the script is run from a directory where `{top}` is not importable (working directory / PYTHONPATH), or the project is not installed." if local
-                        else f"The package is not installed in this interpreter's environment" + (f" (its pip name is `{pip_name}`)" if pip_name and pip_name != top else "") + ", or the job runs a different Python than the one you installed into."))
+                        else "The package is not installed in this interpreter's environment" + (f" (its pip name is `{pip_name}`)" if pip_name and pip_name != top else "") + ", or the job runs a different Python than the one you installed into."))
             if local:
                 fixes = [fix("Run from the project root or install the project", "", "cd /path/to/project && python -m train\n# or: pip install -e .   # or: export PYTHONPATH=$PWD", "module-not-found")]
             else:
-                fixes = [fix(f"Install it into the interpreter that runs the job", "Use `python -m pip` so pip and python are the same environment.", f"python -m pip install {pip_name or top}", "module-not-found")]
+                fixes = [fix("Install it into the interpreter that runs the job", "Use `python -m pip` so pip and python are the same environment.", f"python -m pip install {pip_name or top}", "module-not-found")]
         fixes.append(fix("Confirm the environment", "", "which python; python -m pip list | grep -i " + top, "module-not-found"))
         return hit("env.module_not_found", "environment_error", f"Module `{mod}` not found", cause, fixes, ("module-not-found", "library-version-mismatch"), _found(ctx), 0.93)
     m = ctx.search(r"cannot import name '(\w+)' from '([\w.]+)'")

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import basic_facts as _found, Context, fix, hit
 from assistant.types import Fact, RuleHit
 
 _DOCS = ("index-out-of-range", "device-side-assert")
 
-
-def _found(ctx: Context, *extra: Fact) -> list[Fact]:
-    loc = location_fact(ctx)
-    return [error_fact(ctx), *extra] + ([loc] if loc else [])
 
 
 def tensor_index(ctx: Context) -> RuleHit | None:
@@ -43,7 +39,7 @@ def tensor_index(ctx: Context) -> RuleHit | None:
         elif idx < 0:
             cause += " A negative index this large usually comes from a padding or sentinel value (-1, -100) used as a real index."
         fixes = [
-            fix("Check how the index is computed", "Print the index and the size at the failing line.", f"print(idx, t.shape)", "index-out-of-range"),
+            fix("Check how the index is computed", "Print the index and the size at the failing line.", "print(idx, t.shape)", "index-out-of-range"),
             fix("Use 0-based indices / clamp only if the semantics allow it", "", "labels = labels - 1  # if they were 1-based", "index-out-of-range"),
         ]
         return hit("index.out_of_bounds", "index_error", f"Index {idx} out of bounds for size {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.93)

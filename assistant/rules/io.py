@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
 _KEYS = re.compile(r'"([^"]+)"')
@@ -15,10 +15,6 @@ def _keys_after(label: str, text: str) -> list[str]:
     m = re.search(label + r"[^:]*:\s*(.*?)(?:\n\s*(?:Missing|Unexpected|size mismatch)|\Z)", text, re.S)
     return _KEYS.findall(m.group(1)) if m else []
 
-
-def _loc(ctx: Context, found: list[Fact]) -> list[Fact]:
-    loc = location_fact(ctx)
-    return found + [loc] if loc else found
 
 
 def state_dict_keys(ctx: Context) -> RuleHit | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.parse.messages import fmt_bytes, parse_bytes
-from assistant.rules.base import Context, error_fact, facts, fix, hit, location_fact
+from assistant.rules.base import Context, error_fact, fix, hit, location_fact
 from assistant.types import Fact, RuleHit
 
 _CUDA_OOM = re.compile(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
-from assistant.types import Fact, RuleHit
+from assistant.rules.base import basic_facts as _found, Context, fix, hit
+from assistant.types import RuleHit
 
 _DOCS = ("python-errors", "module-misuse")
 _BUILTIN = {
@@ -14,10 +14,6 @@ _BUILTIN = {
     "IndentationError", "UnicodeDecodeError", "UnicodeEncodeError", "OverflowError", "LookupError", "json.decoder.JSONDecodeError", "JSONDecodeError",
 }
 
-
-def _found(ctx: Context, *extra: Fact) -> list[Fact]:
-    loc = location_fact(ctx)
-    return [error_fact(ctx), *extra] + ([loc] if loc else [])
 
 
 def module_misuse(ctx: Context) -> RuleHit | None:

@@ -6,7 +6,7 @@ import math
 import re
 
 from assistant.parse.messages import flatten_explanations, fmt_shape, parse_shape
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import with_location as _with_location, Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
 _MATMUL = (
@@ -16,10 +16,6 @@ _MATMUL = (
     re.compile(r"mat1 dim 1 must match mat2 dim 0.*?\((\d+)x(\d+)\).*?\((\d+)x(\d+)\)"),
 )
 
-
-def _with_location(ctx: Context, found: list[Fact]) -> list[Fact]:
-    loc = location_fact(ctx)
-    return found + [loc] if loc else found
 
 
 def matmul_mismatch(ctx: Context) -> RuleHit | None:
@@ -172,7 +168,7 @@ def broadcast(ctx: Context) -> RuleHit | None:
         if src:
             cause += f" The failing expression is `{src}`."
         if re.search(r"alpha|class_weight|weights?\b|pos_weight", src):
-            cause += (f" A per-class weight vector (one entry per class) is being multiplied with per-sample values (one per batch element): "
+            cause += (" A per-class weight vector (one entry per class) is being multiplied with per-sample values (one per batch element): "
                       "select each sample's weight by its target class first, e.g. `alpha[target]`.")
         elif ctx.search(r"attn|mask|attention", re.I):
             cause += " An attention mask or positional tensor built for a different sequence length is a common source."
@@ -276,7 +272,7 @@ def loss_shapes(ctx: Context) -> RuleHit | None:
         found = [error_fact(ctx), Fact("shape", f"loss input {fmt_shape(inp)}, target {fmt_shape(tgt)}")]
         cause = f"The loss compares an input of shape {fmt_shape(inp)} with a target of shape {fmt_shape(tgt)}; element-wise losses need identical shapes."
         if inp and tgt and len(inp) == len(tgt) + 1 and inp[-1] == 1:
-            cause += f" The model outputs a trailing dimension of 1 (one logit per sample) while the target is flat."
+            cause += " The model outputs a trailing dimension of 1 (one logit per sample) while the target is flat."
             code = "loss = criterion(output.squeeze(-1), target.float())"
         elif inp and tgt and len(tgt) == len(inp) + 1 and tgt[-1] == 1:
             code = "loss = criterion(output, target.squeeze(-1))"
