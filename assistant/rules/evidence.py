@@ -99,11 +99,16 @@ def _shape(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
     return facts, sentence + "."
 
 
+def _label(name: str, type_name: str) -> str:
+    """How to call a probed module: `self` inside forward() is better named by its class."""
+    return type_name if name == "self" else name
+
+
 def _device(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
     facts: list[Fact] = []
     mods = [m for m in ctx.evidence.modules if m.param_devices]
     for mod in mods[:3]:
-        facts.append(Fact("probe", f"module `{mod.name}` ({mod.type_name}) parameters on {', '.join(mod.param_devices)}"))
+        facts.append(Fact("probe", f"module `{_label(mod.name, mod.type_name)}` ({mod.type_name}) parameters on {', '.join(mod.param_devices)}"))
     if not mods:
         return facts, ""
     model_devs = set(mods[0].param_devices)
@@ -111,7 +116,7 @@ def _device(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
     if not others:
         return facts, ""
     t = others[0]
-    sentence = f"model `{mods[0].name}` has its parameters on {', '.join(sorted(model_devs))}, while tensor `{t.name}` {tuple(t.shape)} is on {t.device}."
+    sentence = f"model `{_label(mods[0].name, mods[0].type_name)}` has its parameters on {', '.join(sorted(model_devs))}, while tensor `{t.name}` {tuple(t.shape)} is on {t.device}."
     facts.append(Fact("probe", f"`{t.name}` {tuple(t.shape)} on {t.device}"))
     return facts, sentence[0].upper() + sentence[1:]
 
@@ -176,10 +181,11 @@ def _dtype(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
     mods = [m for m in ctx.evidence.modules if m.param_dtypes]
     if not mods:
         return [], ""
-    fact = Fact("probe", f"module `{mods[0].name}` parameters are {', '.join(mods[0].param_dtypes)}")
+    label = _label(mods[0].name, mods[0].type_name)
+    fact = Fact("probe", f"module `{label}` parameters are {', '.join(mods[0].param_dtypes)}")
     odd = [t for t in ctx.evidence.tensors if t.dtype not in mods[0].param_dtypes and t.dtype.startswith(("float", "bfloat"))]
     if odd:
-        return [fact], f"`{mods[0].name}` is {', '.join(mods[0].param_dtypes)} but `{odd[0].name}` is {odd[0].dtype}."
+        return [fact], f"`{label}` is {', '.join(mods[0].param_dtypes)} but `{odd[0].name}` is {odd[0].dtype}."
     return [fact], ""
 
 
