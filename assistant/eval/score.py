@@ -29,6 +29,7 @@ class Item:
     must_mention: tuple[str, ...]
     must_not_mention: tuple[str, ...] = ()
     device: str = "text"
+    probes: dict[str, Any] | None = None  # the `torchhelp run` record, when the capture has one
 
 
 @dataclass
@@ -105,7 +106,11 @@ def stratified(items: Sequence[Item], limit: int) -> list[Item]:
 
 
 def items_from_captures(captures: Iterable[dict[str, Any]]) -> list[Item]:
-    return [Item(c["slug"], c["stderr"] or c.get("stdout_tail", ""), c["category"], tuple(c.get("must_mention", ())), tuple(c.get("must_not_mention", ())), c.get("device", "cpu")) for c in captures]
+    return [
+        Item(c["slug"], c["stderr"] or c.get("stdout_tail", ""), c["category"], tuple(c.get("must_mention", ())), tuple(c.get("must_not_mention", ())),
+             c.get("device", "cpu"), (c.get("probes") or {}).get("record"))
+        for c in captures
+    ]
 
 
 def items_from_outside(cases) -> list[Item]:  # type: ignore[no-untyped-def]
@@ -131,7 +136,7 @@ class Scorer:
         self.known_doc_ids = known_doc_ids
         self.backend = backend
 
-    def predict(self, variant: str, text: str) -> Prediction:
+    def predict(self, variant: str, text: str, probes: dict[str, Any] | None = None) -> Prediction:
         from assistant import rules
         from assistant.kb.retrieve import get_retriever
         from assistant.pipeline import adjust_for_wrapper, analyse, build_query, diagnose
@@ -139,7 +144,12 @@ class Scorer:
         start = time.perf_counter()
         if variant == "full" or variant.startswith("full+"):
             backend = variant.split("+", 1)[1] if "+" in variant else self.backend
-            d = diagnose(text, settings=self.settings, llm=backend)
+            evidence = None
+            if probes:
+                from assistant.probes.collect import evidence_from_record
+
+                evidence = evidence_from_record(probes)
+            d = diagnose(text, settings=self.settings, llm=backend, evidence=evidence)
             answer = _answer_text([d.title, d.summary, d.cause, *(f"{f.title}\n{f.detail}\n{f.code or ''}" for f in d.fixes), *(e.text for e in d.evidence)])
             cited = tuple(s for f in d.fixes for s in f.sources)
             return Prediction(d.category, answer, cited, tuple(s.id for s in d.sources), (time.perf_counter() - start) * 1000, d.backend)
@@ -165,7 +175,7 @@ class Scorer:
         done = 0
         for variant in variants:
             for item in items:
-                pred = self.predict(variant, item.text)
+                pred = self.predict(variant, item.text, item.probes)
                 recall, missing = _mentions(pred.answer, item.must_mention)
                 _, present = _mentions(pred.answer, item.must_not_mention)
                 violations = tuple(p for p in item.must_not_mention if p not in present)
