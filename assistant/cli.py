@@ -197,17 +197,12 @@ def kb_add(paths: list[Path] = typer.Argument(..., help="Markdown, reStructuredT
 
 
 def _register_optional_commands() -> None:
-    """Commands that live in their own modules (eval, run, env, serve), registered when present."""
-    import importlib
+    """Commands that live in their own modules (eval; run and env), kept out of this file."""
+    from assistant import runner_cli
+    from assistant.eval import cli as eval_cli
 
-    for module in ("assistant.eval.cli", "assistant.runner_cli", "assistant.serve.cli"):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name and module.startswith(exc.name):
-                continue  # that door is not part of this build
-            raise
-        mod.register(app)
+    eval_cli.register(app)
+    runner_cli.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
