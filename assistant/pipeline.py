@@ -13,8 +13,8 @@ from typing import Any, Sequence
 
 from assistant import rules
 from assistant.compose.deterministic import compose_from_rule, compose_from_signature, compose_unknown
-from assistant.errors import InputError, KnowledgeError
-from assistant.parse.reader import InputText, read_bytes
+from assistant.errors import KnowledgeError
+from assistant.parse.reader import InputText, read_bytes, read_text
 from assistant.parse.traceback import parse_failure
 from assistant.settings import Settings, load_settings
 from assistant.types import CATEGORIES, Diagnosis, Evidence, Failure, Fix, Passage, RuleHit
@@ -29,19 +29,7 @@ _WORKER_GENERIC = {"python_error", "index_error", "environment_error", "unknown"
 def analyse(text: str | bytes, settings: Settings | None = None) -> tuple[Failure, InputText]:
     """Read and parse input text (bytes are decoded best-effort; huge input is windowed)."""
     settings = settings or load_settings()
-    if isinstance(text, str):
-        if not text.strip():
-            raise InputError("nothing to diagnose: the input is empty")
-        data = text.encode("utf-8", errors="surrogateescape") if len(text) > settings.window_bytes // 4 else None
-        if data is not None and len(data) > settings.window_bytes:
-            from assistant.parse.reader import _window_from_bytes
-
-            window, notes = _window_from_bytes(data, settings.window_bytes, len(data))
-            inp = read_bytes(window, total_size=len(data), extra_notes=notes)
-        else:
-            inp = InputText(text=text, size=len(text))
-    else:
-        inp = read_bytes(text)
+    inp = read_text(text, settings.window_bytes) if isinstance(text, str) else read_bytes(text)
     return parse_failure(inp.text), inp
 
 

@@ -71,6 +71,19 @@ def read_stream(stream: BinaryIO, window: int = DEFAULT_WINDOW) -> InputText:
     return read_bytes(data, source="<stdin>", total_size=total, extra_notes=notes + more)
 
 
+def read_text(text: str, window: int = DEFAULT_WINDOW) -> InputText:
+    """Text already in memory (the Python API): windowed like a file when it is very large."""
+    if not text.strip():
+        raise InputError("nothing to diagnose: the input is empty")
+    if len(text) <= window // 4:  # cannot exceed the window even at 4 bytes a character
+        return InputText(text=text, size=len(text))
+    data = text.encode("utf-8", errors="surrogateescape")
+    if len(data) <= window:
+        return InputText(text=text, size=len(data))
+    chosen, notes = _window_from_bytes(data, window, len(data))
+    return read_bytes(chosen, total_size=len(data), extra_notes=notes)
+
+
 def read_bytes(
     data: bytes, source: str = "<text>", total_size: int | None = None, extra_notes: tuple[str, ...] = ()
 ) -> InputText:
