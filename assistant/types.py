@@ -197,18 +197,69 @@ class Fact:
 
 
 @dataclass(frozen=True)
+class Facts:
+    """Structured values a rule read from the failure (and probes), for the stages after it.
+
+    Evidence refinement, verification and rendering read these fields; nobody re-reads a rule's
+    prose. Every field is optional: a rule fills what its message carries.
+    """
+
+    shapes: tuple[tuple[int, ...], ...] = ()  # operand shapes in the order the message gives them
+    numbers: Mapping[str, float] = field(default_factory=dict)  # named values: "requested_bytes", "in_features", "index", …
+    layer: str | None = None  # attribute name of the failing module call (`fc`, `encoder.proj`)
+    layer_kind: str | None = None  # Linear, Conv, Embedding, …
+    devices: tuple[str, ...] = ()  # devices the message names (cpu, cuda:0, meta)
+    dtypes: tuple[str, ...] = ()  # dtypes the message names (float32, int64, Half)
+    argument: str | None = None  # the argument the message blames (`index`, `target`, `mat2`)
+    call: str | None = None  # a call on the user's failing line that the evidence implicates, e.g. "torch.arange"
+    names: tuple[str, ...] = ()  # other names the message lists (missing keys, modules, operators)
+    flags: frozenset[str] = frozenset()  # conclusions later stages may rely on, e.g. "fragmentation_ruled_out"
+
+    def number(self, key: str) -> float | None:
+        """A named number, or None when the rule did not read it."""
+        value = self.numbers.get(key)
+        return None if value is None else value
+
+    def to_dict(self) -> dict[str, Any]:
+        """Only the fields that carry something (for JSON and debugging)."""
+        out: dict[str, Any] = {}
+        for name in ("shapes", "numbers", "layer", "layer_kind", "devices", "dtypes", "argument", "call", "names"):
+            value = getattr(self, name)
+            if value:
+                out[name] = [list(s) for s in value] if name == "shapes" else (dict(value) if name == "numbers" else (list(value) if isinstance(value, tuple) else value))
+        if self.flags:
+            out["flags"] = sorted(self.flags)
+        return out
+
+
+@dataclass(frozen=True)
 class RuleHit:
-    """What a rule concluded: category, a cause specific to the facts, ordered fixes, documents."""
+    """What a rule concluded: category, a cause specific to the facts, ordered fixes, documents.
+
+    ``rule`` is the outcome id (one per branch that writes a cause); ``rule_id`` the registered
+    rule that produced it. ``evidence`` is what the user is shown as read from the failure;
+    ``facts`` the same values, typed, for later stages. ``conjecture`` is a sentence inferred from
+    the text alone that live probes may confirm or replace: refinement drops it when it has
+    measured the thing directly, instead of editing the cause.
+    """
 
     rule: str
     category: str
     title: str
     cause: str
     fixes: tuple[Fix, ...]
-    facts: tuple[Fact, ...] = ()
+    evidence: tuple[Fact, ...] = ()
     doc_ids: tuple[str, ...] = ()
     confidence: float = 0.9
     query_hint: str = ""  # extra words for retrieval (e.g. the family name)
+    facts: Facts = field(default_factory=lambda: Facts())
+    conjecture: str = ""
+    rule_id: str = ""
+
+    @property
+    def full_cause(self) -> str:
+        """The cause as shown: the rule's sentences, then its conjecture when one is left."""
+        return f"{self.cause} {self.conjecture}".strip() if self.conjecture else self.cause
 
 
 @dataclass(frozen=True)

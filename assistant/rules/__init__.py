@@ -1,64 +1,58 @@
-"""The rule registry: every family's rules in the order they are tried. First match wins.
+"""Matching a failure against the registered rules (see :mod:`assistant.rules.registry`).
 
-Order matters where messages overlap: hardware faults and CUDA-in-fork before generic CUDA
-errors, cuDNN/cuBLAS statuses before the device-side assert they may hide, device before dtype
-(``Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor)`` is a device
-problem), DataLoader collate before generic shape errors, and the generic fallbacks last.
+Rules are tried in priority order and the first answer wins; wrapper rules may then re-frame it.
+A rule that raises is a bug in that rule, not in the user's input: at run time it is logged,
+skipped and named in the match's notes (so the diagnosis says an answer may be missing); with
+``strict=True`` (the registry test) it propagates.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from assistant.rules import (
-    amp, autograd, compile, cuda, data, devices, distributed, dtypes, env, indexing, io, memory, multiproc, python, shapes,
-)
-from assistant.rules.base import Context, RuleFunc
+from assistant.rules.base import Context
+from assistant.rules.registry import RuleSpec, answer_rules, wrapper_rules
 from assistant.types import Evidence, Failure, RuleHit
 
 log = logging.getLogger(__name__)
 
-RULES: tuple[RuleFunc, ...] = (
-    *cuda.EARLY_RULES,
-    *multiproc.EARLY_RULES,
-    *env.EARLY_RULES,
-    *devices.EARLY_RULES,
-    *memory.RULES,
-    *cuda.RULES,
-    *distributed.RULES,
-    *amp.RULES,
-    *devices.RULES,
-    *dtypes.RULES,
-    *data.RULES,
-    *shapes.RULES,
-    *autograd.RULES,
-    *indexing.RULES,
-    *io.RULES,
-    *compile.RULES,
-    *multiproc.RULES,
-    *env.RULES,
-    *python.RULES,
-    *shapes.FALLBACK_RULES,
-    *python.FALLBACK_RULES,
-)
+
+@dataclass(frozen=True)
+class Match:
+    """The answer of the rules (None when none recognised the failure) and what went wrong on the way."""
+
+    hit: RuleHit | None
+    notes: tuple[str, ...] = ()
 
 
-def match(failure: Failure, evidence: Evidence | None = None) -> RuleHit | None:
-    """Run the rules in order and return the first hit (None when no rule recognises the failure).
+def _run(spec: RuleSpec, args: tuple, strict: bool, notes: list[str]) -> RuleHit | None:  # type: ignore[type-arg]
+    try:
+        result = spec.func(*args)
+        return spec.finish(result) if result is not None else None
+    except Exception as exc:  # noqa: BLE001 - isolate rule bugs, see module docstring
+        if strict:
+            raise
+        log.exception("rule %s failed", spec.id)
+        notes.append(f"Internal error in rule {spec.id} ({type(exc).__name__}); it was skipped, so a more specific answer may be missing.")
+        return None
 
-    A rule that raises is a bug in that rule, not in the user's input: it is logged and skipped
-    so one faulty rule never costs the user their diagnosis.
-    """
+
+def match(failure: Failure, evidence: Evidence | None = None, *, strict: bool = False) -> Match:
+    """Run the rules in order; the first answer, re-framed by any wrapper rule that applies."""
     ctx = Context(failure, evidence or Evidence())
-    for rule in RULES:
-        try:
-            result = rule(ctx)
-        except Exception:  # noqa: BLE001 - isolate rule bugs, see docstring
-            log.exception("rule %s failed", getattr(rule, "__name__", rule))
-            continue
-        if result is not None:
-            return result
-    return None
+    notes: list[str] = []
+    found: RuleHit | None = None
+    for spec in answer_rules():
+        found = _run(spec, (ctx,), strict, notes)
+        if found is not None:
+            break
+    for spec in wrapper_rules():
+        wrapped = _run(spec, (ctx, found), strict, notes)
+        if wrapped is not None:
+            found = wrapped
+            break
+    return Match(found, tuple(notes))
 
 
 def with_evidence(hit: RuleHit | None, failure: Failure, evidence: Evidence | None) -> RuleHit | None:
@@ -74,4 +68,4 @@ def with_evidence(hit: RuleHit | None, failure: Failure, evidence: Evidence | No
         return hit
 
 
-__all__ = ["Context", "RULES", "match", "with_evidence"]
+__all__ = ["Context", "Match", "match", "with_evidence"]

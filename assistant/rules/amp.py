@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit
 from assistant.types import RuleHit
 
@@ -9,6 +10,14 @@ _DOCS = ("gradscaler-misuse", "autocast-dtype-errors")
 
 
 
+@rule(
+    'amp.gradscaler',
+    category='amp_error',
+    docs=_DOCS,
+    priority=230,
+    outcomes=('amp.fp16_params', 'amp.unscale_twice', 'amp.no_inf_checks', 'amp.order'),
+    examples=(),
+)
 def gradscaler(ctx: Context) -> RuleHit | None:
     """The GradScaler state machine used out of order, or on fp16 parameters."""
     if ctx.search(r"Attempting to unscale FP16 gradients"):
@@ -36,6 +45,14 @@ def gradscaler(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'amp.autocast_misc',
+    category='amp_error',
+    docs=_DOCS[::-1],
+    priority=231,
+    outcomes=('amp.bce_unsafe', 'amp.overflow_constant', 'amp.no_bf16'),
+    examples=(),
+)
 def autocast_misc(ctx: Context) -> RuleHit | None:
     """Ops that refuse autocast, and constants that overflow half precision."""
     if ctx.search(r"binary_cross_entropy and torch\.nn\.BCELoss are unsafe to autocast"):
@@ -51,6 +68,3 @@ def autocast_misc(ctx: Context) -> RuleHit | None:
         fixes = [fix("Use float16 with GradScaler instead", "", "torch.autocast('cuda', dtype=torch.float16)", "gradscaler-misuse")]
         return hit("amp.no_bf16", "amp_error", "GPU without bfloat16", cause, fixes, _DOCS, _found(ctx), 0.9)
     return None
-
-
-RULES = (gradscaler, autocast_misc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
@@ -32,6 +33,14 @@ def _op_name(node: str) -> str:
 
 
 
+@rule(
+    'autograd.inplace_modified',
+    category='inplace_autograd',
+    docs=("inplace-modification", "anomaly-detection"),
+    priority=280,
+    outcomes=('autograd.inplace', 'autograd.leaf_inplace', 'autograd.view_inplace'),
+    examples=(),
+)
 def inplace_modified(ctx: Context) -> RuleHit | None:
     """A tensor saved for backward was changed in place before backward ran."""
     m = _INPLACE.search(ctx.text)
@@ -83,6 +92,14 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'autograd.backward_twice',
+    category='backward_twice',
+    docs=("backward-twice",),
+    priority=281,
+    outcomes=('autograd.backward_twice',),
+    examples=(),
+)
 def backward_twice(ctx: Context) -> RuleHit | None:
     """Backward through a graph whose saved tensors were already freed."""
     if not ctx.search(r"Trying to backward through the graph a second time|buffers have already been freed|saved intermediate (?:results|values) .* (?:already been )?freed"):
@@ -105,6 +122,14 @@ def backward_twice(ctx: Context) -> RuleHit | None:
     return hit("autograd.backward_twice", "backward_twice", "Backward through a freed graph", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.95)
 
 
+@rule(
+    'autograd.no_grad_fn',
+    category='no_grad_fn',
+    docs=("no-grad-fn", "detach-numpy"),
+    priority=282,
+    outcomes=('autograd.no_grad_fn', 'autograd.non_scalar', 'autograd.numpy', 'autograd.unused_input', 'autograd.inference_tensor'),
+    examples=(),
+)
 def no_grad_fn(ctx: Context) -> RuleHit | None:
     """backward() on something with no graph, non-scalar backward, numpy() on a grad tensor."""
     docs = ("no-grad-fn", "detach-numpy")
@@ -163,6 +188,14 @@ _NAN_SOURCES = {
 }
 
 
+@rule(
+    'autograd.nan_inf',
+    category='nan_inf',
+    docs=("nan-inf-anomaly", "exploding-gradients", "anomaly-detection"),
+    priority=283,
+    outcomes=('autograd.nan_anomaly', 'autograd.nonfinite_norm', 'autograd.nan_generic'),
+    examples=(),
+)
 def nan_inf(ctx: Context) -> RuleHit | None:
     """NaN/Inf from anomaly detection, non-finite gradient norms, or a user check on the loss."""
     docs = ("nan-inf-anomaly", "exploding-gradients", "anomaly-detection")
@@ -206,6 +239,3 @@ def nan_inf(ctx: Context) -> RuleHit | None:
         ]
         return hit("autograd.nan_generic", "nan_inf", "NaN/Inf values", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.85)
     return None
-
-
-RULES = (inplace_modified, backward_twice, no_grad_fn, nan_inf)

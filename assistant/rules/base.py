@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable
+from typing import Iterable
 
-from assistant.types import Evidence, Fact, Failure, Fix, Frame, RuleHit
+from assistant.types import Evidence, Fact, Facts, Failure, Fix, Frame, RuleHit
 
 # Library files whose ``forward`` identifies the kind of layer that failed.
 _LAYER_FILES = {
@@ -88,9 +88,6 @@ class Context:
         return f"{loc} (`{fr.source}`)" if fr.source else loc
 
 
-RuleFunc = Callable[[Context], "RuleHit | None"]
-
-
 def fix(title: str, detail: str, code: str | None = None, *sources: str) -> Fix:
     """Shorthand for a Fix; ``sources`` are knowledge document ids."""
     return Fix(title=title, detail=detail, code=code, sources=tuple(sources))
@@ -107,17 +104,21 @@ def hit(
     title: str,
     cause: str,
     fixes: Iterable[Fix],
-    doc_ids: Iterable[str],
+    doc_ids: Iterable[str] = (),
     found: Iterable[Fact] = (),
     confidence: float = 0.9,
     query_hint: str = "",
+    *,
+    facts: Facts | None = None,
+    conjecture: str = "",
 ) -> RuleHit:
-    """Build a RuleHit; fixes without their own sources cite the rule's first document."""
-    docs = tuple(doc_ids)
-    fixed = tuple(f if f.sources else Fix(f.title, f.detail, f.code, docs[:1]) for f in fixes)
-    # Every document a fix cites is one of the rule's documents, so retrieval is asked for all of them.
-    docs = docs + tuple(dict.fromkeys(s for f in fixed for s in f.sources if s not in docs))
-    return RuleHit(rule, category, title, cause, fixed, tuple(found), docs, confidence, query_hint)
+    """Build a rule's answer. ``rule`` is the outcome id (declared in the rule's ``@rule``).
+
+    ``doc_ids`` default to the rule's declared documents; the registry completes citations.
+    ``found`` is the evidence shown to the user, ``facts`` the same values typed.
+    """
+    return RuleHit(rule, category, title, cause, tuple(fixes), tuple(found), tuple(doc_ids), confidence, query_hint,
+                   facts if facts is not None else Facts(), conjecture)
 
 
 def error_fact(ctx: Context) -> Fact:

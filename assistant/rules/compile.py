@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
@@ -16,6 +17,14 @@ def _user_code(ctx: Context) -> str | None:
     return f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)} in {m.group(3)}: `{m.group(4).strip()}`"
 
 
+@rule(
+    'compile.dynamo',
+    category='compile_error',
+    docs=("dynamo-errors", "inductor-backend-failures"),
+    priority=311,
+    outcomes=('compile.dynamo', 'compile.recompiles', 'compile.data_dependent'),
+    examples=(),
+)
 def dynamo(ctx: Context) -> RuleHit | None:
     """Graph breaks under fullgraph, unsupported constructs, data-dependent guards, recompile limits."""
     m = ctx.search(r"torch\._dynamo\.exc\.(\w+)|Unsupported: ([^\n]+)|GuardOnDataDependentSymNode|Could not guard on data-dependent expression|(?:recompile_limit|cache_size_limit) \((\d+)\)|torch\._dynamo hit config\.\w+")
@@ -62,6 +71,14 @@ def dynamo(ctx: Context) -> RuleHit | None:
     return hit("compile.dynamo", "compile_error", f"torch.compile could not trace the model ({kind})", cause, fixes, docs, found, 0.9)
 
 
+@rule(
+    'compile.inductor',
+    category='compile_error',
+    docs=("inductor-backend-failures", "dynamo-errors"),
+    priority=310,
+    outcomes=('compile.backend', 'compile.cxx', 'compile.triton'),
+    examples=(),
+)
 def inductor(ctx: Context) -> RuleHit | None:
     """Backend (inductor/triton/C++ toolchain) failures."""
     m = ctx.search(r"BackendCompilerFailed|InductorError|CppCompileError|InvalidCxxCompiler|No working C\+\+ compiler found|TritonMissing|Cannot find a working triton installation|Python\.h: No such file or directory|LoweringException")
@@ -96,6 +113,14 @@ def inductor(ctx: Context) -> RuleHit | None:
     return hit("compile.backend", "compile_error", "torch.compile backend failed", cause, fixes, docs, found, 0.9)
 
 
+@rule(
+    'compile.torchscript',
+    category='compile_error',
+    docs=("torchscript-errors", "dynamo-errors"),
+    priority=312,
+    outcomes=('compile.torchscript',),
+    examples=(),
+)
 def torchscript(ctx: Context) -> RuleHit | None:
     """TorchScript scripting/tracing failures and torch.export/ONNX errors."""
     m = ctx.search(r"torch\.jit\.frontend\.\w+|NotSupportedError|is currently not supported in Torchscript|Tried to access nonexistent attribute or method|Expected a value of type '([^']+)' for argument '(\w+)'|torch\.jit\.Error|Could not export Python function call|Module '(\w+)' has no attribute '(\w+)'|torch\.onnx\.errors\.\w+|torch\._export|ScriptModule|TorchScript", re.I)
@@ -112,6 +137,3 @@ def torchscript(ctx: Context) -> RuleHit | None:
         fix("Exclude helpers from scripting", "", "@torch.jit.ignore\ndef debug_plot(self, t): ...", "torchscript-errors"),
     ]
     return hit("compile.torchscript", "compile_error", "TorchScript / export could not compile the code", cause, fixes, ("torchscript-errors", "dynamo-errors"), found, 0.85)
-
-
-RULES = (inductor, dynamo, torchscript)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit, location_fact
 from assistant.types import CudaAssert, Fact, Fix, RuleHit
 
@@ -66,6 +67,14 @@ def _assert_story(a: CudaAssert) -> tuple[str, str, list[Fix]]:
             [])
 
 
+@rule(
+    'cuda.device_side_assert',
+    category='device_side_assert',
+    docs=("cudnn-errors", "async-cuda-errors", "cuda-oom"),
+    priority=212,
+    outcomes=('cuda.device_side_assert',),
+    examples=(),
+)
 def device_side_assert(ctx: Context) -> RuleHit | None:
     """``device-side assert triggered`` plus the ``.cu`` assertion lines that name the kernel."""
     if not (ctx.search(r"device-side assert(?:ion)? triggered|cuda runtime error \(59\)|CUDA_ERROR_ASSERT|cudaErrorAssert") or ctx.failure.cuda_asserts):
@@ -99,6 +108,14 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
     return hit("cuda.device_side_assert", "device_side_assert", title, cause, fixes, docs, found, 0.95)
 
 
+@rule(
+    'cuda.illegal_memory_access',
+    category='illegal_memory_access',
+    docs=("illegal-memory-access", "async-cuda-errors"),
+    priority=213,
+    outcomes=('cuda.illegal_memory_access',),
+    examples=(),
+)
 def illegal_memory_access(ctx: Context) -> RuleHit | None:
     """Illegal address, misaligned address, unspecified launch failure."""
     m = ctx.search(r"an illegal memory access was encountered|misaligned address|unspecified launch failure|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress|CUDA_ERROR_MISALIGNED_ADDRESS|an illegal instruction was encountered|illegal address")
@@ -147,6 +164,14 @@ _CUDNN_STORIES = {
 }
 
 
+@rule(
+    'cuda.cudnn_error',
+    category='cudnn_error',
+    docs=("cudnn-errors", "async-cuda-errors", "cuda-oom"),
+    priority=210,
+    outcomes=('cuda.cudnn', 'cuda.cudnn_rnn_eval'),
+    examples=(),
+)
 def cudnn_error(ctx: Context) -> RuleHit | None:
     """``cuDNN error: CUDNN_STATUS_*`` and friends, with what usually hides behind each status."""
     m = ctx.search(r"CUDNN_STATUS_(\w+)")
@@ -195,6 +220,14 @@ _CUBLAS_STORIES = {
 }
 
 
+@rule(
+    'cuda.cublas_error',
+    category='cublas_error',
+    docs=("cublas-errors", "async-cuda-errors", "device-side-assert"),
+    priority=211,
+    outcomes=('cuda.cublas',),
+    examples=(),
+)
 def cublas_error(ctx: Context) -> RuleHit | None:
     """``CUBLAS_STATUS_*`` (optionally ``when calling cublasSgemm(...)``)."""
     m = ctx.search(r"CUBLAS_STATUS_(\w+)")
@@ -220,6 +253,14 @@ def cublas_error(ctx: Context) -> RuleHit | None:
     return hit("cuda.cublas", "cublas_error", f"cuBLAS error: {status}", cause, fixes, ("cublas-errors", "async-cuda-errors", "device-side-assert"), found, 0.9)
 
 
+@rule(
+    'cuda.hardware_error',
+    category='hardware_error',
+    docs=("gpu-hardware-faults",),
+    priority=100,
+    outcomes=('cuda.hardware',),
+    examples=(),
+)
 def hardware_error(ctx: Context) -> RuleHit | None:
     """ECC errors, GPUs falling off the bus, Xid events, watchdog launch timeouts."""
     m = ctx.search(r"uncorrectable ECC error|ECC error encountered|fallen off the bus|GPU is lost|Xid[ :(]+(\d+)|uncorrectable NVLink error|the launch timed out and was terminated|GPU Reset|hardware stack error|CUDA error: unknown error|Unable to determine the device handle|PCIe Bus Error|\bAER: ", re.I)
@@ -242,7 +283,3 @@ def hardware_error(ctx: Context) -> RuleHit | None:
             fix("Resume from the last checkpoint on healthy hardware", "Save checkpoints regularly so a hardware fault costs minutes, not the whole run.", None, "gpu-hardware-faults"),
         ]
     return hit("cuda.hardware", "hardware_error", "GPU hardware fault" if "timed out" not in text else "GPU watchdog timeout", cause, fixes, ("gpu-hardware-faults",), found, 0.88)
-
-
-RULES = (cudnn_error, cublas_error, device_side_assert, illegal_memory_access)
-EARLY_RULES = (hardware_error,)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
@@ -13,6 +14,14 @@ def _in_collate(ctx: Context) -> bool:
     return any("collate" in (f.file + (f.function or "")) for f in ctx.failure.frames) or "DataLoader worker" in (ctx.failure.wrapper or "")
 
 
+@rule(
+    'data.collate',
+    category='dataloader_error',
+    docs=_DOCS[1::-1],
+    priority=260,
+    outcomes=('data.collate_sizes', 'data.collate_type', 'data.collate_none', 'data.collate_lists'),
+    examples=(),
+)
 def collate(ctx: Context) -> RuleHit | None:
     """default_collate could not batch the samples."""
     found = [error_fact(ctx)]
@@ -63,6 +72,14 @@ def collate(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'data.worker_died',
+    category='dataloader_error',
+    docs=("dataloader-worker-crash",),
+    priority=261,
+    outcomes=('data.worker_crash', 'data.shm', 'data.too_many_files', 'data.timeout', 'data.worker_oom'),
+    examples=(),
+)
 def worker_died(ctx: Context) -> RuleHit | None:
     """Workers killed by signals, bus errors from /dev/shm, timeouts."""
     m = ctx.search(r"DataLoader worker \(pids?\)? ?\(?([\d, ]+)\)? (?:is killed by signal: ([\w ]+)|exited unexpectedly(?: with exit code (-?\d+))?)")
@@ -113,6 +130,14 @@ def worker_died(ctx: Context) -> RuleHit | None:
     return hit("data.worker_crash", "dataloader_error", "DataLoader worker crashed", cause, fixes, ("dataloader-worker-crash",), found, 0.85)
 
 
+@rule(
+    'data.dataset_misc',
+    category='dataloader_error',
+    docs=("dataloader-worker-crash", "files-and-permissions"),
+    priority=262,
+    outcomes=('data.empty', 'data.iterable_options'),
+    examples=(),
+)
 def dataset_misc(ctx: Context) -> RuleHit | None:
     """Empty datasets and other DataLoader configuration errors."""
     if ctx.search(r"num_samples should be a positive integer value, but got num_samples=0"):
@@ -126,4 +151,38 @@ def dataset_misc(ctx: Context) -> RuleHit | None:
     return None
 
 
-RULES = (collate, worker_died, dataset_misc)
+# Categories that, raised inside a DataLoader worker, are really "your Dataset code failed".
+_WORKER_GENERIC = {"python_error", "index_error", "environment_error", "unknown", "shape_mismatch", "dtype_mismatch", "serialization_error"}
+
+
+@rule(
+    "data.worker_exception",
+    category="dataloader_error",
+    docs=("dataloader-worker-crash",),
+    wraps=True,
+    outcomes=("data.worker_exception",),
+    examples=(),
+)
+def worker_exception(ctx: Context, inner: RuleHit | None) -> RuleHit | None:
+    """An ordinary error raised inside a DataLoader worker is a Dataset bug: say so and how to debug it.
+
+    Specific families (CUDA in a worker, pickling, shared memory) keep their own answer; only the
+    generic ones are re-framed, with the inner answer's cause and fixes kept after the worker advice.
+    """
+    wrapper = ctx.failure.wrapper or ""
+    if not wrapper.startswith("DataLoader worker"):
+        return None
+    if (inner.category if inner else "unknown") not in _WORKER_GENERIC:
+        return None
+    first = ctx.failure.message.splitlines()[0] if ctx.failure.message else ""
+    original = f"{ctx.failure.exc_type or 'An error'}: {first}".strip()
+    cause = (f"The error was raised inside {wrapper}, while loading a sample (your Dataset's __getitem__, a transform or the collate_fn), "
+             f"and re-raised in the main process. The original error is `{original[:300]}`." + (f" {inner.full_cause}" if inner else ""))
+    fixes = [fix("Reproduce it without workers", "With num_workers=0 the same code runs in the main process: the traceback points straight at the line, and a debugger works.",
+                 "loader = DataLoader(dataset, batch_size=..., num_workers=0)\nsample = dataset[i]  # call __getitem__ directly for the failing index", "dataloader-worker-crash")]
+    if inner:
+        fixes.extend(inner.fixes)
+    docs = ("dataloader-worker-crash",) + tuple(d for d in (inner.doc_ids if inner else ()) if d != "dataloader-worker-crash")
+    title = "Error inside a DataLoader worker" + (f": {inner.title}" if inner else "")
+    return hit("data.worker_exception", "dataloader_error", title, cause, fixes, docs, inner.evidence if inner else (error_fact(ctx),),
+               min(0.9, inner.confidence if inner else 0.8), "dataloader worker", facts=inner.facts if inner else None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.parse.messages import tensor_type_parts
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
@@ -32,6 +33,14 @@ def _probe_devices(ctx: Context) -> list[Fact]:
     return out[:6]
 
 
+@rule(
+    'devices.device_mismatch',
+    category='device_mismatch',
+    docs=("device-mismatch", "cuda-unavailable"),
+    priority=240,
+    outcomes=('devices.mismatch', 'devices.meta', 'devices.cuda_numpy'),
+    examples=(),
+)
 def device_mismatch(ctx: Context) -> RuleHit | None:
     """Operands on different devices (cpu vs cuda, or two GPUs), in every message generation."""
     a = b = arg = None
@@ -139,6 +148,14 @@ def _cuda_to_numpy(ctx: Context) -> RuleHit | None:
     return hit("devices.cuda_numpy", "device_mismatch", "GPU tensor passed to NumPy", cause, fixes, ("detach-numpy", "device-mismatch"), _loc(ctx, [error_fact(ctx)]), 0.92)
 
 
+@rule(
+    'devices.cuda_unavailable',
+    category='cuda_unavailable',
+    docs=("cuda-unavailable", "cuda-arch-mismatch"),
+    priority=130,
+    outcomes=('devices.cuda_unavailable',),
+    examples=(),
+)
 def cuda_unavailable(ctx: Context) -> RuleHit | None:
     """CUDA requested but not usable: CPU-only build, no driver, old driver, bad ordinal, CUDA checkpoint on CPU."""
     docs = ("cuda-unavailable", "cuda-arch-mismatch")
@@ -173,7 +190,3 @@ def cuda_unavailable(ctx: Context) -> RuleHit | None:
         if ctx.search(pattern):
             return hit("devices.cuda_unavailable", "cuda_unavailable", title, cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.93)
     return None
-
-
-RULES = (device_mismatch,)
-EARLY_RULES = (cuda_unavailable,)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
@@ -18,6 +19,14 @@ def _debug_fixes() -> list:
     ]
 
 
+@rule(
+    'distributed.nccl_timeout',
+    category='nccl_error',
+    docs=("nccl-timeout", "nccl-errors", "ddp-unused-parameters"),
+    priority=220,
+    outcomes=('distributed.nccl_timeout', 'distributed.collective_mismatch'),
+    examples=(),
+)
 def nccl_timeout(ctx: Context) -> RuleHit | None:
     """Watchdog collective timeouts and collective mismatches between ranks."""
     mismatch = ctx.search(r"Detected mismatch between collectives on ranks\. Rank (\d+) is running collective: (.+?), but Rank (\d+) is running collective: (.+?)(?:\.|$)", re.M | re.S)
@@ -82,6 +91,14 @@ _NCCL_KINDS = {
 }
 
 
+@rule(
+    'distributed.nccl_error',
+    category='nccl_error',
+    docs=("nccl-errors", "process-group-init", "nccl-timeout"),
+    priority=222,
+    outcomes=('distributed.nccl_error', 'distributed.duplicate_gpu', 'distributed.nccl_cpu_tensor'),
+    examples=(),
+)
 def nccl_error(ctx: Context) -> RuleHit | None:
     """``NCCL error in: ...`` with its reason, duplicate GPUs, and NCCL WARN lines."""
     dup = ctx.search(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)")
@@ -126,6 +143,14 @@ def nccl_error(ctx: Context) -> RuleHit | None:
     return hit("distributed.nccl_error", "nccl_error", "NCCL error" + (f": {m.group(2).strip()}" if m else ""), cause, fixes, docs, found, 0.88)
 
 
+@rule(
+    'distributed.ddp_error',
+    category='ddp_error',
+    docs=("ddp-unused-parameters", "process-group-init"),
+    priority=221,
+    outcomes=('distributed.ddp_unused', 'distributed.ddp_ready_twice', 'distributed.ddp_model_mismatch', 'distributed.ddp_no_params', 'distributed.ddp_device'),
+    examples=(),
+)
 def ddp_error(ctx: Context) -> RuleHit | None:
     """DistributedDataParallel misuse: unused parameters, mark-ready-twice, models that differ by rank."""
     docs = ("ddp-unused-parameters", "process-group-init")
@@ -179,6 +204,15 @@ def ddp_error(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'distributed.process_group',
+    category='ddp_error',
+    docs=("process-group-init", "nccl-errors"),
+    priority=223,
+    also=('cpu_oom',),
+    outcomes=('distributed.pg_uninitialized', 'distributed.pg_env', 'distributed.port_in_use', 'distributed.nccl_no_gpu', 'distributed.rendezvous', 'distributed.child_failed', 'distributed.child_killed'),
+    examples=(),
+)
 def process_group(ctx: Context) -> RuleHit | None:
     """init_process_group problems and torchrun's ChildFailedError summaries."""
     docs = ("process-group-init", "nccl-errors")
@@ -222,6 +256,3 @@ def process_group(ctx: Context) -> RuleHit | None:
         fixes = [fix("Read the failing rank's own traceback", "Search the log for the first 'Traceback' from that rank, or decorate main() with @record to have torchrun print it in the summary.", "from torch.distributed.elastic.multiprocessing.errors import record\n\n@record\ndef main(): ...", "process-group-init")]
         return hit("distributed.child_failed", "ddp_error", "torchrun worker failed", cause, fixes, docs, found, 0.6)
     return None
-
-
-RULES = (nccl_timeout, ddp_error, nccl_error, process_group)

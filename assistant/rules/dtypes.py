@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.parse.messages import normalize_dtype, tensor_type_parts
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
@@ -25,6 +26,14 @@ _INTS = {"int64", "int32", "int16", "int8", "uint8", "bool"}
 
 
 
+@rule(
+    'dtypes.loss_target_dtype',
+    category='dtype_mismatch',
+    docs=("loss-target-dtype", "dtype-mismatch"),
+    priority=250,
+    outcomes=('dtypes.loss_target',),
+    examples=(),
+)
 def loss_target_dtype(ctx: Context) -> RuleHit | None:
     """Classification losses need integer class indices (Long); regression losses need float targets."""
     m = ctx.search(r"expected target dtype to be Long or Byte, but got (\w+)|\"nll_loss\w*\" not implemented for '(\w+)'")
@@ -48,6 +57,14 @@ def loss_target_dtype(ctx: Context) -> RuleHit | None:
     return hit("dtypes.loss_target", "dtype_mismatch", f"Loss target has dtype {got}, expected int64 (Long)", cause, fixes, ("loss-target-dtype", "dtype-mismatch"), _loc(ctx, found), 0.95)
 
 
+@rule(
+    'dtypes.not_implemented_for',
+    category='dtype_mismatch',
+    docs=("half-not-implemented", "dtype-mismatch"),
+    priority=251,
+    outcomes=('dtypes.not_implemented',),
+    examples=(),
+)
 def not_implemented_for(ctx: Context) -> RuleHit | None:
     """``"addmm_impl_cpu_" not implemented for 'Half'``: the kernel has no implementation for that dtype/device."""
     m = ctx.search(r"\"(\w+)\" not implemented for '(\w+)'")
@@ -71,6 +88,14 @@ def not_implemented_for(ctx: Context) -> RuleHit | None:
     return hit("dtypes.not_implemented", "dtype_mismatch", f"`{op}` not implemented for {dtype}", cause, fixes, ("half-not-implemented", "dtype-mismatch"), _loc(ctx, found), 0.9)
 
 
+@rule(
+    'dtypes.dtype_pair',
+    category='dtype_mismatch',
+    docs=("dtype-mismatch", "half-not-implemented"),
+    priority=252,
+    outcomes=('dtypes.pair', 'dtypes.index_dtype'),
+    examples=(),
+)
 def dtype_pair(ctx: Context) -> RuleHit | None:
     """Two operands with different dtypes."""
     m = next((p.search(ctx.text) for p in _PAIRS if p.search(ctx.text)), None)
@@ -121,6 +146,3 @@ def dtype_pair(ctx: Context) -> RuleHit | None:
     fixes.append(fix("Check dtypes where data enters the model", "Print x.dtype and next(model.parameters()).dtype before the failing call.", "print(x.dtype, next(model.parameters()).dtype)", "dtype-mismatch"))
     title = f"dtype mismatch: {a} vs {b}"
     return hit("dtypes.pair", "dtype_mismatch", title, cause, fixes, ("dtype-mismatch", "half-not-implemented"), _loc(ctx, found), 0.93)
-
-
-RULES = (loss_target_dtype, not_implemented_for, dtype_pair)

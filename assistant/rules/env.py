@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit
 from assistant.types import Fact, RuleHit
 
@@ -18,6 +19,14 @@ _PIP_NAMES = {
 
 
 
+@rule(
+    'env.arch_mismatch',
+    category='environment_error',
+    docs=("cuda-arch-mismatch", "library-version-mismatch"),
+    priority=120,
+    outcomes=('env.arch_mismatch',),
+    examples=(),
+)
 def arch_mismatch(ctx: Context) -> RuleHit | None:
     """The installed wheel has no kernels for this GPU's compute capability."""
     m = ctx.search(r"with CUDA capability (sm_\d+) is not compatible with the current PyTorch installation")
@@ -37,6 +46,14 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
     return hit("env.arch_mismatch", "environment_error", "PyTorch build does not support this GPU", cause, fixes, ("cuda-arch-mismatch", "library-version-mismatch"), found, 0.93)
 
 
+@rule(
+    'env.missing_module',
+    category='environment_error',
+    docs=("module-not-found", "library-version-mismatch"),
+    priority=330,
+    outcomes=('env.module_not_found', 'env.cannot_import_name', 'env.missing_attribute'),
+    examples=(),
+)
 def missing_module(ctx: Context) -> RuleHit | None:
     """ModuleNotFoundError / ImportError, including version-skew ``cannot import name``."""
     m = ctx.search(r"No module named '([\w.]+)'")
@@ -85,6 +102,14 @@ def missing_module(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'env.binary_mismatch',
+    category='environment_error',
+    docs=("library-version-mismatch", "module-not-found"),
+    priority=331,
+    outcomes=('env.binary_mismatch',),
+    examples=(),
+)
 def binary_mismatch(ctx: Context) -> RuleHit | None:
     """ABI and library mismatches: undefined symbols, torchvision ops, NumPy 2, missing shared libraries."""
     docs = ("library-version-mismatch", "module-not-found")
@@ -118,6 +143,14 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'env.files_and_disk',
+    category='environment_error',
+    docs=("files-and-permissions",),
+    priority=332,
+    outcomes=('env.file_not_found', 'env.save_parent_missing', 'env.path_kind', 'env.permission', 'env.disk_full', 'env.too_many_files', 'env.network', 'env.illegal_instruction'),
+    examples=(),
+)
 def files_and_disk(ctx: Context) -> RuleHit | None:
     """Files that are missing or unreadable, full disks, descriptor limits, no network for downloads."""
     docs = ("files-and-permissions",)
@@ -181,7 +214,3 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
         fixes = [fix("Install builds for this CPU (or build from source without -march=native)", "", None, "library-version-mismatch")]
         return hit("env.illegal_instruction", "environment_error", "Illegal CPU instruction", cause, fixes, ("library-version-mismatch",), _found(ctx), 0.75)
     return None
-
-
-RULES = (missing_module, binary_mismatch, files_and_disk)
-EARLY_RULES = (arch_mismatch,)

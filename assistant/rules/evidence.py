@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from assistant.parse.messages import fmt_bytes
@@ -17,6 +17,16 @@ from assistant.rules.base import Context
 from assistant.types import Fact, RuleHit, TensorSummary
 
 MAX_TENSOR_FACTS = 6
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """What one family's refiner read from the probes: facts, a sentence for the cause, and whether
+    it measured what the rule could only conjecture from the text."""
+
+    facts: list[Fact] = field(default_factory=list)
+    sentence: str = ""
+    settles_conjecture: bool = False
 
 
 def enrich(hit: RuleHit, ctx: Context) -> RuleHit:
@@ -28,19 +38,20 @@ def enrich(hit: RuleHit, ctx: Context) -> RuleHit:
     extra: list[str] = []
     refine = _REFINERS.get(hit.category)
     if refine is not None:
-        more_facts, sentence = refine(hit, ctx)
-        facts.extend(more_facts)
-        if sentence:
-            extra.append(sentence)
+        refinement = refine(hit, ctx)
+        facts.extend(refinement.facts)
+        if refinement.sentence:
+            extra.append(refinement.sentence)
+        settled = refinement.settles_conjecture
+    else:
+        settled = False
     facts.extend(_frame_tensors(ctx, exclude={f.text for f in facts}))
     if not facts and not extra:
         return hit
-    cause = hit.cause
-    if hit.category == "shape_mismatch" and any("from flattening the output of" in s for s in extra):
-        # The probe measured what the text-only guess could only suggest: drop the guess.
-        cause = re.sub(r" If the input is a flattened convolutional feature map, the numbers fit [^:]*: [^.]*\.", "", cause)
-    cause = cause + ("" if not extra else " Live state: " + " ".join(extra))
-    return replace(hit, cause=cause, facts=hit.facts + tuple(facts))
+    # A conjecture read from the text alone gives way when the probes measured the same thing.
+    conjecture = "" if settled else hit.conjecture
+    cause = hit.cause + ("" if not extra else " Live state: " + " ".join(extra))
+    return replace(hit, cause=cause, conjecture=conjecture, evidence=hit.evidence + tuple(facts))
 
 
 def _describe(t: TensorSummary) -> str:
@@ -75,28 +86,29 @@ def _layers(ctx: Context) -> Iterable[dict[str, Any]]:
             yield layer
 
 
-def _shape(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
-    m = re.search(r"\((\d+)x(\d+) and (\d+)x(\d+)\)", ctx.text)
-    if not m:
-        return [], ""
-    rows, got, inner, out_f = (int(g) for g in m.groups())
+def _shape(hit: RuleHit, ctx: Context) -> Refinement:
+    if len(hit.facts.shapes) != 2 or any(len(s) != 2 for s in hit.facts.shapes):
+        return Refinement([], "")
+    (rows, got), (inner, out_f) = hit.facts.shapes
     layers = list(_layers(ctx))
     linear = next((l for l in layers if l.get("type") in ("Linear", "LazyLinear") and l.get("in_features") == inner and l.get("out_features") == out_f), None)
     if linear is None:
-        return [], ""
+        return Refinement([], "")
     idx = layers.index(linear)
     conv = next((l for l in reversed(layers[:idx]) if "out_channels" in l), None)
+    measured = False
     facts = [Fact("probe", f"layer `{linear['name']}` is Linear(in_features={inner}, out_features={out_f})")]
     sentence = f"The layer is `{linear['name']}` (Linear, in_features={inner}); it received a ({rows}, {got}) tensor"
     if conv is not None and got % conv["out_channels"] == 0:
         per_channel = got // conv["out_channels"]
         side = math.isqrt(per_channel)
         if side * side == per_channel:
+            measured = True
             sentence += f" from flattening the output of `{conv['name']}` ({conv['out_channels']} channels): {got} = {conv['out_channels']}×{side}×{side}"
             expected_side = math.isqrt(inner // conv["out_channels"]) if inner % conv["out_channels"] == 0 else None
             if expected_side and expected_side * expected_side * conv["out_channels"] == inner:
                 sentence += f", while the layer was sized for {conv['out_channels']}×{expected_side}×{expected_side}"
-    return facts, sentence + "."
+    return Refinement(facts, sentence + ".", settles_conjecture=measured)
 
 
 def _label(name: str, type_name: str) -> str:
@@ -104,24 +116,24 @@ def _label(name: str, type_name: str) -> str:
     return type_name if name == "self" else name
 
 
-def _device(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+def _device(hit: RuleHit, ctx: Context) -> Refinement:
     facts: list[Fact] = []
     mods = [m for m in ctx.evidence.modules if m.param_devices]
     for mod in mods[:3]:
         facts.append(Fact("probe", f"module `{_label(mod.name, mod.type_name)}` ({mod.type_name}) parameters on {', '.join(mod.param_devices)}"))
     if not mods:
-        return facts, ""
+        return Refinement(facts, "")
     model_devs = set(mods[0].param_devices)
     others = [t for t in ctx.evidence.tensors if t.device not in model_devs and t.device != "meta"]
     if not others:
-        return facts, ""
+        return Refinement(facts, "")
     t = others[0]
     sentence = f"model `{_label(mods[0].name, mods[0].type_name)}` has its parameters on {', '.join(sorted(model_devs))}, while tensor `{t.name}` {tuple(t.shape)} is on {t.device}."
     facts.append(Fact("probe", f"`{t.name}` {tuple(t.shape)} on {t.device}"))
-    return facts, sentence[0].upper() + sentence[1:]
+    return Refinement(facts, sentence[0].upper() + sentence[1:])
 
 
-def _memory(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+def _memory(hit: RuleHit, ctx: Context) -> Refinement:
     mem = ctx.evidence.memory or {}
     facts: list[Fact] = []
     sentence = ""
@@ -139,10 +151,10 @@ def _memory(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
     if mem.get("allocation_sites") and not sentence:
         top = mem["allocation_sites"][0]
         sentence = f"the most memory was allocated at {top['site']} ({fmt_bytes(top['bytes'])})."
-    return facts, (sentence[0].upper() + sentence[1:]) if sentence else ""
+    return Refinement(facts, (sentence[0].upper() + sentence[1:]) if sentence else "")
 
 
-def _labels(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+def _labels(hit: RuleHit, ctx: Context) -> Refinement:
     facts: list[Fact] = []
     sentence = ""
     heads = [l for l in _layers(ctx) if l.get("type") in ("Linear", "LazyLinear") and "out_features" in l]
@@ -166,33 +178,33 @@ def _labels(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
     if rerun and rerun.get("headline"):
         facts.append(Fact("rerun", f"CUDA_LAUNCH_BLOCKING=1 rerun: {rerun['headline']}" + (f" at {rerun['location']}" if rerun.get("location") else "")))
         sentence += (" " if sentence else "") + (f"Re-run with CUDA_LAUNCH_BLOCKING=1, the failing operation is at {rerun['location']}." if rerun.get("location") else "")
-    return facts, sentence
+    return Refinement(facts, sentence)
 
 
-def _nan(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+def _nan(hit: RuleHit, ctx: Context) -> Refinement:
     bad = [t for t in ctx.evidence.tensors if (t.nan_count or 0) + (t.inf_count or 0) > 0]
     if not bad:
-        return [], ""
+        return Refinement([], "")
     facts = [Fact("probe", _describe(t)) for t in bad[:4]]
-    return facts, "Non-finite values are present in " + ", ".join(f"`{t.name}`" for t in bad[:4]) + "."
+    return Refinement(facts, "Non-finite values are present in " + ", ".join(f"`{t.name}`" for t in bad[:4]) + ".")
 
 
-def _dtype(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+def _dtype(hit: RuleHit, ctx: Context) -> Refinement:
     mods = [m for m in ctx.evidence.modules if m.param_dtypes]
     if not mods:
-        return [], ""
+        return Refinement([], "")
     label = _label(mods[0].name, mods[0].type_name)
     fact = Fact("probe", f"module `{label}` parameters are {', '.join(mods[0].param_dtypes)}")
     odd = [t for t in ctx.evidence.tensors if t.dtype not in mods[0].param_dtypes and t.dtype.startswith(("float", "bfloat"))]
     if odd:
-        return [fact], f"`{label}` is {', '.join(mods[0].param_dtypes)} but `{odd[0].name}` is {odd[0].dtype}."
-    return [fact], ""
+        return Refinement([fact], f"`{label}` is {', '.join(mods[0].param_dtypes)} but `{odd[0].name}` is {odd[0].dtype}.")
+    return Refinement([fact], "")
 
 
-def _loader(hit: RuleHit, ctx: Context) -> tuple[list[Fact], str]:
+def _loader(hit: RuleHit, ctx: Context) -> Refinement:
     loaders = [o for o in ctx.evidence.objects if o.get("kind") == "dataloader"]
     facts = [Fact("probe", f"DataLoader `{o['name']}`: num_workers={o['num_workers']}, batch_size={o['batch_size']}, start method {o.get('start_method')}, dataset {o.get('dataset')} of {o.get('dataset_len')} items") for o in loaders[:2]]
-    return facts, ""
+    return Refinement(facts, "")
 
 
 _REFINERS = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit
 from assistant.types import Fact, RuleHit
 
@@ -11,6 +12,14 @@ _DOCS = ("index-out-of-range", "device-side-assert")
 
 
 
+@rule(
+    'indexing.tensor_index',
+    category='index_error',
+    docs=_DOCS,
+    priority=290,
+    outcomes=('index.out_of_range_self', 'index.out_of_bounds', 'index.dim_out_of_range', 'index.target_oob', 'index.too_many', 'index.zero_dim', 'index.gather_shape', 'index.embedding'),
+    examples=(),
+)
 def tensor_index(ctx: Context) -> RuleHit | None:
     """Out-of-range indices and dimensions in tensor operations (CPU messages are precise)."""
     if ctx.search(r"index out of range in self"):
@@ -82,6 +91,3 @@ def tensor_index(ctx: Context) -> RuleHit | None:
         fixes = [fix("Shape the index like the input (unsqueeze) and make it int64", "", "out = x.gather(1, idx.long().unsqueeze(1)).squeeze(1)", "index-out-of-range")]
         return hit("index.gather_shape", "index_error", "Index tensor has the wrong shape for gather/index_select", cause, fixes, _DOCS, _found(ctx), 0.9)
     return None
-
-
-RULES = (tensor_index,)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
 from assistant.types import Fact, RuleHit
 
@@ -17,6 +18,14 @@ def _keys_after(label: str, text: str) -> list[str]:
 
 
 
+@rule(
+    'io.state_dict_keys',
+    category='state_dict_loading',
+    docs=("state-dict-keys", "state-dict-size-mismatch"),
+    priority=300,
+    outcomes=('io.state_dict', 'io.state_dict_old', 'io.optimizer_state', 'io.dict_not_model', 'io.checkpoint_key'),
+    examples=(),
+)
 def state_dict_keys(ctx: Context) -> RuleHit | None:
     """``Error(s) in loading state_dict``: prefixes, wrapped checkpoints, renamed layers, head size changes."""
     head = ctx.search(r"Error\(s\) in loading state_dict for (\w+)")
@@ -126,6 +135,14 @@ def _optimizer_state(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'io.serialization',
+    category='serialization_error',
+    docs=("torch-load-weights-only", "corrupt-checkpoint"),
+    priority=301,
+    outcomes=('io.weights_only', 'io.corrupt_zip', 'io.invalid_load_key', 'io.empty_file', 'io.unpicklable_save', 'io.missing_class', 'io.pickle_load', 'io.safetensors'),
+    examples=(),
+)
 def serialization(ctx: Context) -> RuleHit | None:
     """torch.load/torch.save failures: weights_only, truncated zips, HTML/LFS files, unpicklable objects."""
     docs = ("torch-load-weights-only", "corrupt-checkpoint")
@@ -190,6 +207,3 @@ def serialization(ctx: Context) -> RuleHit | None:
         fixes = [fix("Check the file's size and re-download it", "", "ls -l model.safetensors", "corrupt-checkpoint")]
         return hit("io.safetensors", "serialization_error", "Corrupt safetensors file", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.88)
     return None
-
-
-RULES = (state_dict_keys, serialization)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from assistant.parse.messages import fmt_bytes, parse_bytes
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit, location_fact
-from assistant.types import Fact, RuleHit
+from assistant.types import Fact, Facts, RuleHit
 
 _CUDA_OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|cuda runtime error \(2\) ?: ?out of memory|CUDA error: out of memory"
@@ -46,6 +47,14 @@ def _oom_numbers(text: str) -> dict[str, int | None]:
     return n
 
 
+@rule(
+    'memory.cuda_oom',
+    category='cuda_oom',
+    docs=_DOCS,
+    priority=200,
+    outcomes=('memory.cuda_oom',),
+    examples=(),
+)
 def cuda_oom(ctx: Context) -> RuleHit | None:
     """CUDA out of memory, with advice ordered by what the allocator's numbers show."""
     if not ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or ctx.search(r"DefaultCPUAllocator"):
@@ -126,9 +135,21 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
         fixes.insert(0, fix("Use fused attention or shorter sequences", "scaled_dot_product_attention never materialises the T×T matrix (flash/memory-efficient kernels); otherwise cap or bucket sequence length.", "out = F.scaled_dot_product_attention(q, k, v, is_causal=True)", "cuda-oom"))
     title = "CUDA out of memory" + (" (fragmentation)" if fragmented else " (single oversized allocation)" if impossible else " (another process holds the GPU)" if crowded else "")
     docs = ("cuda-oom-fragmentation", "cuda-oom", "memory-profiling") if fragmented else _DOCS
-    return hit("memory.cuda_oom", "cuda_oom", title, cause, fixes, docs, found, 0.95)
+    numbers = {k: float(v) for k, v in (("requested_bytes", tried), ("capacity_bytes", cap), ("allocated_bytes", alloc),
+                                          ("reserved_unallocated_bytes", unalloc), ("other_processes_bytes", others)) if v is not None}
+    ruled_out = impossible or (unalloc is not None and not fragmented)
+    values = Facts(numbers=numbers, flags=frozenset({"fragmentation_ruled_out"} if ruled_out else set()))
+    return hit("memory.cuda_oom", "cuda_oom", title, cause, fixes, docs, found, 0.95, facts=values)
 
 
+@rule(
+    'memory.cpu_oom',
+    category='cpu_oom',
+    docs=("cpu-oom", "memory-profiling"),
+    priority=201,
+    outcomes=('memory.cpu_oom',),
+    examples=(),
+)
 def cpu_oom(ctx: Context) -> RuleHit | None:
     """Host RAM exhausted: the CPU allocator's message, numpy's MemoryError, or the kernel's OOM killer."""
     m = ctx.search(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes")
@@ -165,6 +186,3 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
         fix("Reduce per-worker copies", "Each DataLoader worker may copy Python lists of samples (copy-on-access); store metadata in numpy arrays and lower num_workers.", "DataLoader(ds, num_workers=2, persistent_workers=True)", "cpu-oom"),
     ]
     return hit("memory.cpu_oom", "cpu_oom", "Host (CPU) out of memory", cause, fixes, ("cpu-oom", "memory-profiling"), found, 0.9)
-
-
-RULES = (cuda_oom, cpu_oom)

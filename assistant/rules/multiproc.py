@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit, location_fact
 from assistant.types import Fact, RuleHit
 
@@ -23,6 +24,14 @@ def _mp_context(ctx: Context) -> bool:
     return bool(re.search(r"multiprocessing|spawn\.py|popen_|reduction\.py|dataloader\.py|forkserver", files)) or bool(ctx.failure.wrapper) or bool(ctx.search(r"spawn|DataLoader|multiprocessing", re.I))
 
 
+@rule(
+    'multiproc.cuda_fork',
+    category='multiprocessing_error',
+    docs=("cuda-fork-reinit", "dataloader-worker-crash"),
+    priority=110,
+    outcomes=('mp.cuda_fork',),
+    examples=(),
+)
 def cuda_fork(ctx: Context) -> RuleHit | None:
     """CUDA initialised in the parent, then used in a fork()ed child (DataLoader workers, multiprocessing)."""
     if not ctx.search(r"Cannot re-initialize CUDA in forked subprocess|CUDA initialization error.*fork|cuInit.*fork"):
@@ -39,6 +48,15 @@ def cuda_fork(ctx: Context) -> RuleHit | None:
     return hit("mp.cuda_fork", "multiprocessing_error", "CUDA used in a forked subprocess", cause, fixes, ("cuda-fork-reinit", "dataloader-worker-crash"), _found(ctx), 0.95)
 
 
+@rule(
+    'multiproc.pickling',
+    category='multiprocessing_error',
+    docs=_DOCS,
+    priority=320,
+    also=('cpu_oom',),
+    outcomes=('mp.unpicklable', 'mp.spawn_global', 'mp.main_attribute', 'mp.bootstrap', 'mp.daemonic', 'mp.child_died', 'mp.shared_memory', 'mp.child_killed'),
+    examples=(),
+)
 def pickling(ctx: Context) -> RuleHit | None:
     """spawn/forkserver needs picklable arguments; classes defined in interactive __main__ cannot be found."""
     saving = any("serialization.py" in f.file for f in ctx.failure.frames) or any("torch.save" in (f.source or "") for f in ctx.failure.frames)
@@ -97,7 +115,3 @@ def pickling(ctx: Context) -> RuleHit | None:
         fixes = [fix("Switch to the file_system sharing strategy, or raise ulimit -n", "", "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory")]
         return hit("mp.shared_memory", "multiprocessing_error", "Shared memory handles exhausted", cause, fixes, ("dataloader-shared-memory", "spawn-pickling"), _found(ctx), 0.88)
     return None
-
-
-RULES = (pickling,)
-EARLY_RULES = (cuda_fork,)

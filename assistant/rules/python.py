@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit
 from assistant.types import RuleHit
 
@@ -16,6 +17,14 @@ _BUILTIN = {
 
 
 
+@rule(
+    'python.module_misuse',
+    category='python_error',
+    docs=_DOCS[::-1],
+    priority=340,
+    outcomes=('python.super_init', 'python.missing_argument', 'python.too_many_args', 'python.wrapper_attribute', 'python.empty_params', 'python.no_forward'),
+    examples=(),
+)
 def module_misuse(ctx: Context) -> RuleHit | None:
     """nn.Module mistakes that surface as Python errors."""
     if ctx.search(r"cannot assign module before Module\.__init__\(\) call|cannot assign parameters before Module\.__init__\(\) call"):
@@ -64,6 +73,14 @@ def module_misuse(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'python.python_exception',
+    category='python_error',
+    docs=_DOCS,
+    priority=910,
+    outcomes=('python.builtin',),
+    examples=(),
+)
 def python_exception(ctx: Context) -> RuleHit | None:
     """Fallback for built-in Python exceptions raised by user code."""
     exc = ctx.exc_type
@@ -113,7 +130,3 @@ def python_exception(ctx: Context) -> RuleHit | None:
         cause = f"{exc} raised{at}: {msg}" + ("" if msg.endswith(".") else ".") + " This is an error in the program's own logic or data, not a PyTorch failure."
         fixes = [fix("Start from the last frame in your code", "Inspect the values on that line (a debugger: python -m pdb, or breakpoint()).", "python -m pdb -c continue train.py", "python-errors")]
     return hit("python.builtin", "python_error", f"Python {exc}" + (f" in {frame.function}" if frame and frame.function else ""), cause, fixes, _DOCS, found, 0.7)
-
-
-RULES = (module_misuse,)
-FALLBACK_RULES = (python_exception,)

@@ -6,8 +6,9 @@ import math
 import re
 
 from assistant.parse.messages import flatten_explanations, fmt_shape, parse_shape
+from assistant.rules.registry import Example, rule
 from assistant.rules.base import with_location as _with_location, Context, error_fact, fix, hit
-from assistant.types import Fact, RuleHit
+from assistant.types import Fact, Facts, RuleHit
 
 _MATMUL = (
     re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
@@ -18,15 +19,24 @@ _MATMUL = (
 
 
 
+@rule(
+    'shapes.matmul_mismatch',
+    category='shape_mismatch',
+    docs=("matmul-shape-mismatch", "overfit-one-batch"),
+    priority=270,
+    outcomes=('shapes.matmul', 'shapes.matmul_generic'),
+    examples=(),
+)
 def matmul_mismatch(ctx: Context) -> RuleHit | None:
     """``mat1 and mat2 shapes cannot be multiplied (AxB and CxD)`` and its older spellings."""
     m = next((p.search(ctx.text) for p in _MATMUL if p.search(ctx.text)), None)
     if not m:
         if ctx.search(r"mat1 dim 1 must match mat2 dim 0|both arguments to matmul need to be at least 1D|Expected size for first two dimensions of batch2 tensor"):
-            return _generic_shape(ctx, "matmul", ("matmul-shape-mismatch", "broadcast-size-mismatch"))
+            return _generic_shape(ctx, "shapes.matmul_generic", "matmul", ("matmul-shape-mismatch", "broadcast-size-mismatch"))
         return None
     rows, got, inner, out = (int(g) for g in m.groups())
     name, kind = ctx.layer
+    conjecture = ""
     linear_like = kind == "Linear" or (kind is None and any("linear" in (f.function or "") or "linear.py" in f.file for f in ctx.failure.frames)) or not ctx.failure.frames
     label = f"`{name}`" if name else "the Linear layer"
     found = [error_fact(ctx), Fact("shape", f"input to the product: {rows}×{got}; weight (transposed): {inner}×{out}")]
@@ -36,7 +46,7 @@ def matmul_mismatch(ctx: Context) -> RuleHit | None:
                  f"(shape {rows}×{got}). The size of the flattened input does not match what the layer was constructed for.")
         explain = flatten_explanations(got, inner)
         if explain:
-            cause += (f" If the input is a flattened convolutional feature map, the numbers fit {explain[0]}: the feature map is "
+            conjecture = (f"If the input is a flattened convolutional feature map, the numbers fit {explain[0]}: the feature map is "
                       f"{'smaller' if got < inner else 'larger'} than the layer assumed (different image size, or a conv/pool without padding changed H×W).")
         elif got % inner == 0 or inner % got == 0:
             ratio = got // inner if got % inner == 0 else inner // got
@@ -59,7 +69,10 @@ def matmul_mismatch(ctx: Context) -> RuleHit | None:
             fix("Transpose or reorder the operands", "Use b.transpose(-2, -1) or swap a and b so the inner dimensions agree.", None, "matmul-shape-mismatch"),
         ]
         title = f"Matrix product inner dimensions differ ({got} vs {inner})"
-    return hit("shapes.matmul", "shape_mismatch", title, cause, fixes, ("matmul-shape-mismatch", "overfit-one-batch"), _with_location(ctx, found), 0.95)
+    values = Facts(shapes=((rows, got), (inner, out)), numbers={"rows": rows, "got_features": got, "in_features": inner, "out_features": out},
+                   layer=name, layer_kind=kind)
+    return hit("shapes.matmul", "shape_mismatch", title, cause, fixes, ("matmul-shape-mismatch", "overfit-one-batch"), _with_location(ctx, found), 0.95,
+               facts=values, conjecture=conjecture)
 
 
 _CONV_CHANNELS = re.compile(
@@ -67,6 +80,14 @@ _CONV_CHANNELS = re.compile(
 )
 
 
+@rule(
+    'shapes.conv_input',
+    category='shape_mismatch',
+    docs=("conv-input-mismatch", "overfit-one-batch"),
+    priority=271,
+    outcomes=('shapes.conv_channels', 'shapes.conv_rank', 'shapes.norm_rank', 'shapes.conv_too_small'),
+    examples=(),
+)
 def conv_input(ctx: Context) -> RuleHit | None:
     """Convolution channel/rank/size errors, e.g. grayscale images into an RGB model."""
     m = _CONV_CHANNELS.search(ctx.text)
@@ -155,6 +176,14 @@ def conv_input(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'shapes.broadcast',
+    category='shape_mismatch',
+    docs=("broadcast-size-mismatch", "overfit-one-batch"),
+    priority=275,
+    outcomes=('shapes.broadcast', 'shapes.inplace_broadcast', 'shapes.cat', 'shapes.stack', 'shapes.expand'),
+    examples=(),
+)
 def broadcast(ctx: Context) -> RuleHit | None:
     """Element-wise ops and cat/stack whose sizes disagree."""
     m = ctx.search(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)")
@@ -207,6 +236,14 @@ def broadcast(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'shapes.view_reshape',
+    category='shape_mismatch',
+    docs=("view-reshape-invalid", "broadcast-size-mismatch"),
+    priority=274,
+    outcomes=('shapes.view_invalid', 'shapes.view_stride'),
+    examples=(),
+)
 def view_reshape(ctx: Context) -> RuleHit | None:
     """``shape '[..]' is invalid for input of size N`` and non-contiguous ``view``."""
     docs = ("view-reshape-invalid", "broadcast-size-mismatch")
@@ -244,6 +281,14 @@ def view_reshape(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'shapes.loss_shapes',
+    category='shape_mismatch',
+    docs=("loss-input-target-shape", "overfit-one-batch"),
+    priority=272,
+    outcomes=('shapes.loss_batch', 'shapes.loss_elementwise', 'shapes.multi_target', 'shapes.ce_target_size'),
+    examples=(),
+)
 def loss_shapes(ctx: Context) -> RuleHit | None:
     """Loss input/target shape disagreements (cross entropy, BCE, MSE, multi-target)."""
     docs = ("loss-input-target-shape", "overfit-one-batch")
@@ -299,6 +344,14 @@ def loss_shapes(ctx: Context) -> RuleHit | None:
     return None
 
 
+@rule(
+    'shapes.norm_and_rnn',
+    category='shape_mismatch',
+    docs=("batchnorm-batch-size-one",),
+    priority=273,
+    outcomes=('shapes.batchnorm_one', 'shapes.layernorm', 'shapes.rnn_input', 'shapes.rnn_hidden'),
+    examples=(),
+)
 def norm_and_rnn(ctx: Context) -> RuleHit | None:
     """BatchNorm with one sample, LayerNorm normalized_shape, RNN input/hidden sizes."""
     m = ctx.search(r"Expected more than 1 value per channel when training, got input size (torch\.Size\(\[[^\]]*\]\)|\[[^\]]*\])")
@@ -333,12 +386,20 @@ def norm_and_rnn(ctx: Context) -> RuleHit | None:
     return None
 
 
-def _generic_shape(ctx: Context, what: str, docs: tuple[str, ...]) -> RuleHit:
+def _generic_shape(ctx: Context, outcome: str, what: str, docs: tuple[str, ...]) -> RuleHit:
     cause = f"A {what} operation received tensors whose shapes do not fit together. The error names the sizes that disagree."
     fixes = [fix("Print the shapes of the operands on the failing line", "Compare them with what the operation requires.", "print(a.shape, b.shape)", docs[0])]
-    return hit(f"shapes.{what}", "shape_mismatch", "Tensor shapes do not fit together", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.8)
+    return hit(outcome, "shape_mismatch", "Tensor shapes do not fit together", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.8)
 
 
+@rule(
+    'shapes.generic_shape',
+    category='shape_mismatch',
+    docs=("broadcast-size-mismatch", "matmul-shape-mismatch", "overfit-one-batch"),
+    priority=900,
+    outcomes=('shapes.tensor',),
+    examples=(),
+)
 def generic_shape(ctx: Context) -> RuleHit | None:
     """Other PyTorch shape complaints, recognised by their vocabulary."""
     if ctx.search(
@@ -348,9 +409,5 @@ def generic_shape(ctx: Context) -> RuleHit | None:
         r"|number of dimensions in the tensor input does not match|is not equal to len\(dims\)|must have the same number of dimensions",
         re.I,
     ) and not ctx.search(r"state_dict|copying a param"):
-        return _generic_shape(ctx, "tensor", ("broadcast-size-mismatch", "matmul-shape-mismatch", "overfit-one-batch"))
+        return _generic_shape(ctx, "shapes.tensor", "tensor", ("broadcast-size-mismatch", "matmul-shape-mismatch", "overfit-one-batch"))
     return None
-
-
-RULES = (matmul_mismatch, conv_input, loss_shapes, norm_and_rnn, view_reshape, broadcast)
-FALLBACK_RULES = (generic_shape,)
