@@ -1,6 +1,6 @@
 """Split the real-world reports once, at random with a fixed seed, into a dev part and a frozen test part.
 
-Run once; the result is recorded in ``eval/realworld/split.json`` by content hash so that the test
+Run once; ``--freeze-fresh`` later records the reports collected after the split (test only). The result is recorded in ``eval/realworld/split.json`` by content hash so that the test
 part can be checked for edits later (``tests/test_eval_split.py``). Rules and knowledge documents
 may be tuned on the dev part only.
 """
@@ -21,6 +21,18 @@ def row_hash(row: dict) -> str:
     """Hash of what a report is judged on: its text, its label and its remedy keywords."""
     key = json.dumps({"error_text": row["error_text"], "category": row["category"], "fix_keywords": row.get("fix_keywords", [])}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def freeze_fresh() -> None:
+    """Record the reports collected after the split (test_fresh.jsonl, test only) by content hash."""
+    folder = ROOT / "eval" / "realworld"
+    record = json.loads((folder / "split.json").read_text())
+    if "test_fresh" in record:
+        raise SystemExit("test_fresh is already frozen")
+    rows = [json.loads(line) for line in (folder / "test_fresh.jsonl").read_text().splitlines() if line.strip()]
+    record["test_fresh"] = sorted(row_hash(r) for r in rows)
+    (folder / "split.json").write_text(json.dumps(record, indent=1) + "\n")
+    print({"test_fresh": len(rows)})
 
 
 def main() -> None:
@@ -44,4 +56,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    freeze_fresh() if sys.argv[1:] == ["--freeze-fresh"] else main()
