@@ -85,15 +85,16 @@ def ask(
     chat: bool = typer.Option(False, "--chat", help="After the diagnosis, ask follow-up questions."),
 ) -> None:
     """Diagnose a pasted PyTorch error, log or traceback."""
-    from assistant.pipeline import diagnose
+    from assistant.engine import default_engine
 
     settings = _settings(offline=offline or None, dense=False if no_dense else None, llm=llm)
+    engine = default_engine(settings)
     inp = _read_input(file, settings.window_bytes)
     if settings.dense:
         from assistant.kb.retrieve import get_retriever
 
         try:
-            get_retriever(settings.home, dense=True, encoder_kind=settings.encoder, progress=index_progress())
+            get_retriever(settings.home, dense=True, encoder_kind=settings.encoder, progress=index_progress())  # builds with a progress bar
         except TorchhelpError:
             pass  # diagnose() falls back to lexical retrieval and says so
     fmt = "json" if json_out else fmt
@@ -109,7 +110,7 @@ def ask(
         print("drafting with the LLM (verified before it is shown)…", file=sys.stderr)
         on_token = stream_draft
 
-    diagnosis = diagnose(inp.text, settings=settings, notes=inp.notes, on_token=on_token)
+    diagnosis = engine.diagnose(inp.text, notes=inp.notes, on_token=on_token)
     if on_token is not None:
         print(file=sys.stderr)
     if fmt == "json":

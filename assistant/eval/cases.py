@@ -102,6 +102,7 @@ class OutsideCase:
     category: str
     fix_keywords: tuple[str, ...]
     source: str | None = None
+    kind: str | None = None  # traceback | message | prose, when the set records it
 
 
 def load_outside_cases(path: Path) -> list[OutsideCase]:
@@ -120,7 +121,7 @@ def load_outside_cases(path: Path) -> list[OutsideCase]:
         if category not in CATEGORIES:
             raise EvalError(f"{path}:{n}: unknown category {category!r}")
         keywords = row.get("fix_keywords") or []
-        out.append(OutsideCase(str(row.get("id") or f"line{n}"), str(text), category, tuple(str(k) for k in keywords), row.get("source")))
+        out.append(OutsideCase(str(row.get("id") or f"line{n}"), str(text), category, tuple(str(k) for k in keywords), row.get("source"), row.get("kind")))
     if not out:
         raise EvalError(f"{path}: no cases")
     return out

@@ -59,9 +59,9 @@ def reproduce_cmd(
 @eval_app.command("score")
 def score_cmd(
     backend: str = typer.Option("none", "--backend", help="Who writes the full engine's answer: none | local | openai, or several comma-separated (one row each)."),
-    cases: Optional[Path] = typer.Option(None, "--cases", help="Score an outside JSONL set (error_text, category, fix_keywords) instead of the captures."),
+    cases: Optional[list[Path]] = typer.Option(None, "--cases", help="Score outside JSONL sets (error_text, category, fix_keywords) instead of the captures; repeat to combine files."),
     captures: Optional[Path] = typer.Option(None, "--captures", help="Capture folder (default eval/captured)."),
-    variants: str = typer.Option(",".join(("full", "rules", "retrieval", "lexical", "dense")), "--variants", help="Comma-separated: full, rules, retrieval, lexical, dense."),
+    variants: str = typer.Option(",".join(("full", "rules", "retrieval", "lexical", "dense", "regex")), "--variants", help="Comma-separated: full, rules, retrieval, lexical, dense, regex."),
     name: Optional[str] = typer.Option(None, "--name", help="Results name (default: captured / the case file's stem)."),
     results_dir: Optional[Path] = typer.Option(None, "--results-dir", help="Where results go (default eval/results)."),
     check: bool = typer.Option(False, "--check", help="Fail if the full engine drops below eval/thresholds.toml."),
@@ -87,10 +87,10 @@ def score_cmd(
     if "full" in chosen:
         at = chosen.index("full")
         chosen[at:at + 1] = ["full" if b == "none" else f"full+{b}" for b in backends]
-    if cases is not None:
-        items = items_from_outside(load_outside_cases(cases))
-        run_name = name or cases.stem
-        description = f"Outside cases from {cases} ({len(items)} items)."
+    if cases:
+        items = [item for path in cases for item in items_from_outside(load_outside_cases(path))]
+        run_name = name or cases[0].stem
+        description = f"Outside cases from {', '.join(str(p) for p in cases)} ({len(items)} items)."
     else:
         folder = captures or repo_root() / "eval" / "captured"
         caps = [c for c in load_captures(folder) if device is None or c.get("device") == device]
@@ -135,7 +135,7 @@ def score_cmd(
     (out_dir / "REPORT.md").write_text(markdown_report(all_docs), encoding="utf-8")
     for v, body in doc["variants"].items():
         o = body["overall"]
-        print(f"{run_name:>12} {v:>12}: accuracy {o['category_accuracy']:.3f}  mention recall {o['must_mention_recall']:.3f}  "
+        print(f"{run_name:>12} {v:>12}: accuracy {o['category_accuracy']:.3f}  remedy hit {o['remedy_hit']}  mention recall {o['must_mention_recall']:.3f}  "
               f"citations {o['citation_validity']:.3f}  wrong-guess {o['wrong_guess_rate']}  p50 {o['latency_ms_p50']:.1f} ms  p95 {o['latency_ms_p95']:.1f} ms")
     print(f"results: {path}; report: {out_dir / 'REPORT.md'}")
     if check:

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from assistant.errors import EvalError
 from assistant.eval.score import VariantReport
 
-_HEADLINE = ("n", "category_accuracy", "must_mention_recall", "citation_validity", "abstention_correct", "wrong_guess_rate", "llm_accepted", "latency_ms_p50", "latency_ms_p95")
+_HEADLINE = ("n", "category_accuracy", "remedy_hit", "must_mention_recall", "citation_validity", "abstention_correct", "wrong_guess_rate", "llm_accepted", "latency_ms_p50", "latency_ms_p95")
 
 
 def results_document(name: str, reports: Mapping[str, VariantReport], meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -24,6 +24,7 @@ def results_document(name: str, reports: Mapping[str, VariantReport], meta: Mapp
             v: {
                 "overall": r.metrics(),
                 "per_category": r.per_category(),
+                "per_kind": r.per_kind(),
                 "misses": [
                     {"id": x.item.id, "device": x.item.device, "expected": x.item.category, "got": x.prediction.category, "missing": list(x.missing), "violations": list(x.violations)}
                     for x in r.results if not x.correct or x.missing or x.violations or not x.citations_valid
@@ -68,6 +69,13 @@ def markdown_report(docs: Mapping[str, dict[str, Any]]) -> str:
             n = next(body["per_category"].get(c, {}).get("n", 0) for body in doc["variants"].values())
             row = [_fmt(doc["variants"][v]["per_category"].get(c, {}).get("category_accuracy")) for v in variants]
             lines.append(f"| {c} | {n} | " + " | ".join(row) + " |")
+        kinds = sorted({k for body in doc["variants"].values() for k in body.get("per_kind", {})})
+        if len(kinds) > 1:
+            lines += ["", "Category accuracy per kind of input:", "", "| kind | n | " + " | ".join(variants) + " |", "|---" * (len(variants) + 2) + "|"]
+            for k in kinds:
+                n = next(body.get("per_kind", {}).get(k, {}).get("n", 0) for body in doc["variants"].values())
+                row = [_fmt(doc["variants"][v].get("per_kind", {}).get(k, {}).get("category_accuracy")) for v in variants]
+                lines.append(f"| {k} | {n} | " + " | ".join(row) + " |")
         full = doc["variants"].get("full") or next(iter(doc["variants"].values()))
         if full["misses"]:
             lines += ["", f"Misses of `{'full' if 'full' in doc['variants'] else variants[0]}` (wrong category, missing mentions or invalid citations):", ""]

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from assistant.types import CATEGORIES
 
-VARIANTS = ("full", "rules", "retrieval", "lexical", "dense")
+VARIANTS = ("full", "rules", "retrieval", "lexical", "dense", "regex")
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,11 @@ class VariantReport:
         cats = sorted({r.item.category for r in self.results})
         return {c: self.metrics([r for r in self.results if r.item.category == c]) for c in cats}
 
+    def per_kind(self) -> dict[str, dict[str, Any]]:
+        """Metrics per kind of input (traceback, bare message, prose, or the capture's device)."""
+        kinds = sorted({r.item.device for r in self.results})
+        return {k: self.metrics([r for r in self.results if r.item.device == k]) for k in kinds}
+
 
 def _percentile(sorted_values: Sequence[float], pct: float) -> float:
     if not sorted_values:
@@ -118,7 +123,7 @@ def items_from_captures(captures: Iterable[dict[str, Any]]) -> list[Item]:
 
 
 def items_from_outside(cases) -> list[Item]:  # type: ignore[no-untyped-def]
-    return [Item(c.id, c.error_text, c.category, c.fix_keywords, (), "outside", remedy_only=True) for c in cases]
+    return [Item(c.id, c.error_text, c.category, c.fix_keywords, (), c.kind or "outside", remedy_only=True) for c in cases]
 
 
 def _answer_text(parts: Iterable[str | None]) -> str:
@@ -164,11 +169,17 @@ class Scorer:
                 from assistant.probes.collect import evidence_from_record
 
                 evidence = evidence_from_record(probes)
-            d = engine.with_settings(llm=backend).diagnose(text, evidence=evidence)
+            # "local:<model>" picks one of the bundled GGUF models (or a .gguf path) for the local backend.
+            name, _, model = backend.partition(":")
+            d = engine.with_settings(llm=name, local_model_path=model or None).diagnose(text, evidence=evidence)
             fixes = _fix_text(d.fixes)
             cited = tuple(s for f in d.fixes for s in f.sources)
             return Prediction(d.category, _answer_text([d.title, d.summary, d.cause, fixes]), cited, tuple(s.id for s in d.sources),
                               (time.perf_counter() - start) * 1000, d.backend, fixes)
+        if variant == "regex":
+            from assistant.eval.baseline import regex_category
+
+            return Prediction(regex_category(text), "", (), (), (time.perf_counter() - start) * 1000)
         failure = engine.parse(engine.read(text))
         if variant == "rules":
             hit = engine.match(failure).hit

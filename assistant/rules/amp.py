@@ -1,13 +1,25 @@
-"""Mixed precision: GradScaler misuse, autocast-unsafe losses, fp16 overflow in constants."""
+"""Mixed precision: GradScaler misuse, autocast-unsafe losses, constants that overflow half precision."""
 
 from __future__ import annotations
 
+import re
+
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit
-from assistant.types import RuleHit
+from assistant.types import Facts, RuleHit
 
 _DOCS = ("gradscaler-misuse", "autocast-dtype-errors")
+_LIBRARY = re.compile(r"transformers/trainer\.py|accelerate/|pytorch_lightning|lightning/|peft/|deepspeed")
+_SCALER_LOOP = "scaler.scale(loss).backward()\nscaler.unscale_(optimizer)          # optional, once, e.g. for clipping\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(optimizer)\nscaler.update()                     # every iteration, also when step was skipped"
 
+
+def _library(ctx: Context) -> str | None:
+    """The training library whose frames appear in the traceback (its own scaler calls are then involved)."""
+    for f in ctx.failure.frames:
+        m = _LIBRARY.search(f.file.replace("\\", "/"))
+        if m:
+            return m.group(0).split("/")[0].removesuffix(".py")
+    return None
 
 
 @rule(
@@ -15,33 +27,95 @@ _DOCS = ("gradscaler-misuse", "autocast-dtype-errors")
     category='amp_error',
     docs=_DOCS,
     priority=230,
-    outcomes=('amp.fp16_params', 'amp.unscale_twice', 'amp.no_inf_checks', 'amp.order'),
-    examples=(),
+    outcomes=('amp.fp16_params', 'amp.unscale_twice', 'amp.unscale_after_step', 'amp.no_inf_checks', 'amp.order', 'amp.update_without_step', 'amp.no_scale'),
+    examples=(
+        Example("captured/cpu/gradscaler-fp16-params-cpu", "amp.fp16_params"),
+        Example("captured/cuda/amp-gradscaler-half-model", "amp.fp16_params"),
+        Example("realworld/dev/chinesevicuna-unscale-fp16-trainer", "amp.fp16_params"),
+        Example("corpus/amp/unscale_fp16_dreambooth.txt", "amp.fp16_params"),
+        Example("corpus/amp/unscale_fp16_cogvideo.txt", "amp.fp16_params"),
+        Example("captured/cuda/amp-unscale-twice-grad-accum", "amp.unscale_twice"),
+        Example("corpus/amp/unscale_twice_cpu.txt", "amp.unscale_twice"),
+        Example("corpus/amp/unscale_twice_lvsm.txt", "amp.unscale_twice"),
+        Example("corpus/amp/unscale_twice_swin.txt", "amp.unscale_twice"),
+        Example("corpus/amp/unscale_after_step_cpu.txt", "amp.unscale_after_step"),
+        Example("realworld/dev/gof-no-inf-checks-spawn-none-grads", "amp.no_inf_checks"),
+        Example("realworld/dev/mmseg-no-inf-checks-custom-loss-detached", "amp.no_inf_checks"),
+        Example("corpus/amp/no_inf_checks_other_optimizer_cpu.txt", "amp.no_inf_checks"),
+        Example("corpus/amp/step_twice_cpu.txt", "amp.order"),
+        Example("corpus/amp/step_twice_msamp.txt", "amp.order"),
+        Example("corpus/amp/step_twice_icefall.txt", "amp.order"),
+        Example("corpus/amp/update_without_step_cpu.txt", "amp.update_without_step"),
+        Example("corpus/amp/step_without_scale_cpu.txt", "amp.no_scale"),
+    ),
 )
 def gradscaler(ctx: Context) -> RuleHit | None:
     """The GradScaler state machine used out of order, or on fp16 parameters."""
+    lib = _library(ctx)
+    # The device the scaler runs on, for the example code: CPU only when the text shows a CPU scaler.
+    dev = "cpu" if re.search(r"GradScaler\(\s*['\"]cpu|device_type\s*=\s*['\"]cpu", ctx.failure.text or "") or (
+        not re.search(r"cuda", ctx.failure.text or "", re.I)) else "cuda"
     if ctx.search(r"Attempting to unscale FP16 gradients"):
-        cause = ("GradScaler found float16 gradients, which means the model's parameters themselves are float16 (model.half()). Mixed precision keeps "
-                 "float32 master weights and lets autocast run the math in fp16; unscaling fp16 gradients would lose the small values scaling protects.")
+        cause = ("GradScaler found float16 gradients, which means the parameters being optimized are themselves float16 (the model or some of "
+                 "its layers were converted with .half() or loaded in float16). Mixed precision keeps float32 weights and lets autocast run the "
+                 "math in float16; the scaler refuses to unscale gradients that are already half precision.")
+        if lib:
+            cause += (f" The traceback runs through {lib}: its fp16/mixed-precision option adds a GradScaler, which conflicts with trainable "
+                      "weights loaded in float16 — keep the trainable parameters (e.g. adapter weights) in float32.")
         fixes = [
-            fix("Keep the model in float32 and use autocast", "Remove model.half(); autocast chooses fp16 per operation.", "model = model.float()\nscaler = torch.amp.GradScaler('cuda')\nwith torch.autocast('cuda', dtype=torch.float16):\n    loss = criterion(model(x), y)\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()", "gradscaler-misuse"),
-            fix("Or use bfloat16, which needs no GradScaler", "On Ampere/Hopper GPUs bf16 has fp32's range.", "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)\nloss.backward(); optimizer.step()", "gradscaler-misuse"),
+            fix("Keep trainable parameters in float32 and use autocast", "Remove the manual .half() (or load trainable weights in float32); autocast chooses float16 per operation.", f"model = model.float()\nscaler = torch.amp.GradScaler('{dev}')\nwith torch.autocast('{dev}', dtype=torch.float16):\n    loss = criterion(model(x), y)\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()", "gradscaler-misuse"),
+            fix("Or use bfloat16, which needs no GradScaler", "Its range matches float32, so gradients do not underflow.", f"with torch.autocast('{dev}', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)\nloss.backward(); optimizer.step()", "gradscaler-misuse"),
         ]
-        return hit("amp.fp16_params", "amp_error", "GradScaler with float16 parameters", cause, fixes, _DOCS, _found(ctx), 0.95)
+        return hit("amp.fp16_params", "amp_error", "GradScaler with float16 parameters", cause, fixes, _DOCS, _found(ctx), 0.95,
+                   facts=Facts(dtypes=("float16",), call="GradScaler.unscale_", names=(lib,) if lib else ()))
     if ctx.search(r"unscale_\(\) has already been called on this optimizer since the last update\(\)"):
-        cause = ("scaler.unscale_(optimizer) ran twice for the same optimizer before scaler.update(): typically once explicitly for gradient clipping and once "
-                 "more (another unscale_ call, or a helper/library that also unscales), or update() is missing so the state never resets.")
-        fixes = [fix("Call unscale_ once per optimizer per step, then step and update", "", "scaler.scale(loss).backward()\nscaler.unscale_(optimizer)\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(optimizer)   # does not unscale again\nscaler.update()", "gradscaler-misuse")]
-        return hit("amp.unscale_twice", "amp_error", "GradScaler.unscale_() called twice", cause, fixes, _DOCS, _found(ctx), 0.95)
+        cause = ("scaler.unscale_(optimizer) ran a second time for the same optimizer before scaler.update() reset its state: an explicit "
+                 "unscale_ (for gradient clipping) combined with another one, unscale_ inside a gradient-accumulation loop that runs every "
+                 "micro-batch, or an update() that is skipped on some iterations (for example together with a skipped step).")
+        if lib:
+            cause += f" The traceback runs through {lib}, which unscales for its own gradient clipping: a version mismatch between it and the code calling it is a known source."
+        fixes = [fix("Call unscale_ once per optimizer per step, and update() every iteration", "With gradient accumulation, unscale and clip only on the iteration that steps.", _SCALER_LOOP, "gradscaler-misuse")]
+        if lib:
+            fixes.append(fix(f"Upgrade {lib} (and its companions) together", "Mismatched releases of training libraries unscale twice.", None, "gradscaler-misuse"))
+        return hit("amp.unscale_twice", "amp_error", "GradScaler.unscale_() called twice", cause, fixes, _DOCS, _found(ctx), 0.95,
+                   facts=Facts(call="GradScaler.unscale_", names=(lib,) if lib else ()))
+    if ctx.search(r"unscale_\(\) is being called after step\(\)"):
+        cause = ("scaler.unscale_(optimizer) was called after scaler.step(optimizer) in the same iteration: step() already unscaled (and applied) "
+                 "the gradients, so clipping or inspecting them has to happen before step().")
+        fixes = [fix("Unscale and clip before step()", "", _SCALER_LOOP, "gradscaler-misuse")]
+        return hit("amp.unscale_after_step", "amp_error", "GradScaler.unscale_() after step()", cause, fixes, _DOCS, _found(ctx), 0.93,
+                   facts=Facts(call="GradScaler.unscale_"))
     if ctx.search(r"No inf checks were recorded for this optimizer"):
-        cause = ("scaler.step(optimizer) found no gradients it had scaled: backward was called on the unscaled loss (loss.backward() instead of "
-                 "scaler.scale(loss).backward()), or none of this optimizer's parameters received gradients.")
-        fixes = [fix("Backpropagate the scaled loss", "", "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()", "gradscaler-misuse")]
-        return hit("amp.no_inf_checks", "amp_error", "GradScaler.step() without scaled gradients", cause, fixes, _DOCS, _found(ctx), 0.93)
-    if ctx.search(r"step\(\) has already been called since the last update\(\)|update\(\) called before step"):
-        cause = "GradScaler's step()/update() sequence is out of order for this optimizer (step twice without update)."
-        fixes = [fix("One scale/backward, one step per optimizer, then a single update", "", "scaler.step(opt); scaler.update()", "gradscaler-misuse")]
-        return hit("amp.order", "amp_error", "GradScaler calls out of order", cause, fixes, _DOCS, _found(ctx), 0.9)
+        cause = ("scaler.step(optimizer) found no gradients that the scaler had processed for this optimizer: none of its parameters received a "
+                 "gradient from the scaled loss — the loss was detached from them (a custom loss computed outside the graph, .detach()/.item()/numpy "
+                 "on the way, or values re-wrapped with torch.tensor(...)), the optimizer holds parameters of another model, or backward was called on the unscaled loss.")
+        fixes = [
+            fix("Backpropagate the scaled loss through this optimizer's parameters", "", "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()", "gradscaler-misuse"),
+            fix("Check which parameters got gradients", "An empty list means the loss does not depend on the optimized parameters.", "print([n for n, p in model.named_parameters() if p.grad is not None])", "gradscaler-misuse"),
+        ]
+        if "torch.tensor(" in (ctx.failure.text or "") or any("torch.tensor(" in (f.source or "") for f in ctx.failure.frames):
+            fixes.insert(0, fix("Compute the loss from the prediction tensors, not torch.tensor(...)", "torch.tensor(value) copies the number into a new leaf tensor with no grad path back to the model, even with requires_grad=True.", "loss = criterion(pred, target)  # keep pred in the graph", "gradscaler-misuse"))
+        return hit("amp.no_inf_checks", "amp_error", "GradScaler.step() without gradients from the scaled loss", cause, fixes, _DOCS, _found(ctx), 0.93,
+                   facts=Facts(call="GradScaler.step"))
+    if ctx.search(r"step\(\) has already been called since the last update\(\)"):
+        cause = ("scaler.step(optimizer) ran twice for the same optimizer without scaler.update() in between: update() is missing from the loop, "
+                 "sits inside a condition or outside the loop, or the same optimizer object is stepped twice per iteration.")
+        fixes = [fix("One step per optimizer, then a single update() every iteration", "", _SCALER_LOOP, "gradscaler-misuse")]
+        return hit("amp.order", "amp_error", "GradScaler.step() twice without update()", cause, fixes, _DOCS, _found(ctx), 0.92,
+                   facts=Facts(call="GradScaler.step"))
+    if ctx.search(r"No inf checks were recorded prior to update"):
+        cause = ("scaler.update() ran although no scaler.step(optimizer) happened since the last update: the step was skipped on this iteration "
+                 "(for example inside a gradient-accumulation branch) while update() still runs.")
+        fixes = [fix("Call update() only after a step()", "Keep step and update together on the iterations that apply an update.", "if (i + 1) % accum_steps == 0:\n    scaler.step(optimizer)\n    scaler.update()\n    optimizer.zero_grad()", "gradscaler-misuse")]
+        return hit("amp.update_without_step", "amp_error", "GradScaler.update() without step()", cause, fixes, _DOCS, _found(ctx), 0.9,
+                   facts=Facts(call="GradScaler.update"))
+    m = ctx.search(r"Attempted (\w+) but _scale is None")
+    if m:
+        cause = (f"scaler.{m.group(1)}() was called before the scaler ever scaled a loss: scaler.scale(loss) is never called, so backward ran on "
+                 "the unscaled loss and the scaler has no scale factor yet.")
+        fixes = [fix("Scale the loss before backward", "", "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()", "gradscaler-misuse")]
+        return hit("amp.no_scale", "amp_error", f"GradScaler.{m.group(1)}() before scale()", cause, fixes, _DOCS, _found(ctx), 0.92,
+                   facts=Facts(call=f"GradScaler.{m.group(1)}"))
     return None
 
 
@@ -51,20 +125,37 @@ def gradscaler(ctx: Context) -> RuleHit | None:
     docs=_DOCS[::-1],
     priority=231,
     outcomes=('amp.bce_unsafe', 'amp.overflow_constant', 'amp.no_bf16'),
-    examples=(),
+    examples=(
+        Example("corpus/amp/bce_unsafe_transfiner.txt", "amp.bce_unsafe"),
+        Example("corpus/amp/bce_unsafe_yolox.txt", "amp.bce_unsafe"),
+        Example("corpus/amp/half_masked_fill_overflow.txt", "amp.overflow_constant"),
+        Example("corpus/amp/no_bf16_rtg.txt", "amp.no_bf16"),
+        Example("corpus/amp/no_bf16_nanogpt.txt", "amp.no_bf16"),
+    ),
 )
 def autocast_misc(ctx: Context) -> RuleHit | None:
-    """Ops that refuse autocast, and constants that overflow half precision."""
+    """Ops that refuse autocast, constants that overflow half precision, bf16 on GPUs without it."""
     if ctx.search(r"binary_cross_entropy and torch\.nn\.BCELoss are unsafe to autocast"):
-        cause = "BCELoss on probabilities is numerically unsafe in float16, so autocast refuses it."
-        fixes = [fix("Use BCEWithLogitsLoss on raw logits", "Remove the sigmoid from the model's output.", "criterion = nn.BCEWithLogitsLoss()\nloss = criterion(logits, target)", "autocast-dtype-errors")]
-        return hit("amp.bce_unsafe", "amp_error", "BCELoss under autocast", cause, fixes, _DOCS[::-1], _found(ctx), 0.95)
-    if ctx.search(r"value cannot be converted to type (?:at::)?(Half|BFloat16|c10::Half) without overflow"):
-        cause = ("A Python constant (typically -1e9 or 1e10 used to mask attention scores) does not fit in float16 (max ≈ 65504), so filling a half tensor with it fails.")
-        fixes = [fix("Use the dtype's own limits", "", "scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)", "autocast-dtype-errors")]
-        return hit("amp.overflow_constant", "amp_error", "Constant overflows half precision", cause, fixes, _DOCS[::-1], _found(ctx), 0.92)
+        cause = ("binary_cross_entropy/BCELoss takes probabilities (after a sigmoid), which lose too much precision in float16, so autocast refuses "
+                 "to run it inside an autocast region.")
+        fixes = [
+            fix("Feed raw logits to BCEWithLogitsLoss", "Remove the sigmoid in front of the loss; the fused version is safe under autocast.", "criterion = nn.BCEWithLogitsLoss()\nloss = criterion(logits, target)", "autocast-dtype-errors"),
+            fix("Or compute this loss outside autocast in float32", "", "with torch.autocast('cuda', enabled=False):\n    loss = F.binary_cross_entropy(probs.float(), target.float())", "autocast-dtype-errors"),
+        ]
+        return hit("amp.bce_unsafe", "amp_error", "BCELoss under autocast", cause, fixes, _DOCS[::-1], _found(ctx), 0.95, facts=Facts(call="binary_cross_entropy"))
+    m = ctx.search(r"value cannot be converted to type (?:at::|c10::)?(Half|BFloat16) without overflow")
+    if m:
+        cause = ("A Python constant is written into a half-precision tensor but does not fit its range (float16 tops out near 65504): large "
+                 "sentinel values such as -1e9 or 1e10, used for masking or initialisation, overflow once the tensor is float16.")
+        masked = any("masked_fill" in (f.source or "") or f.function == "masked_fill" for f in ctx.failure.frames)
+        code = "scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)" if masked else "fill_value = torch.finfo(t.dtype).min  # instead of a literal such as -1e9"
+        fixes = [fix("Use the dtype's own limits instead of a literal", "finfo gives the largest/smallest finite value for whatever dtype the tensor has.", code, "autocast-dtype-errors")]
+        return hit("amp.overflow_constant", "amp_error", "Constant overflows half precision", cause, fixes, _DOCS[::-1], _found(ctx), 0.92,
+                   facts=Facts(dtypes=("float16" if m.group(1) == "Half" else "bfloat16",)))
     if ctx.search(r"Current CUDA Device does not support bfloat16"):
-        cause = "bfloat16 was requested on a GPU without native bf16 support (pre-Ampere)."
-        fixes = [fix("Use float16 with GradScaler instead", "", "torch.autocast('cuda', dtype=torch.float16)", "gradscaler-misuse")]
-        return hit("amp.no_bf16", "amp_error", "GPU without bfloat16", cause, fixes, _DOCS, _found(ctx), 0.9)
+        cause = "bfloat16 autocast was requested on a GPU without native bfloat16 support (GPUs older than the Ampere generation)."
+        fixes = [
+            fix("Choose the dtype from what the GPU supports", "float16 needs a GradScaler; bfloat16 does not.", "dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16\nwith torch.autocast('cuda', dtype=dtype):\n    out = model(x)", "gradscaler-misuse"),
+        ]
+        return hit("amp.no_bf16", "amp_error", "GPU without bfloat16", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(dtypes=("bfloat16",)))
     return None

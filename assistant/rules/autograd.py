@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 
+from assistant.parse.messages import tensor_type_parts
+from assistant.rules.base import Context, error_fact, fix, hit
+from assistant.rules.base import with_location as _loc
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
-from assistant.types import Fact, RuleHit
+from assistant.types import Fact, Facts, RuleHit
 
 _INPLACE = re.compile(
     r"one of the variables needed for gradient computation has been modified by an inplace operation: "
-    r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which is output (?P<out>\d+) of (?P<op>\w+))?, is at version (?P<ver>\d+); expected version (?P<exp>\d+)"
+    r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which is output (?P<out>\d+) of (?P<op>\w+))?,? is at version (?P<ver>\d+); expected version (?P<exp>\d+)"
 )
 # Backward node -> what its forward was, for prose.
 _OP_NAMES = {
@@ -27,10 +29,34 @@ _OP_NAMES = {
 }
 
 
+def _line(ctx: Context) -> str:
+    return ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+
+
+def _inplace_call(line: str) -> str | None:
+    """The in-place method (``.uniform_``, ``.add_``) or augmented assignment on the user's line, if any."""
+    m = re.search(r"\.([a-z][a-z0-9]*_)\(", line)
+    if m:
+        return f".{m.group(1)}"
+    m = re.search(r"[^=!<>]([-+*/])=(?!=)", line)
+    return f"{m.group(1)}=" if m else None
+
+
 def _op_name(node: str) -> str:
     base = re.sub(r"Backward\d*$", "", node)
     return _OP_NAMES.get(base, f"`{base}`")
 
+
+
+_WEIGHT_OPS = re.compile(r"(T|AsStrided|TBackward|Addmm|Mm|Convolution|CudnnConvolution|ConvolutionBackward)")
+
+
+def _looks_like_weight(shape: tuple[int, ...], op: str | None) -> bool:
+    """A saved tensor that is probably a parameter: saved through a transpose/view of a weight, or a conv-kernel shape."""
+    if op:
+        return bool(_WEIGHT_OPS.match(op)) and len(shape) >= 2
+    # out_channels x in_channels x k x k with a small odd square kernel
+    return len(shape) == 4 and shape[2] == shape[3] and shape[2] in (1, 3, 5, 7)
 
 
 @rule(
@@ -38,58 +64,87 @@ def _op_name(node: str) -> str:
     category='inplace_autograd',
     docs=("inplace-modification", "anomaly-detection"),
     priority=280,
-    outcomes=('autograd.inplace', 'autograd.leaf_inplace', 'autograd.view_inplace'),
-    examples=(),
+    outcomes=('autograd.inplace', 'autograd.inplace_weight', 'autograd.leaf_inplace', 'autograd.view_inplace'),
+    examples=(
+        Example("captured/cpu/relu-inplace-after-sigmoid-gate", "autograd.inplace"),
+        Example("captured/cpu/residual-add-inplace-after-relu", "autograd.inplace"),
+        Example("realworld/dev/modof-inplace-relubackward", "autograd.inplace"),
+        Example("corpus/autograd/inplace_mul_after_sigmoid.txt", "autograd.inplace"),
+        Example("captured/cpu/gan-generator-backward-after-d-step", "autograd.inplace_weight"),
+        Example("realworld/dev/singan-inplace-optimizer-step-15", "autograd.inplace_weight"),
+        Example("captured/cpu/weight-init-inplace-on-leaf", "autograd.leaf_inplace"),
+        Example("realworld/dev/nyudlsp-jupyter-view-leaf-inplace", "autograd.leaf_inplace"),
+        Example("corpus/autograd/unbind_view_inplace.txt", "autograd.view_inplace"),
+    ),
 )
 def inplace_modified(ctx: Context) -> RuleHit | None:
     """A tensor saved for backward was changed in place before backward ran."""
     m = _INPLACE.search(ctx.text)
     docs = ("inplace-modification", "anomaly-detection")
     if m:
-        shape = m.group("shape")
+        shape_text = m.group("shape")
+        shape = tuple(int(v) for v in shape_text.replace(" ", "").split(",") if v)
         op = m.group("op")
         ver, exp = int(m.group("ver")), int(m.group("exp"))
-        found = [error_fact(ctx), Fact("tensor", f"{m.group('type')} of shape [{shape}]" + (f", output {m.group('out')} of {op}" if op else "") + f"; version {ver} now, {exp} when saved ({ver - exp} in-place change(s))")]
-        looks_like_weight = op and re.match(r"(T|AsStrided|TBackward|Addmm|Mm)", op) and "," in shape
-        if looks_like_weight:
-            cause = (f"A parameter-like tensor of shape [{shape}] (saved via {_op_name(op)}) was modified in place after the forward pass and "
-                     "before backward. The classic case is calling optimizer.step() between computing a loss and calling its backward "
-                     "(e.g. GAN training: stepping the discriminator/generator optimizer, then backpropagating a loss computed with the old weights), "
-                     "or editing weights in place (weight.data.clamp_, weight *= ...) inside the training step.")
+        dtype, device = tensor_type_parts(m.group("type"))
+        found = [error_fact(ctx), Fact("tensor", f"{m.group('type')} of shape [{shape_text}]" + (f", output {m.group('out')} of {op}" if op else "") + f"; version {ver} now, {exp} when saved ({ver - exp} in-place change(s))")]
+        facts = Facts(shapes=(shape,), numbers={"version": ver, "expected_version": exp}, devices=(device,), dtypes=(dtype,),
+                      names=(op,) if op else ())
+        fixes_tail = fix("Let anomaly detection point at the forward line", "With it enabled, the error also prints the traceback of the forward operation whose saved tensor was modified.", "torch.autograd.set_detect_anomaly(True)", "anomaly-detection")
+        if _looks_like_weight(shape, op):
+            saved = f"saved via {_op_name(op)}" if op else "its shape looks like a convolution kernel"
+            cause = (f"A parameter-like tensor of shape [{shape_text}] ({saved}) changed in place {ver - exp} time(s) between the forward pass that saved it and "
+                     "the backward that needs it. The usual cause is an optimizer.step() that runs before a backward through a graph built with the old "
+                     "weights (alternating updates of two networks trained against each other, or several losses sharing a graph with retain_graph=True), "
+                     "or an in-place edit of weights (weight.data.clamp_(), weight *= ...) inside the training step.")
             fixes = [
-                fix("Finish every backward before the optimizer step that changes those weights", "Compute each loss and call backward, then step; or recompute the forward pass after the step.", "loss_d.backward()\nloss_g.backward()  # both before any step\nopt_d.step(); opt_g.step()", "inplace-modification"),
-                fix("Detach what the other network's loss should not backprop through", "", "fake = generator(z)\nloss_d = crit(disc(fake.detach()), zeros)", "inplace-modification"),
+                fix("Call every backward that uses those weights before the optimizer step that changes them", "optimizer.step() updates parameters in place; run it after all backward calls, or recompute the forward pass after the step so the new graph saves the new weights.",
+                    "loss_a.backward()\nloss_b.backward()   # every backward first\nopt_a.step(); opt_b.step()", "inplace-modification"),
+                fix("Detach what one network's loss must not backpropagate into", "", "h = model_a(x)\nloss_b = crit(model_b(h.detach()), y)   # loss_b does not reach model_a", "inplace-modification"),
+                fixes_tail,
             ]
-        else:
-            what = _op_name(op) if op else "an operation"
-            cause = (f"The output of {what} (shape [{shape}]) was saved for computing gradients, then changed by an in-place operation "
-                     f"({ver - exp} time(s)) before backward. Common sources: nn.ReLU(inplace=True) or F.relu(x, inplace=True) applied to a tensor that is also used elsewhere, "
-                     "`x += ...`, `x[idx] = ...`, `x.mul_()` on a tensor the graph still needs.")
-            fixes = [
-                fix("Replace the in-place operation with its out-of-place form", "", "x = x + residual      # instead of x += residual\nact = nn.ReLU()       # instead of nn.ReLU(inplace=True)", "inplace-modification"),
-                fix("Clone before modifying", "If you need to edit a tensor the graph uses, edit a copy.", "y = x.clone()\ny[mask] = 0", "inplace-modification"),
-            ]
-        fixes.append(fix("Let anomaly detection point at the forward line", "With it enabled, the error also prints the traceback of the forward operation whose saved tensor was modified.", "torch.autograd.set_detect_anomaly(True)", "anomaly-detection"))
-        return hit("autograd.inplace", "inplace_autograd", "A tensor needed for backward was modified in place", cause, fixes, docs, _loc(ctx, found), 0.95)
+            return hit("autograd.inplace_weight", "inplace_autograd", "Weights changed in place before backward", cause, fixes, docs, _loc(ctx, found), 0.93, facts=facts)
+        what = _op_name(op) if op else "an operation"
+        cause = (f"The output of {what} (shape [{shape_text}]) was saved for computing gradients, then changed by an in-place operation "
+                 f"({ver - exp} time(s)) before backward. In-place forms are `x += ...`, `x[idx] = ...`, methods ending in `_` (`x.mul_()`), and "
+                 "layers built with inplace=True; any of them on a tensor the graph still needs breaks backward.")
+        if op and re.match(r"Relu|Sigmoid|Tanh|Gelu|Silu|Exp|Softmax", op):
+            cause += f" {_op_name(op)[0].upper() + _op_name(op)[1:]} saves its own output, so the output itself must not be modified in place afterwards (an activation with inplace=True applied to it, or `+=` on it)."
+        fixes = [
+            fix("Replace the in-place operation with its out-of-place form", "", "x = x + residual      # instead of x += residual\nact = nn.ReLU()       # instead of nn.ReLU(inplace=True)", "inplace-modification"),
+            fix("Clone before modifying", "If you need to edit a tensor the graph uses, edit a copy.", "y = x.clone()\ny[mask] = 0", "inplace-modification"),
+            fixes_tail,
+        ]
+        return hit("autograd.inplace", "inplace_autograd", "A tensor needed for backward was modified in place", cause, fixes, docs, _loc(ctx, found), 0.95, facts=facts)
 
     if ctx.search(r"a (?:view of a )?leaf Variable that requires grad (?:is being|has been) used in an in-place operation"):
         view = bool(ctx.search(r"a view of a leaf Variable"))
         cause = ("An in-place operation (e.g. `w.add_()`, `w[...] = ...`, `w.uniform_()`, `w -= lr * w.grad`) was applied to a leaf tensor that requires grad"
                  + (" through a view of it" if view else "") + ". Autograd forbids it because the leaf's value is what gradients are computed with respect to. "
                  "This usually happens in manual weight initialisation or hand-written SGD updates done outside torch.no_grad().")
+        call = _inplace_call(_line(ctx))
+        if call:
+            cause += f" The failing line applies `{call}` directly to such a tensor."
         fixes = [
             fix("Wrap manual updates/initialisation in torch.no_grad()", "", "with torch.no_grad():\n    w -= lr * w.grad\n    w.grad.zero_()", "leaf-inplace"),
             fix("Use nn.init functions for initialisation", "They run under no_grad for you.", "nn.init.kaiming_normal_(layer.weight)", "leaf-inplace"),
+            fix("If you need a modified copy, edit a clone", "A clone is a new tensor in the graph, so in-place edits on it are allowed and gradients still flow to the leaf.",
+                "w2 = w.clone()\nw2[mask] = 0", "leaf-inplace"),
         ]
-        return hit("autograd.leaf_inplace", "inplace_autograd", "In-place operation on a leaf that requires grad", cause, fixes, ("leaf-inplace", "inplace-modification"), _loc(ctx, [error_fact(ctx)]), 0.95)
+        return hit("autograd.leaf_inplace", "inplace_autograd", "In-place operation on a leaf that requires grad", cause, fixes, ("leaf-inplace", "inplace-modification"), _loc(ctx, [error_fact(ctx)]), 0.95,
+                   facts=Facts(call=call, flags=frozenset({"through_view"}) if view else frozenset()))
 
     m = ctx.search(r"Output (\d+) of (\w+) is a view and (?:is being|its base or another view of its base has been) modified inplace")
     if m:
         cause = (f"Output {m.group(1)} of {m.group(2)} is a view that autograd cannot track through an in-place change "
                  "(views returned by custom Functions, unbind/split/chunk outputs, or views created in no_grad mode).")
         fixes = [fix("Clone the view before modifying it", "", "part = part.clone()\npart.mul_(2)", "leaf-inplace")]
-        return hit("autograd.view_inplace", "inplace_autograd", "In-place change of a view autograd cannot track", cause, fixes, ("leaf-inplace", "inplace-modification"), _loc(ctx, [error_fact(ctx)]), 0.9)
+        return hit("autograd.view_inplace", "inplace_autograd", "In-place change of a view autograd cannot track", cause, fixes, ("leaf-inplace", "inplace-modification"), _loc(ctx, [error_fact(ctx)]), 0.9,
+                   facts=Facts(names=(m.group(2),), numbers={"output": float(m.group(1))}, call=_inplace_call(_line(ctx))))
     return None
+
+
+_RUNNING_TOTAL = re.compile(r"\b(\w*(?:total|running|sum|acc|accum|epoch)\w*)\s*\.backward\(", re.I)
 
 
 @rule(
@@ -97,29 +152,53 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
     category='backward_twice',
     docs=("backward-twice",),
     priority=281,
-    outcomes=('autograd.backward_twice',),
-    examples=(),
+    outcomes=('autograd.backward_twice', 'autograd.backward_twice_accumulated'),
+    examples=(
+        Example("captured/cpu/char-rnn-hidden-not-detached", "autograd.backward_twice"),
+        Example("realworld/dev/gnmot-backward-twice-new-wording-pycharm", "autograd.backward_twice"),
+        Example("realworld/dev/handgraph-backward-twice-16-wording", "autograd.backward_twice"),
+        Example("corpus/autograd/backward_twice_shared_features.txt", "autograd.backward_twice"),
+        Example("captured/cpu/accumulated-loss-backward", "autograd.backward_twice_accumulated"),
+        Example("realworld/dev/ctrlgen-old-backward-twice-buffers-py27", "autograd.backward_twice_accumulated"),
+    ),
 )
 def backward_twice(ctx: Context) -> RuleHit | None:
     """Backward through a graph whose saved tensors were already freed."""
     if not ctx.search(r"Trying to backward through the graph a second time|buffers have already been freed|saved intermediate (?:results|values) .* (?:already been )?freed"):
         return None
-    src = " ".join(f.source or "" for f in ctx.failure.user_frames)
     found = [error_fact(ctx)]
-    rnn_hint = re.search(r"hidden|\bh\b|\bhx\b|state|lstm|gru|rnn", src, re.I)
-    cause = ("A second backward pass went through (part of) a graph whose saved tensors were freed by the first backward. "
-             "The usual cause is state carried across iterations: an RNN hidden state, a running average, an embedding cache or a tensor "
-             "computed once before the loop is reused in the next step's graph without being detached.")
-    if rnn_hint:
-        cause = ("The hidden state carried from the previous batch still belongs to the previous batch's graph; the second backward reaches into "
-                 "that freed graph. (Truncated backpropagation through time needs the state detached each step.)")
+    line = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    total = _RUNNING_TOTAL.search(line)
+    retain = "retain_graph" in line
+    accumulate = fix("Accumulate plain numbers, not loss tensors",
+                     "A running total built from loss tensors (`total = total + loss`) links every step's graph; backward on it re-enters graphs that "
+                     "were already freed. Sum `loss.item()` for logging and call backward on each step's own loss.",
+                     "running_loss += loss.item()\nloss.backward()", "backward-twice")
+    if total:
+        name = total.group(1)
+        found.append(Fact("call", f"backward() is called on `{name}`, a sum of losses"))
+        cause = (f"`{name}.backward()` runs backward on a sum of losses. When that sum carries terms from earlier iterations (a running total kept as "
+                 "a tensor) or shares a sub-graph with a loss that was already backpropagated, those parts of the graph were freed by the earlier "
+                 f"backward, so this pass fails. Keep running totals as Python numbers (`loss.item()`), and build `{name}` only from this step's losses.")
+        fixes = [accumulate,
+                 fix("Or sum the losses first and call backward once", "retain_graph=True would only hide the problem and keep every old graph in memory.",
+                     "loss = sum(step_losses)   # built in this iteration only\nloss.backward()", "backward-twice")]
+        return hit("autograd.backward_twice_accumulated", "backward_twice", "Backward through an accumulated loss", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.93,
+                   facts=Facts(call=f"{name}.backward", names=(name,)))
+    cause = ("A second backward pass went through (part of) a graph whose saved tensors the first backward had freed. Something built in an earlier "
+             "step is reused in the next step's graph without being detached: a recurrent hidden state carried between batches, a running average "
+             "or cache kept as a tensor, or a tensor computed once before the loop and used in every step's loss.")
+    if retain:
+        cause += " The failing line already passes retain_graph, so the freed graph is an older one, from a previous iteration."
     fixes = [
-        fix("Detach state carried between iterations", "", "hidden = hidden.detach()  # for LSTM: h, c = h.detach(), c.detach()", "backward-twice"),
-        fix("Accumulate plain numbers, not loss tensors", "A running total built from loss tensors (`total = total + loss`) links every step's graph; backward on it re-enters freed graphs. Sum `loss.item()` for logging and call backward on each step's own loss.", "running_loss += loss.item()\nloss.backward()", "backward-twice"),
+        fix("Detach state carried between iterations", "Truncated backpropagation through time, moving averages and caches need the value, not its history.",
+            "hidden = hidden.detach()  # for LSTM: h, c = h.detach(), c.detach()", "backward-twice"),
         fix("Recompute what you need inside the loop", "Tensors computed once before the loop and reused in every loss share one graph; compute them per step or detach them.", None, "backward-twice"),
+        accumulate,
         fix("Use retain_graph=True only if you really backpropagate twice through the same graph", "E.g. two losses sharing a trunk: better to sum them and call backward once.", "(loss_a + loss_b).backward()", "backward-twice"),
     ]
-    return hit("autograd.backward_twice", "backward_twice", "Backward through a freed graph", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.95)
+    return hit("autograd.backward_twice", "backward_twice", "Backward through a freed graph", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.95,
+               facts=Facts(flags=frozenset({"retain_graph_on_line"}) if retain else frozenset()))
 
 
 @rule(
@@ -128,7 +207,19 @@ def backward_twice(ctx: Context) -> RuleHit | None:
     docs=("no-grad-fn", "detach-numpy"),
     priority=282,
     outcomes=('autograd.no_grad_fn', 'autograd.non_scalar', 'autograd.numpy', 'autograd.unused_input', 'autograd.inference_tensor'),
-    examples=(),
+    examples=(
+        Example("captured/cpu/forward-under-no-grad-training", "autograd.no_grad_fn"),
+        Example("captured/cpu/argmax-in-loss-path", "autograd.no_grad_fn"),
+        Example("captured/cpu/numpy-postprocess-breaks-graph", "autograd.no_grad_fn"),
+        Example("realworld/dev/torchsplatting-no-grad-fn-loss-printed", "autograd.no_grad_fn"),
+        Example("realworld/dev/opensplat-libtorch-no-grad-fn", "autograd.no_grad_fn"),
+        Example("corpus/autograd/backward_non_scalar_reduction_none.txt", "autograd.non_scalar"),
+        Example("captured/cpu/sklearn-metric-numpy-on-grad-tensor", "autograd.numpy"),
+        Example("realworld/dev/ssvae-old-numpy-variable-requires-grad", "autograd.numpy"),
+        Example("corpus/autograd/grad_unused_input.txt", "autograd.unused_input"),
+        Example("captured/cpu/inference-mode-frozen-backbone-features", "autograd.inference_tensor"),
+        Example("corpus/autograd/inference_mode_features_backward.txt", "autograd.inference_tensor"),
+    ),
 )
 def no_grad_fn(ctx: Context) -> RuleHit | None:
     """backward() on something with no graph, non-scalar backward, numpy() on a grad tensor."""
@@ -138,30 +229,38 @@ def no_grad_fn(ctx: Context) -> RuleHit | None:
         cause = ("backward() was called on a tensor that is not connected to any parameter that requires grad, so there is no graph to differentiate. "
                  "The forward pass ran under torch.no_grad()/torch.inference_mode(), or the loss was rebuilt from values that left the graph "
                  "(.item(), .detach(), .numpy(), torch.tensor(...) of outputs, argmax/round), or all parameters are frozen (requires_grad=False).")
-        if re.search(r"torch\.tensor\(|\.item\(\)|\.detach\(\)|\.numpy\(\)", src):
-            cause += " The failing line itself converts or detaches values."
+        breaker = re.search(r"torch\.tensor\(|\.item\(\)|\.detach\(\)|\.numpy\(\)|\.argmax\(|torch\.argmax\(|\.round\(", src)
+        if breaker:
+            cause += f" Your own code calls {breaker.group(0).rstrip('(')}(...) on the way to the loss, which cuts the graph there."
         fixes = [
             fix("Build the loss from the model's output tensors directly", "Keep every step differentiable; no .item()/.detach()/torch.tensor() in the loss path.", "loss = criterion(model(x), y)   # not torch.tensor(loss_value)", "no-grad-fn"),
             fix("Make sure training is not inside no_grad / inference_mode", "Check for a decorator or a context manager around the training step.", "torch.set_grad_enabled(True)", "no-grad-fn"),
             fix("Check that some parameters require grad", "", "print(sum(p.requires_grad for p in model.parameters()))", "no-grad-fn"),
         ]
-        return hit("autograd.no_grad_fn", "no_grad_fn", "backward() on a tensor with no graph", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.95)
+        return hit("autograd.no_grad_fn", "no_grad_fn", "backward() on a tensor with no graph", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.95,
+                   facts=Facts(call=breaker.group(0).rstrip("(") if breaker else None))
     if ctx.search(r"grad can be implicitly created only for scalar outputs"):
         cause = "backward() without arguments needs a scalar (one-element) tensor, but the tensor has several elements — typically a loss with reduction='none' or a per-sample loss that was not averaged."
         fixes = [fix("Reduce to a scalar before backward", "", "loss.mean().backward()   # or pass gradient=torch.ones_like(loss)", "no-grad-fn")]
-        return hit("autograd.non_scalar", "no_grad_fn", "backward() on a non-scalar tensor", cause, fixes, ("no-grad-fn",), _loc(ctx, [error_fact(ctx)]), 0.93)
-    if ctx.search(r"Can't call numpy\(\) on Tensor that requires grad"):
+        return hit("autograd.non_scalar", "no_grad_fn", "backward() on a non-scalar tensor", cause, fixes, ("no-grad-fn",), _loc(ctx, [error_fact(ctx)]), 0.93,
+                   facts=Facts(call="backward"))
+    if ctx.search(r"Can't call numpy\(\) on (?:Tensor|Variable) that requires grad"):
         cause = "A tensor that is part of the autograd graph was converted to NumPy (for logging, metrics or plotting); NumPy cannot carry gradients, so PyTorch refuses."
         fixes = [fix("Detach (and move to CPU) before converting", "", "value = out.detach().cpu().numpy()   # or loss.item() for a scalar", "detach-numpy")]
-        return hit("autograd.numpy", "no_grad_fn", "numpy() on a tensor that requires grad", cause, fixes, docs[::-1], _loc(ctx, [error_fact(ctx)]), 0.95)
-    if ctx.search(r"One of the differentiated Tensors appears to not have been used in the graph|One of the differentiated Tensors does not require grad"):
-        cause = "torch.autograd.grad was asked for the gradient of an input the output does not depend on (or that does not require grad)."
+        return hit("autograd.numpy", "no_grad_fn", "numpy() on a tensor that requires grad", cause, fixes, docs[::-1], _loc(ctx, [error_fact(ctx)]), 0.95,
+                   facts=Facts(call=".numpy"))
+    unused = ctx.search(r"(?:One of the differentiated Tensors|The differentiated Tensor at index (\d+)) (?:appears to not have been used in the graph|does not require grad)")
+    if unused:
+        which = f"input number {unused.group(1)} (counting from 0)" if unused.group(1) else "one of the inputs"
+        cause = f"torch.autograd.grad was asked for the gradient with respect to {which}, but the output does not depend on it (or it does not require grad)."
         fixes = [fix("Pass allow_unused=True, or differentiate only inputs the output uses", "", "torch.autograd.grad(out, inputs, allow_unused=True)", "no-grad-fn")]
-        return hit("autograd.unused_input", "no_grad_fn", "Gradient of an unused input", cause, fixes, ("no-grad-fn",), _loc(ctx, [error_fact(ctx)]), 0.9)
+        return hit("autograd.unused_input", "no_grad_fn", "Gradient of an unused input", cause, fixes, ("no-grad-fn",), _loc(ctx, [error_fact(ctx)]), 0.9,
+                   facts=Facts(numbers={"index": float(unused.group(1))} if unused.group(1) else {}, call="torch.autograd.grad"))
     if ctx.search(r"Inference tensors cannot be saved for backward|Inference tensors do not track version counter"):
         cause = "A tensor created under torch.inference_mode() is used in a computation that needs gradients; inference tensors can never join a graph."
         fixes = [fix("Create it outside inference_mode, or clone it", "", "x = x.clone()  # outside inference_mode", "no-grad-fn")]
-        return hit("autograd.inference_tensor", "no_grad_fn", "Inference tensor used in a graph", cause, fixes, ("no-grad-fn",), _loc(ctx, [error_fact(ctx)]), 0.9)
+        return hit("autograd.inference_tensor", "no_grad_fn", "Inference tensor used in a graph", cause, fixes, ("no-grad-fn",), _loc(ctx, [error_fact(ctx)]), 0.9,
+                   facts=Facts(layer=ctx.layer[0], layer_kind=ctx.layer[1]))
     return None
 
 
@@ -170,8 +269,8 @@ _NAN_SOURCES = {
     "Log": "log of 0 (or a negative number): log(0) = -inf and its gradient 1/x is infinite",
     "Div": "a division by zero or by a tiny denominator",
     "Sqrt": "sqrt at 0: its gradient 1/(2·sqrt(x)) is infinite (common in distances/norms of identical points)",
-    "Pow": "pow with a negative base and fractional exponent, or 0 to a negative power",
-    "Mul": "an infinite value multiplied by zero (inf · 0 = NaN) coming from an earlier overflow",
+    "Pow": "pow with a negative base and fractional exponent, or 0 raised to a power below 1 (its gradient p·x^(p-1) is infinite at 0)",
+    "Mul": "an infinite factor multiplied by zero (inf · 0 = NaN): often the backward of a norm, sqrt or pow at zero, whose gradient multiplies by an infinite 1/x term, or an earlier overflow",
     "Norm": "the norm of an all-zero vector (its gradient divides by the norm)",
     "LinalgVectorNorm": "the norm of an all-zero vector (its gradient divides by the norm)",
     "Cdist": "distances between identical points (gradient of sqrt at 0)",
@@ -188,13 +287,36 @@ _NAN_SOURCES = {
 }
 
 
+# What "guard the domain" means for the operations whose singular points are best known.
+_DOMAIN_ADVICE = {
+    "Div": "Keep the denominator away from zero: add a small eps to it, clamp it, or mask the entries where it is zero.",
+    "Log": "Keep the argument of log strictly positive (clamp or add eps), or use the fused log_softmax / *WithLogits losses.",
+    "Sqrt": "Add a small eps inside the sqrt so its gradient stays finite at zero.",
+    "Pow": "Clamp the base of pow away from zero (and from negative values for fractional exponents).",
+    "Mul": "Find the factor that became infinite; clamp norms and sqrt arguments away from zero before they are used.",
+    "Norm": "Clamp the norm away from zero before dividing by it (or use F.normalize with eps).",
+    "LinalgVectorNorm": "Clamp the norm away from zero before dividing by it (or use F.normalize with eps).",
+}
+
+
 @rule(
     'autograd.nan_inf',
     category='nan_inf',
     docs=("nan-inf-anomaly", "exploding-gradients", "anomaly-detection"),
     priority=283,
     outcomes=('autograd.nan_anomaly', 'autograd.nonfinite_norm', 'autograd.nan_generic'),
-    examples=(),
+    examples=(
+        Example("captured/cpu/manual-bce-log-zero-anomaly", "autograd.nan_anomaly"),
+        Example("captured/cpu/contrastive-sqrt-zero-distance-nan", "autograd.nan_anomaly"),
+        Example("captured/cpu/normalize-zero-embedding-div-nan", "autograd.nan_anomaly"),
+        Example("realworld/dev/pytorch-22820-divbackward-nan-smape", "autograd.nan_anomaly"),
+        Example("realworld/dev/pytorch-38714-anomaly-powbackward1", "autograd.nan_anomaly"),
+        Example("realworld/dev/pytorch-51196-norm-mulbackward-nan", "autograd.nan_anomaly"),
+        Example("captured/cpu/clip-grad-norm-nonfinite-constant-feature", "autograd.nonfinite_norm"),
+        Example("captured/cuda/nan-fp16-mse-overflow", "autograd.nan_generic"),
+        Example("realworld/dev/d2-838-loss-nan-batch-reduced", "autograd.nan_generic"),
+        Example("corpus/autograd/multinomial_nan_probs.txt", "autograd.nan_generic"),
+    ),
 )
 def nan_inf(ctx: Context) -> RuleHit | None:
     """NaN/Inf from anomaly detection, non-finite gradient norms, or a user check on the loss."""
@@ -208,7 +330,9 @@ def nan_inf(ctx: Context) -> RuleHit | None:
         cause = (f"Anomaly detection stopped at {node}: the gradient of {_op_name(node)} became NaN. The likely source is {source}. "
                  "The forward traceback printed above the error (\"Traceback of forward call that caused the error\") shows the exact line.")
         fixes = [
-            fix("Guard the operation's domain", "Add a small eps / clamp inputs away from the singular point, or use the numerically stable fused form.", {
+            fix("Guard the operation's domain", _DOMAIN_ADVICE.get(base, "Add a small eps / clamp inputs away from the singular point, or use the numerically stable fused form."), {
+                "Pow": "y = x.clamp_min(1e-8).pow(p)   # keep the base positive and away from 0",
+                "Mul": "n = x.norm(dim=-1, keepdim=True).clamp_min(1e-12)   # if the product comes from a norm/sqrt at 0",
                 "Log": "torch.log(x.clamp_min(1e-8))   # or use log_softmax / BCEWithLogitsLoss",
                 "Div": "y = a / (b + eps)  # eps = 1e-8; or F.normalize(x, dim=-1, eps=1e-12) instead of x / x.norm()\n# or mask: torch.where(b > 0, a / b.clamp_min(eps), torch.zeros_like(a))",
                 "Sqrt": "d = torch.sqrt(sq_dist + eps)  # eps = 1e-12 keeps the gradient finite at 0",
@@ -219,7 +343,8 @@ def nan_inf(ctx: Context) -> RuleHit | None:
             fix("Check the data and the learning rate", "Assert inputs are finite; a too-high learning rate drives values to overflow.", "assert torch.isfinite(x).all(), 'non-finite input'", "nan-inf-anomaly"),
             fix("Turn anomaly detection off once found", "It slows training considerably.", "torch.autograd.set_detect_anomaly(False)", "anomaly-detection"),
         ]
-        return hit("autograd.nan_anomaly", "nan_inf", f"NaN in the backward of {base}", cause, fixes, docs, _loc(ctx, found), 0.95)
+        return hit("autograd.nan_anomaly", "nan_inf", f"NaN in the backward of {base}", cause, fixes, docs, _loc(ctx, found), 0.95,
+                   facts=Facts(names=(node,), numbers={"output": float(m.group(2))}))
     m = ctx.search(r"The total norm of order ([\d.]+|inf) for gradients from `parameters` is non-finite")
     if m:
         cause = ("clip_grad_norm_ found the gradient norm to be NaN or Inf, so some gradient is already non-finite: the loss or an intermediate value "
@@ -229,7 +354,9 @@ def nan_inf(ctx: Context) -> RuleHit | None:
             fix("Lower the learning rate / add warmup", "Gradients that grow step after step until they overflow point at a too-high learning rate.", None, "exploding-gradients"),
             fix("With fp16, use GradScaler (it skips steps with inf gradients)", "", "scaler = torch.amp.GradScaler('cuda')", "exploding-gradients"),
         ]
-        return hit("autograd.nonfinite_norm", "nan_inf", "Non-finite gradient norm", cause, fixes, docs[1::-1] + docs[2:], _loc(ctx, [error_fact(ctx)]), 0.93)
+        order = m.group(1)
+        return hit("autograd.nonfinite_norm", "nan_inf", "Non-finite gradient norm", cause, fixes, docs[1::-1] + docs[2:], _loc(ctx, [error_fact(ctx)]), 0.93,
+                   facts=Facts(call="clip_grad_norm_", numbers={"norm_type": float("inf") if order == "inf" else float(order)}))
     if ctx.search(r"probability tensor contains either `inf`, `nan` or element < 0|invalid multinomial distribution|but found invalid values|Input contains (?:NaN|infinity)|\bloss (?:is|became|=) ?(?:nan|inf)\b|\b(?:nan|inf) loss\b|non-finite loss|Loss is (?:NaN|nan|inf)|(?:became|is) (?:infinite|inf) or NaN|FloatingPointError|nan values? (?:in|detected)", re.I):
         cause = ("Values became NaN or Inf before this check: the loss, the logits or a distribution's parameters are non-finite. Typical causes are a too-high "
                  "learning rate, log/sqrt/division at 0, fp16 overflow, or NaN already present in the input data.")
@@ -237,5 +364,103 @@ def nan_inf(ctx: Context) -> RuleHit | None:
             fix("Locate the first non-finite value", "Enable anomaly detection for backward; assert torch.isfinite on inputs and intermediate outputs for forward.", "torch.autograd.set_detect_anomaly(True)\nassert torch.isfinite(batch).all()", "anomaly-detection"),
             fix("Stabilise training", "Lower the learning rate, clip gradients, use log_softmax/BCEWithLogitsLoss instead of softmax+log.", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", "exploding-gradients"),
         ]
-        return hit("autograd.nan_generic", "nan_inf", "NaN/Inf values", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.85)
+        half = ctx.search(r"float16|torch\.half\b|HalfTensor|\bfp16\b", re.I)
+        if half:
+            cause += " The text shows float16 values: fp16 overflows to inf above about 65504, so large losses or activations need fp32 (autocast keeps losses in fp32) or a loss scaler."
+        sampler = ctx.search(r"probability tensor contains|invalid multinomial distribution|but found invalid values")
+        if sampler:
+            cause += " Here the non-finite values reached a sampling call (torch.multinomial or a torch.distributions object), which validates its probabilities."
+        return hit("autograd.nan_generic", "nan_inf", "NaN/Inf values", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.85,
+                   facts=Facts(call="torch.multinomial" if sampler and "multinomial" in _line(ctx) else None,
+                               dtypes=("float16",) if half else (), flags=frozenset({"fp16"}) if half else frozenset()))
+    return None
+
+
+_GRAD_SHAPE = re.compile(r"Mismatch in shape: grad_output\[(\d+)\] has a shape of torch\.Size\(\[([\d, ]*)\]\) and output\[\d+\] has a shape of torch\.Size\(\[([\d, ]*)\]\)")
+_NO_DERIVATIVE = re.compile(r"(?:the )?derivative for '?([\w.]+?)'? is not implemented")
+
+
+def _size(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.replace(" ", "").split(",") if v)
+
+
+@rule(
+    'autograd.autograd_misuse',
+    category='no_grad_fn',
+    docs=("autograd-misuse", "no-grad-fn"),
+    priority=284,
+    outcomes=('autograd.requires_grad_nonleaf', 'autograd.grad_shape_scalar', 'autograd.grad_shape', 'autograd.no_derivative', 'autograd.no_double_backward'),
+    examples=(
+        Example("corpus/autograd/requires_grad_nonleaf_output.txt", "autograd.requires_grad_nonleaf"),
+        Example("corpus/autograd/requires_grad_nonleaf_tensorwatch.txt", "autograd.requires_grad_nonleaf"),
+        Example("corpus/autograd/requires_grad_nonleaf_deepfool.txt", "autograd.requires_grad_nonleaf"),
+        Example("corpus/autograd/requires_grad_nonleaf_fairscale.txt", "autograd.requires_grad_nonleaf"),
+        Example("corpus/autograd/grad_shape_scalar_loss_hopenet.txt", "autograd.grad_shape_scalar"),
+        Example("corpus/autograd/grad_shape_scalar_loss_pcb.txt", "autograd.grad_shape_scalar"),
+        Example("corpus/autograd/grad_shape_backward_gradient_arg.txt", "autograd.grad_shape"),
+        Example("corpus/autograd/grad_shape_relevance_zennit.txt", "autograd.grad_shape"),
+        Example("corpus/autograd/no_derivative_lstsq_vcformer.txt", "autograd.no_derivative"),
+        Example("corpus/autograd/no_derivative_to_sparse_spconv.txt", "autograd.no_derivative"),
+        Example("corpus/autograd/no_double_backward_im2col.txt", "autograd.no_double_backward"),
+        Example("corpus/autograd/no_double_backward_lstm_cell_savn.txt", "autograd.no_double_backward"),
+    ),
+)
+def autograd_misuse(ctx: Context) -> RuleHit | None:
+    """Autograd API misuse: requires_grad on non-leaves, wrong gradient shapes, operations without a derivative."""
+    docs = ("autograd-misuse", "no-grad-fn")
+    line = _line(ctx)
+    if ctx.search(r"you can only change requires_grad flags of leaf variables"):
+        m = re.search(r"([\w.\[\]]+)\.requires_grad(?:_\(|\s*=)", line)
+        name = m.group(1) if m else None
+        cause = ((f"`{name}`" if name else "The tensor") + " is the result of a computation (a non-leaf: it has a grad_fn), and requires_grad can only be "
+                 "switched on tensors created directly (leaves). To stop gradients at a computed value, detach it; to get gradients with respect to an "
+                 "input, make the input a leaf before it goes through the computation.")
+        fixes = [
+            fix("Detach the computed value instead of changing its flag", "detach() returns a new leaf that shares the data; set requires_grad on that if you need it.",
+                f"{name or 'x'} = {name or 'x'}.detach().requires_grad_(True)   # or .detach() alone to stop gradients", "autograd-misuse"),
+            fix("Or set requires_grad on the leaf before using it", "For input gradients (saliency, adversarial examples), start from a fresh leaf each iteration.",
+                "x = x.clone().detach().requires_grad_(True)\nout = model(x)", "autograd-misuse"),
+            fix("To freeze a module, change its parameters, not its outputs", "", "for p in module.parameters():\n    p.requires_grad_(False)", "autograd-misuse"),
+        ]
+        return hit("autograd.requires_grad_nonleaf", "no_grad_fn", "requires_grad changed on a non-leaf tensor", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.93,
+                   facts=Facts(names=(name,) if name else (), call=".requires_grad"))
+    m = _GRAD_SHAPE.search(ctx.text)
+    if m:
+        given, out = _size(m.group(2)), _size(m.group(3))
+        facts = Facts(shapes=(given, out), numbers={"index": float(m.group(1))}, call="backward")
+        found = [error_fact(ctx), Fact("shape", f"gradient given with shape {list(given)}, output has shape {list(out)}")]
+        if out == () and given in ((1,), ()):
+            cause = ("The loss is a 0-dimensional scalar, but the gradient passed to backward() has shape [1]. Losses became 0-dim tensors in PyTorch 0.4; "
+                     "code written before that passes torch.ones(1) (or a one-element tensor) as the gradient. A scalar loss needs no gradient argument at all.")
+            fixes = [
+                fix("Call backward() without a gradient for scalar losses", "", "loss.backward()\n# several losses: torch.autograd.backward(losses) or sum(losses).backward()", "autograd-misuse"),
+                fix("Or pass a 0-dim gradient", "", "loss.backward(torch.tensor(1.0, device=loss.device))", "autograd-misuse"),
+            ]
+            return hit("autograd.grad_shape_scalar", "no_grad_fn", "Gradient of shape [1] for a scalar loss", cause, fixes, docs, _loc(ctx, found), 0.93, facts=facts)
+        cause = (f"backward() (or autograd.grad) was given a gradient of shape {list(given)} for an output of shape {list(out)}; the gradient argument "
+                 "must have exactly the output's shape (it is the upstream dLoss/dOutput).")
+        fixes = [
+            fix("Pass a gradient shaped like the output", "", "out.backward(torch.ones_like(out))   # or reduce first: out.sum().backward()", "autograd-misuse"),
+            fix("Check which output the gradient belongs to", "With several outputs, gradients are matched by position; a cropped or resized output needs a gradient of the new size.", None, "autograd-misuse"),
+        ]
+        return hit("autograd.grad_shape", "no_grad_fn", "Gradient shape does not match the output", cause, fixes, docs, _loc(ctx, found), 0.9, facts=facts)
+    m = _NO_DERIVATIVE.search(ctx.text)
+    if m:
+        op = m.group(1)
+        if op.endswith("_backward"):
+            cause = (f"A second-order gradient was requested (create_graph=True, a gradient penalty, autograd.grad of a gradient, or double backward in "
+                     f"meta-learning), but `{op}` — the backward of an operation — has no derivative of its own in this PyTorch build.")
+            fixes = [
+                fix("Avoid differentiating through that operation twice", "Replace it with an equivalent built from differentiable primitives, or drop create_graph/higher-order terms for that part.", None, "autograd-misuse"),
+                fix("Upgrade PyTorch", "Double-backward support for many operations was added over time.", "pip install -U torch", "autograd-misuse"),
+            ]
+            return hit("autograd.no_double_backward", "no_grad_fn", f"No double backward for {op}", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.88,
+                       facts=Facts(names=(op,), flags=frozenset({"double_backward"})))
+        cause = (f"The backward pass reached `{op}`, an operation (or argument) autograd cannot differentiate in this PyTorch version, so gradients cannot "
+                 "flow through it.")
+        fixes = [
+            fix("Keep that operation out of the differentiated path", f"Compute `{op}` on detached values if no gradient is needed through it, or use a differentiable alternative.", "y = op(x.detach())", "autograd-misuse"),
+            fix("Upgrade PyTorch", "Derivatives for many linear-algebra and sparse operations were added in later releases.", "pip install -U torch", "autograd-misuse"),
+        ]
+        return hit("autograd.no_derivative", "no_grad_fn", f"No derivative for {op}", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.88, facts=Facts(names=(op,)))
     return None

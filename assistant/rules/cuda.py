@@ -7,10 +7,11 @@ operation that failed. Every rule here says so and says how to localise the real
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit, location_fact
-from assistant.types import CudaAssert, Fact, Fix, RuleHit
+from assistant.rules.registry import EARLY, Example, rule
+from assistant.types import CudaAssert, Fact, Facts, Fix, RuleHit
 
 _ASYNC_NOTE = ("CUDA kernels run asynchronously, so the error is raised at a later synchronising call: the Python line in the traceback "
                "may not be the operation that failed.")
@@ -23,57 +24,108 @@ def _localise_fixes() -> list[Fix]:
     ]
 
 
-def _assert_story(a: CudaAssert) -> tuple[str, str, list[Fix]]:
-    """What a kernel assertion means, from the kernel name and condition."""
+@dataclass(frozen=True)
+class AssertStory:
+    """What one kind of kernel assertion means."""
+
+    outcome: str
+    short: str
+    cause: str
+    fixes: tuple[Fix, ...]
+
+
+def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
+    """What a kernel assertion means, from the kernel name and condition (and whether the frames show an embedding)."""
     k = f"{a.source_file} {a.kernel} {a.condition}"
-    if re.search(r"nll_loss|ClassNLLCriterion|Loss\.cu|t >= 0 && t < n_classes|cross_entropy", k, re.I) and "input_val" not in k:
-        return ("label out of range in the loss",
-                f"The loss kernel `{a.kernel}` found a target label outside [0, n_classes) (assertion `{a.condition}`). A label equals the number of "
-                "classes (labels numbered 1..C instead of 0..C-1), is negative (e.g. -1 padding without ignore_index), or the output layer has fewer "
-                "classes than the data.",
-                [fix("Check the label range against the model's output size", "Labels must satisfy 0 <= y < num_classes; the final layer's out_features must be num_classes.", "print(y.min().item(), y.max().item(), logits.shape[-1])\nassert 0 <= y.min() and y.max() < logits.shape[-1]", "device-side-assert"),
-                 fix("Shift 1-based labels, or mark padding with ignore_index", "", "loss = F.cross_entropy(logits, y - 1)\n# or: nn.CrossEntropyLoss(ignore_index=-100) with padding set to -100", "device-side-assert")])
+    if re.search(r"nll_loss|ClassNLLCriterion|t >= 0 && t < n_classes|cross_entropy", k, re.I):
+        return AssertStory(
+            "cuda.assert_label", "class label out of range in the loss",
+            f"The loss kernel `{a.kernel}` found a target label outside [0, n_classes) (assertion `{a.condition}`). A label equals the number of "
+            "classes (labels numbered 1..C instead of 0..C-1), is negative (e.g. -1 padding without ignore_index), or the output layer has fewer "
+            "classes than the data.",
+            (fix("Check the label range against the model's output size", "Labels must satisfy 0 <= y < num_classes; the final layer's out_features must be num_classes.", "print(y.min().item(), y.max().item(), logits.shape[-1])\nassert 0 <= y.min() and y.max() < logits.shape[-1]", "device-side-assert"),
+             fix("Shift 1-based labels, or mark padding with ignore_index", "", "loss = F.cross_entropy(logits, y - 1)\n# or: nn.CrossEntropyLoss(ignore_index=-100) with padding set to -100", "device-side-assert")))
     if re.search(r"input_val >= zero && input_val <= one|binary_cross_entropy", k):
-        return ("BCE input outside [0, 1]",
-                f"binary_cross_entropy's kernel found an input outside [0, 1] (assertion `{a.condition}`): it was given raw logits (or NaN) instead of probabilities.",
-                [fix("Use BCEWithLogitsLoss on raw logits", "It applies the sigmoid internally and is numerically stable.", "loss = F.binary_cross_entropy_with_logits(logits, target)", "device-side-assert")])
-    if re.search(r"vectorized_gather|IndexKernelUtils", k):
-        return ("index out of range in an embedding/index_select gather",
-                f"The gather kernel `{a.kernel}` read an index outside the indexed dimension (assertion `{a.condition}`). This kernel serves nn.Embedding "
-                "lookups and index_select: most often a token id >= num_embeddings (a tokenizer vocabulary larger than the embedding table, added special "
-                "tokens, ids from another tokenizer, or positions beyond max_position_embeddings), otherwise an index tensor with an off-by-one.",
-                [fix("Compare the largest id with the embedding size", "", "print(ids.min().item(), ids.max().item(), model.embed.num_embeddings)", "device-side-assert"),
-                 fix("Size the embedding from the vocabulary (and positions from the max length)", "With Hugging Face models after adding tokens: model.resize_token_embeddings(len(tokenizer)).", "emb = nn.Embedding(len(vocab), dim)", "index-out-of-range")])
-    if re.search(r"indexSelect|Indexing\.cu|Embedding|srcIndex < srcSelectDimSize|index_select", k, re.I):
-        return ("index out of range in index_select/embedding",
-                f"`{a.kernel}` read an index outside the table (assertion `{a.condition}`). For nn.Embedding this means a token id >= num_embeddings: "
-                "the tokenizer's vocabulary is larger than the embedding table, special/padding tokens were added without resizing, or ids are negative.",
-                [fix("Compare the largest id with the embedding size", "", "print(ids.max().item(), model.embed.num_embeddings)", "device-side-assert"),
-                 fix("Resize the embedding to the vocabulary", "With Hugging Face models after adding tokens: model.resize_token_embeddings(len(tokenizer)).", "emb = nn.Embedding(len(vocab), dim)", "index-out-of-range")])
-    if re.search(r"ScatterGather|scatter|gather|idx_dim", k, re.I):
-        return ("gather/scatter index out of range",
-                f"`{a.kernel}` got an index outside the dimension it indexes (assertion `{a.condition}`).",
-                [fix("Check index bounds before gather/scatter", "", "assert idx.min() >= 0 and idx.max() < src.size(dim)", "index-out-of-range")])
+        return AssertStory(
+            "cuda.assert_bce_range", "BCE input outside [0, 1]",
+            f"binary_cross_entropy's kernel found an input outside [0, 1] (assertion `{a.condition}`): it was given raw logits, values that drifted "
+            "outside the range, or NaN, instead of probabilities.",
+            (fix("Use BCEWithLogitsLoss on raw logits", "It applies the sigmoid internally and is numerically stable.", "loss = F.binary_cross_entropy_with_logits(logits, target)", "device-side-assert"),
+             fix("If the inputs are meant to be probabilities, check them for NaN first", "A NaN from earlier in the network also fails this check.", "assert torch.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()", "nan-inf-anomaly")))
+    if re.search(r"multinomial|cumdist|0 <= p4 && p4 <= 1|val >= zero|ge\(val, zero\)|probability tensor contains", k, re.I):
+        return AssertStory(
+            "cuda.assert_multinomial", "invalid probabilities for sampling",
+            f"A sampling kernel (`{a.kernel}`) got a probability row that is negative, NaN/Inf, or sums to zero (assertion `{a.condition}`).",
+            (fix("Sample from softmax of finite logits", "Check the logits for NaN/Inf and make sure no row is all zeros or masked out entirely.", "probs = torch.softmax(logits.float(), -1)\nassert torch.isfinite(probs).all() and (probs.sum(-1) > 0).all()", "nan-inf-anomaly"),))
+    gather = re.search(r"vectorized_gather|IndexKernelUtils|indexSelect|srcIndex < srcSelectDimSize|index_select", k, re.I)
+    if gather:
+        story = (f"`{a.kernel}` read an index outside the dimension it indexes (assertion `{a.condition}`). This kernel serves embedding lookups, "
+                 "index_select and tensor[idx] gathers: an index tensor holds a value at or beyond the size of the indexed dimension, or a negative one "
+                 "(for an embedding lookup: an id >= num_embeddings).")
+        fixes = [fix("Compare the largest index with the size it indexes", "", "print(idx.min().item(), idx.max().item(), table.size(0))\nassert 0 <= idx.min() and idx.max() < table.size(0)", "index-out-of-range")]
+        if embedding_seen:
+            story += (" The traceback shows an embedding, so most likely a token id is too large — a tokenizer vocabulary larger than the table, tokens added "
+                      "without resizing it, or positions beyond the largest position embedding.")
+            fixes.append(fix("Size the embedding from the vocabulary (and positions from the max length)", "With Hugging Face models after adding tokens: model.resize_token_embeddings(len(tokenizer)).", "emb = nn.Embedding(len(vocab), dim)", "index-out-of-range"))
+        return AssertStory("cuda.assert_gather_index", "index out of range in an embedding/index_select gather", story, tuple(fixes))
+    if re.search(r"ScatterGather|scatter|idx_dim", k, re.I):
+        return AssertStory(
+            "cuda.assert_scatter_gather", "gather/scatter index out of range",
+            f"A gather/scatter kernel (`{a.kernel}`) got an index outside the dimension it indexes (assertion `{a.condition}`): torch.gather, "
+            "scatter/scatter_add or an op built on them (one-hot encoding, label smoothing, top-k bookkeeping) received an index >= that "
+            "dimension's size, or a negative one — for example a label value larger than the number of classes it is scattered into.",
+            (fix("Check index bounds before gather/scatter", "The index values must lie in [0, size of the dimension being gathered/scattered).", "assert idx.min() >= 0 and idx.max() < src.size(dim)", "index-out-of-range"),))
     if re.search(r"IndexKernel|index out of bounds|-sizes\[i\] <= index", k, re.I):
-        return ("tensor index out of range",
-                f"An indexing kernel (`{a.kernel}`) got an index outside the tensor (assertion `{a.condition}`): advanced indexing with a tensor of indices that contains a value >= the dimension size (or < -size).",
-                [fix("Check the index tensor's range", "", "assert idx.min() >= -t.size(0) and idx.max() < t.size(0)", "index-out-of-range")])
-    if re.search(r"multinomial|cumdist|0 <= p4 && p4 <= 1|p >= 0", k, re.I):
-        return ("invalid probabilities for sampling",
-                f"A sampling kernel (`{a.kernel}`) got probabilities that are negative, NaN or Inf (assertion `{a.condition}`).",
-                [fix("Sample from softmax of finite logits", "", "probs = torch.softmax(logits.float(), -1)\nassert torch.isfinite(probs).all()", "nan-inf-anomaly")])
-    return ("kernel assertion",
-            f"The kernel `{a.kernel}` in {a.source_file} failed the assertion `{a.condition}`: an input violates what that kernel requires (most often an index or label out of range).",
-            [])
+        return AssertStory(
+            "cuda.assert_index", "tensor index out of range",
+            f"An indexing kernel (`{a.kernel}`) got an index outside the tensor (assertion `{a.condition}`): advanced indexing with a tensor of indices "
+            "that contains a value >= the dimension size (or < -size).",
+            (fix("Check the index tensor's range", "", "assert idx.min() >= -t.size(0) and idx.max() < t.size(0)", "index-out-of-range"),))
+    return AssertStory(
+        "cuda.assert_other", "kernel assertion",
+        f"The kernel `{a.kernel}` in {a.source_file.replace(chr(92), '/').rsplit('/', 1)[-1]} failed the assertion `{a.condition}`: an input violates "
+        "what that kernel requires (most often an index or label out of range).",
+        ())
+
+
+# What the failing line (when CUDA_LAUNCH_BLOCKING was not set, only a hint) points at.
+_LOSS_LINE = re.compile(r"cross_entropy|nll_loss|CrossEntropyLoss|criterion\(|loss_fn\(|\bloss\w*\s*=", re.I)
+_EMBED_LINE = re.compile(r"embed|emb\b|tok_emb|pos_emb|wte|wpe", re.I)
 
 
 @rule(
     'cuda.device_side_assert',
     category='device_side_assert',
-    docs=("cudnn-errors", "async-cuda-errors", "cuda-oom"),
+    docs=("device-side-assert", "async-cuda-errors"),
     priority=212,
-    outcomes=('cuda.device_side_assert',),
-    examples=(),
+    outcomes=('cuda.device_side_assert', 'cuda.assert_label', 'cuda.assert_bce_range', 'cuda.assert_multinomial', 'cuda.assert_gather_index',
+              'cuda.assert_scatter_gather', 'cuda.assert_index', 'cuda.assert_other'),
+    examples=(
+        Example('corpus/cuda/device_side_assert_no_kernel_line.txt', 'cuda.device_side_assert'),
+        Example('corpus/cuda/device_side_assert_embedding_add_line.txt', 'cuda.device_side_assert'),
+        Example('captured/cuda/cuda-assert-ce-one-based-labels', 'cuda.assert_label'),
+        Example('captured/cuda/cuda-assert-nll-pad-label-minus-one', 'cuda.assert_label'),
+        Example('realworld/dev/detectors-old-spatialclassnll-assert', 'cuda.assert_label'),
+        Example('realworld/dev/unet-nllloss2d-assert-tqdm', 'cuda.assert_label'),
+        Example('corpus/cuda/assert_bce_input_range.txt', 'cuda.assert_bce_range'),
+        Example('corpus/cuda/assert_bce_input_range_old.txt', 'cuda.assert_bce_range'),
+        Example('corpus/cuda/assert_bce_input_range_h200.txt', 'cuda.assert_bce_range'),
+        Example('corpus/cuda/assert_multinomial_cumdist.txt', 'cuda.assert_multinomial'),
+        Example('corpus/cuda/assert_multinomial_negative.txt', 'cuda.assert_multinomial'),
+        Example('corpus/cuda/assert_multinomial_thc.txt', 'cuda.assert_multinomial'),
+        Example('corpus/cuda/assert_multinomial_negative_prob_h200.txt', 'cuda.assert_multinomial'),
+        Example('captured/cuda/cuda-assert-embedding-token-out-of-vocab', 'cuda.assert_gather_index'),
+        Example('captured/cuda/cuda-assert-scatter-edge-index', 'cuda.assert_gather_index'),
+        Example('realworld/dev/hf28104-indexselect-assert-embeddings', 'cuda.assert_gather_index'),
+        Example('corpus/cuda/assert_embedding_index_select_h200.txt', 'cuda.assert_gather_index'),
+        Example('corpus/cuda/assert_scatter_gather_segmentation.txt', 'cuda.assert_scatter_gather'),
+        Example('corpus/cuda/assert_scatter_gather_old.txt', 'cuda.assert_scatter_gather'),
+        Example('corpus/cuda/assert_scatter_one_hot_h200.txt', 'cuda.assert_scatter_gather'),
+        Example('corpus/cuda/assert_index_kernel_out_of_bounds.txt', 'cuda.assert_index'),
+        Example('corpus/cuda/assert_index_kernel_windows.txt', 'cuda.assert_index'),
+        Example('corpus/cuda/assert_index_kernel_h200.txt', 'cuda.assert_index'),
+        Example('realworld/dev/cutorch-819-old-59-indexatdim', 'cuda.assert_other'),
+    ),
 )
 def device_side_assert(ctx: Context) -> RuleHit | None:
     """``device-side assert triggered`` plus the ``.cu`` assertion lines that name the kernel."""
@@ -84,28 +136,40 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
     docs = ["device-side-assert", "async-cuda-errors"]
     found = [error_fact(ctx)]
     fixes: list[Fix] = []
+    src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    conjecture = ""
     if ctx.failure.cuda_asserts:
         a = ctx.failure.cuda_asserts[0]
-        short, story, specific = _assert_story(a)
+        frames_text = " ".join(f"{fr.function or ''} {fr.source or ''}" for fr in ctx.failure.frames)
+        story = _assert_story(a, bool(re.search(r"embedding|Embedding", frames_text)))
         threads = sum(x.count for x in ctx.failure.cuda_asserts if x.kernel == a.kernel)
-        found.append(Fact("cuda_assert", f"{a.source_file.rsplit('/', 1)[-1]}:{a.line} in `{a.kernel}`: Assertion `{a.condition}` failed ({threads} thread report(s))"))
-        cause = f"{story} {_ASYNC_NOTE}"
-        fixes.extend(specific)
-        title = f"CUDA device-side assert: {short}"
-        if "index" in short:
+        found.append(Fact("cuda_assert", f"{a.source_file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{a.line} in `{a.kernel}`: Assertion `{a.condition}` failed ({threads} thread report(s))"))
+        outcome, cause = story.outcome, f"{story.cause} {_ASYNC_NOTE}"
+        fixes.extend(story.fixes)
+        title = f"CUDA device-side assert: {story.short}"
+        if "index" in story.short:
             docs.append("index-out-of-range")
+        values = Facts(names=(a.kernel, a.condition), numbers={"thread_reports": float(threads)})
     else:
-        cause = ("A CUDA kernel hit an internal assertion. Without the kernel's assertion line (printed to stderr before the Python traceback; look for "
-                 "`Assertion ... failed`), the usual causes in order are: a class label outside [0, num_classes) in cross_entropy/nll_loss, an "
-                 "embedding/index_select index >= the table size, a gather/scatter index out of range, or BCE inputs outside [0, 1]. " + _ASYNC_NOTE)
+        outcome = "cuda.device_side_assert"
+        cause = ("A CUDA kernel hit an internal assertion, but the assertion line that names the kernel (printed to stderr before the Python "
+                 "traceback: `...cu:LINE: kernel: ... Assertion `...` failed.`) is not in the text. The usual causes, most common first: a class "
+                 "label outside [0, num_classes) in a classification loss, an embedding or index_select index >= the table size, a gather/scatter "
+                 "index out of range, or inputs outside [0, 1] for binary cross-entropy. " + _ASYNC_NOTE)
+        # The reported line is only a hint (asynchronous), so what it shows is a conjecture, not the cause.
+        if _EMBED_LINE.search(src):
+            conjecture = "The reported line works with embeddings: check the token/position ids against the embedding sizes first."
+        elif _LOSS_LINE.search(src):
+            conjecture = "The reported line computes a loss: check the target labels against the number of classes first."
         fixes.append(fix("Check labels and indices first", "These are behind most device-side asserts.", "assert 0 <= y.min() and y.max() < num_classes\nassert ids.max() < embedding.num_embeddings", "device-side-assert"))
         title = "CUDA device-side assert triggered"
+        values = Facts()
     fixes.extend(_localise_fixes())
     fixes.append(fix("Restart the process after fixing", "After a device-side assert the CUDA context is unusable; every later CUDA call fails too.", None, "async-cuda-errors"))
     loc = location_fact(ctx)
     if loc:
         found.append(Fact("location", loc.text + " (reported line; may not be the failing op)"))
-    return hit("cuda.device_side_assert", "device_side_assert", title, cause, fixes, docs, found, 0.95)
+    return hit(outcome, "device_side_assert", title, cause, fixes, docs, found, 0.95, facts=values, conjecture=conjecture)
 
 
 @rule(
@@ -113,8 +177,16 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
     category='illegal_memory_access',
     docs=("illegal-memory-access", "async-cuda-errors"),
     priority=213,
-    outcomes=('cuda.illegal_memory_access',),
-    examples=(),
+    outcomes=('cuda.illegal_memory_access', 'cuda.illegal_memory_access_custom', 'cuda.misaligned_address'),
+    examples=(
+        Example('realworld/dev/regtr-illegal-memory-logger-prefix', 'cuda.illegal_memory_access'),
+        Example('realworld/dev/tegnas-illegal-memory-random', 'cuda.illegal_memory_access'),
+        Example('realworld/dev/sdtrt-illegal-memory-chinese-hint', 'cuda.illegal_memory_access'),
+        Example('captured/cuda/cuda-illegal-access-triton-byte-stride', 'cuda.illegal_memory_access'),
+        Example('corpus/cuda/illegal_access_triton_inductor.txt', 'cuda.illegal_memory_access_custom'),
+        Example('corpus/cuda/illegal_access_triton_sparse_attention.txt', 'cuda.illegal_memory_access_custom'),
+        Example('captured/cuda/cuda-misaligned-address-flat-grad-ext', 'cuda.misaligned_address'),
+    ),
 )
 def illegal_memory_access(ctx: Context) -> RuleHit | None:
     """Illegal address, misaligned address, unspecified launch failure."""
@@ -122,46 +194,93 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
     if not m or ctx.search(r"CUBLAS_STATUS|CUDNN_STATUS"):
         return None
     kind = m.group(0)
-    files = " ".join(f.file for f in ctx.failure.frames) + " " + ctx.text
-    custom = re.search(r"triton|cpp_extension|load_inline|_C\.so|\.cu\b|custom|cupy|numba", files, re.I)
+    raw = ctx.failure.text or ctx.text
+    custom = re.search(r"triton|cpp_extension|load_inline|_C\.so|\.cu\b|cupy|numba", " ".join(f.file for f in ctx.failure.frames) + " " + raw, re.I)
     found = [error_fact(ctx)]
-    if "misaligned" in kind:
-        cause = ("A kernel read or wrote memory at an address not aligned for the access width (e.g. a float4/128-bit vector load from an offset "
-                 "that is not a multiple of 16 bytes). It comes from custom kernels that vectorise loads on sliced or non-contiguous tensors, "
-                 "or storage offsets that break alignment assumptions.")
-        fixes = [
-            fix("Pass contiguous, aligned tensors to custom kernels", "Slices (x[:, 1:]) keep a storage offset; .contiguous() copies into a fresh aligned buffer.", "x = x.contiguous()", "illegal-memory-access"),
-            fix("Check alignment before vectorised loads", "Fall back to scalar loads when data_ptr() % 16 != 0.", "assert x.data_ptr() % 16 == 0", "illegal-memory-access"),
-        ]
-    else:
-        cause = ("A GPU kernel accessed memory outside any valid allocation. "
-                 + ("The traceback involves a custom kernel (Triton/C++/CUDA extension): its index arithmetic most likely reads past the end of a tensor — a missing bounds mask, a wrong stride assumption for a non-contiguous input, or an int32 offset overflow on large tensors. "
-                    if custom else
-                    "In plain PyTorch code this usually comes from out-of-range indices in an op that does not check them, a custom or third-party extension kernel "
-                    "(Triton/CUDA) whose index or stride arithmetic is wrong — the error often surfaces at a later, innocent line — or a library bug; it can also follow an earlier asynchronous error. ")
+    if custom:
+        found.append(Fact("custom_kernel", f"the text mentions a custom kernel: {custom.group(0)}"))
+    if "misaligned" in kind.lower():
+        outcome = "cuda.misaligned_address"
+        cause = ("A kernel read or wrote memory at an address not aligned for the access width (e.g. a 128-bit vector load from an offset "
+                 "that is not a multiple of 16 bytes). It comes from kernels that vectorise loads on tensors whose storage offset or strides break "
+                 "their alignment assumptions — views into a larger flat buffer, slices, or non-contiguous inputs passed to a custom or fused kernel. "
                  + _ASYNC_NOTE)
         fixes = [
+            fix("Pass contiguous, freshly allocated tensors to the failing kernel", "Views keep a storage offset; .contiguous() or .clone() copies into a fresh aligned buffer.", "x = x.contiguous()  # or x.clone()", "illegal-memory-access"),
+            fix("Check alignment of views into shared buffers", "When parameters or gradients are views into one flat tensor, align each view's offset to 16 bytes or fall back to non-vectorised code paths.", "assert x.data_ptr() % 16 == 0", "illegal-memory-access"),
+        ]
+    elif custom:
+        outcome = "cuda.illegal_memory_access_custom"
+        cause = ("A GPU kernel accessed memory outside any valid allocation, and the text involves a hand-written or generated kernel (Triton — "
+                 "your own, a library's, or one torch.compile generated — or a C++/CUDA extension): its index arithmetic most likely reads past the "
+                 "end of a tensor — a missing bounds mask, a wrong stride assumption (element vs byte strides, or a non-contiguous input), or an "
+                 "int32 offset that overflows on large tensors. " + _ASYNC_NOTE)
+        fixes = [
             fix("Find the faulting kernel with compute-sanitizer", "It reports the kernel, thread and address of the bad access.", "compute-sanitizer --tool memcheck python repro.py", "illegal-memory-access"),
-            fix("Bounds-check custom kernels", "In Triton, mask every load/store with the valid range; in CUDA C++, guard with `if (i < n)` and use int64 offsets for big tensors.", "x = tl.load(ptr + offs, mask=offs < n_elements)", "illegal-memory-access"),
+            fix("Bounds-check the kernel", "If it is a kernel you wrote or can change: in Triton, mask every load/store with the valid range and pass strides in elements; in CUDA C++, guard with `if (i < n)` and use int64 offsets for big tensors.", "x = tl.load(ptr + offs, mask=offs < n_elements)", "illegal-memory-access"),
             fix("Make inputs contiguous", "Kernels that assume a contiguous layout read the wrong addresses on transposed or sliced tensors.", "x = x.contiguous()", "illegal-memory-access"),
+            fix("If the kernel was generated by torch.compile, compare with eager mode", "Running the same step without torch.compile tells a compiler bug from a bad input.", "model = torch.compile(model, backend='eager')  # or drop torch.compile", "illegal-memory-access"),
+        ]
+    else:
+        outcome = "cuda.illegal_memory_access"
+        cause = ("A GPU kernel accessed memory outside any valid allocation. In plain PyTorch code this usually comes from out-of-range indices in an "
+                 "op that does not check them, a third-party extension kernel (compiled ops from a library) whose index or stride arithmetic is wrong, "
+                 "or a library bug; it can also follow an earlier asynchronous error. " + _ASYNC_NOTE)
+        fixes = [
+            fix("Find the faulting kernel with compute-sanitizer", "It reports the kernel, thread and address of the bad access.", "compute-sanitizer --tool memcheck python repro.py", "illegal-memory-access"),
+            fix("Check indices fed to indexing ops and extension kernels", "Out-of-range indices in ops without bounds checks read arbitrary memory.", "assert idx.min() >= 0 and idx.max() < t.size(dim)", "illegal-memory-access"),
+            fix("Rule out a library mismatch", "Compiled extensions built against a different PyTorch/CUDA version can corrupt memory; rebuild them for the installed versions.", None, "illegal-memory-access"),
         ]
     fixes.extend(_localise_fixes())
     fixes.append(fix("Restart the process", "The CUDA context is corrupted after this error; nothing on this GPU works until the process exits.", None, "illegal-memory-access"))
-    title = "CUDA misaligned address" if "misaligned" in kind else "CUDA illegal memory access"
-    return hit("cuda.illegal_memory_access", "illegal_memory_access", title, cause, fixes, ("illegal-memory-access", "async-cuda-errors"), found + ([location_fact(ctx)] if location_fact(ctx) else []), 0.93)
+    title = "CUDA misaligned address" if outcome == "cuda.misaligned_address" else "CUDA illegal memory access"
+    loc = location_fact(ctx)
+    return hit(outcome, "illegal_memory_access", title, cause, fixes, ("illegal-memory-access", "async-cuda-errors"), found + ([loc] if loc else []), 0.93,
+               facts=Facts(names=(kind,) + ((custom.group(0),) if custom else ())))
 
 
-_CUDNN_STORIES = {
-    "NOT_INITIALIZED": "cuDNN could not create its handle. This almost always means the GPU was already out of memory at that moment (cuDNN needs workspace), or the cuDNN library does not match the driver/PyTorch build.",
-    "EXECUTION_FAILED": "A cuDNN kernel failed while running. Often an earlier asynchronous error (an out-of-range index, a device-side assert) surfaces here, or the input is unusually large/shaped; sometimes it is a cuDNN bug for that configuration.",
-    "BAD_PARAM": "cuDNN rejected the call's parameters: an unsupported shape/dtype/layout combination, or a non-contiguous input.",
-    "NOT_SUPPORTED": "cuDNN has no algorithm for this configuration — often a non-contiguous input, an unusual dtype/layout, or a tensor too large for 32-bit indexing.",
-    "MAPPING_ERROR": "cuDNN could not access GPU memory; usually a consequence of an earlier illegal access or memory corruption, sometimes of OOM.",
-    "INTERNAL_ERROR": "cuDNN hit an internal error; commonly memory pressure or an earlier asynchronous failure.",
-    "ALLOC_FAILED": "cuDNN could not allocate its workspace: the GPU is out of memory.",
-    "ARCH_MISMATCH": "This cuDNN build does not support the GPU's architecture.",
-    "LICENSE_ERROR": "cuDNN license check failed.",
-}
+@dataclass(frozen=True)
+class StatusStory:
+    """What one library status (or group of statuses) means and what to try first."""
+
+    outcome: str
+    statuses: tuple[str, ...]
+    story: str
+    memory_first: bool = False
+
+
+_CUDNN_STATUSES = (
+    StatusStory("cuda.cudnn_no_memory", ("NOT_INITIALIZED", "ALLOC_FAILED"),
+                "cuDNN could not create its handle or allocate its workspace. This almost always means the GPU was already out of memory at "
+                "that moment, or (for NOT_INITIALIZED) that the cuDNN library does not match the driver/PyTorch build.", True),
+    StatusStory("cuda.cudnn_execution_failed", ("EXECUTION_FAILED",),
+                "A cuDNN kernel failed while running. Often an earlier asynchronous error (an out-of-range index, a device-side assert) surfaces "
+                "here; otherwise a cuDNN/CUDA build that does not support this GPU, or an unusually large or oddly shaped input."),
+    StatusStory("cuda.cudnn_bad_param", ("BAD_PARAM",),
+                "cuDNN rejected the call's parameters: an unsupported shape/dtype/layout combination, a non-contiguous input, or a mismatch "
+                "between the cuDNN library found at run time and the one PyTorch was built with."),
+    StatusStory("cuda.cudnn_not_supported", ("NOT_SUPPORTED",),
+                "cuDNN has no algorithm for this configuration — often a non-contiguous input, an unusual dtype/layout, or a tensor (batch × "
+                "channels × spatial size) too large for cuDNN's 32-bit indexing."),
+    StatusStory("cuda.cudnn_mapping_error", ("MAPPING_ERROR",),
+                "cuDNN could not access GPU memory. Usually a consequence of an earlier illegal access or memory corruption, of memory pressure, "
+                "or of a cuDNN/CUDA build that does not match this GPU.", True),
+    StatusStory("cuda.cudnn_arch_mismatch", ("ARCH_MISMATCH",),
+                "This cuDNN build does not support the GPU's architecture: the card is older than the cuDNN release supports, or a different cuDNN "
+                "library (a system-wide copy on the library path) is loaded instead of the one PyTorch ships."),
+    StatusStory("cuda.cudnn_version_mismatch", ("VERSION_MISMATCH", "SUBLIBRARY_VERSION_MISMATCH"),
+                "The cuDNN libraries loaded at run time come from different versions: some from PyTorch's wheel, others from a system install or "
+                "another package on the library path."),
+    # Also the answer for statuses no other row explains: cuDNN failed without saying why.
+    StatusStory("cuda.cudnn_internal_error", ("INTERNAL_ERROR",),
+                "cuDNN failed internally. Commonly memory pressure (cuDNN's workspace could not be obtained), an earlier asynchronous failure, "
+                "or a cuDNN/driver mismatch.", True),
+)
+
+
+def _status_story(table: tuple[StatusStory, ...], status: str) -> StatusStory:
+    """The row for a status; statuses no row names share the last (internal error) row."""
+    return next((row for row in table if status in row.statuses), table[-1])
 
 
 @rule(
@@ -169,29 +288,52 @@ _CUDNN_STORIES = {
     category='cudnn_error',
     docs=("cudnn-errors", "async-cuda-errors", "cuda-oom"),
     priority=210,
-    outcomes=('cuda.cudnn', 'cuda.cudnn_rnn_eval'),
-    examples=(),
+    outcomes=('cuda.cudnn_no_memory', 'cuda.cudnn_execution_failed', 'cuda.cudnn_bad_param', 'cuda.cudnn_not_supported', 'cuda.cudnn_mapping_error',
+              'cuda.cudnn_arch_mismatch', 'cuda.cudnn_version_mismatch', 'cuda.cudnn_internal_error', 'cuda.cudnn_no_algorithm', 'cuda.cudnn_rnn_eval'),
+    examples=(
+        Example('realworld/dev/frn-cudnn-not-initialized-memory', 'cuda.cudnn_no_memory'),
+        Example('corpus/cuda/cudnn_alloc_failed_lowercase_title.txt', 'cuda.cudnn_no_memory'),
+        Example('realworld/dev/lwrefinenet-cudnn-execution-failed-backward', 'cuda.cudnn_execution_failed'),
+        Example('corpus/cuda/cudnn_bad_param.txt', 'cuda.cudnn_bad_param'),
+        Example('realworld/dev/dpgn-cudnn-not-supported-cudatoolkit', 'cuda.cudnn_not_supported'),
+        Example('realworld/dev/pytorch-11065-old-cudnn-not-supported-jupyter-large-batch', 'cuda.cudnn_not_supported'),
+        Example('corpus/cuda/cudnn_mapping_error_backward.txt', 'cuda.cudnn_mapping_error'),
+        Example('corpus/cuda/cudnn_mapping_error_conv_forward.txt', 'cuda.cudnn_mapping_error'),
+        Example('corpus/cuda/cudnn_arch_mismatch_lstm.txt', 'cuda.cudnn_arch_mismatch'),
+        Example('corpus/cuda/cudnn_arch_mismatch_old_gpu.txt', 'cuda.cudnn_arch_mismatch'),
+        Example('corpus/cuda/cudnn_sublibrary_version_mismatch.txt', 'cuda.cudnn_version_mismatch'),
+        Example('captured/cuda/cudnn-error-dataset-preload-fills-gpu', 'cuda.cudnn_internal_error'),
+        Example('corpus/cuda/cudnn_internal_error_backward.txt', 'cuda.cudnn_internal_error'),
+        Example('corpus/cuda/cudnn_no_valid_algorithm_backward.txt', 'cuda.cudnn_no_algorithm'),
+        Example('corpus/cuda/cudnn_no_valid_algorithm_conv3d.txt', 'cuda.cudnn_no_algorithm'),
+        Example('corpus/cuda/cudnn_rnn_backward_eval_mode.txt', 'cuda.cudnn_rnn_eval'),
+        Example('corpus/cuda/cudnn_rnn_backward_eval_mode_sampling.txt', 'cuda.cudnn_rnn_eval'),
+    ),
 )
 def cudnn_error(ctx: Context) -> RuleHit | None:
     """``cuDNN error: CUDNN_STATUS_*`` and friends, with what usually hides behind each status."""
-    m = ctx.search(r"CUDNN_STATUS_(\w+)")
-    other = ctx.search(r"Unable to find a valid cuDNN algorithm to run convolution|cudnn RNN backward can only be called in training mode|GET was unable to find an engine to execute this computation|FIND was unable to find an engine")
+    m = ctx.search(r"(?i)CUDNN_STATUS_(\w+)")
+    other = ctx.search(r"Unable to find a valid cuDNN algorithm to run convolution|no valid convolution algorithms available in CuDNN|cudnn RNN backward can only be called in training mode|GET was unable to find an engine to execute this computation|FIND was unable to find an engine")
     if not (m or other):
         return None
     found = [error_fact(ctx)]
     docs = ("cudnn-errors", "async-cuda-errors", "cuda-oom")
+    layer, kind = ctx.layer
+    if other and not m and "training mode" in other.group(0):
+        cause = "cuDNN's RNN backward only works in training mode; backward was called through an LSTM/GRU/RNN while it was in eval() mode."
+        fixes = [fix("Call model.train() before the backward pass (or disable cuDNN for that RNN)", "If eval mode is needed (e.g. for attribution or a frozen RNN), run that backward with cuDNN disabled.", "model.train()\n# or: with torch.backends.cudnn.flags(enabled=False): loss.backward()", "cudnn-errors")]
+        return hit("cuda.cudnn_rnn_eval", "cudnn_error", "cuDNN RNN backward in eval mode", cause, fixes, docs[:1], found, 0.93,
+                   facts=Facts(names=("cudnn RNN backward",), layer=layer, layer_kind=kind))
     if other and not m:
-        text = other.group(0)
-        if "training mode" in text:
-            cause = "cuDNN's RNN backward only works in training mode; backward was called on an LSTM/GRU while the model is in eval() mode."
-            fixes = [fix("Call model.train() before the backward pass (or disable cuDNN for that RNN)", "", "model.train()\n# or: with torch.backends.cudnn.flags(enabled=False): loss.backward()", "cudnn-errors")]
-            return hit("cuda.cudnn_rnn_eval", "cudnn_error", "cuDNN RNN backward in eval mode", cause, fixes, docs[:1], found, 0.93)
-        cause = ("cuDNN found no algorithm for this convolution. In practice this is usually out-of-memory in disguise (no algorithm fits the free workspace), "
-                 "or an unsupported shape/dtype combination.")
-        status = "NO_ALGORITHM"
+        outcome, status = "cuda.cudnn_no_algorithm", "NO_ALGORITHM"
+        cause = ("cuDNN found no algorithm for this convolution. In practice this is usually out-of-memory in disguise (no algorithm fits the free "
+                 "workspace), otherwise an unsupported shape/dtype combination or a cuDNN build that does not support this GPU.")
+        memory_first = True
     else:
-        status = m.group(1)  # type: ignore[union-attr]
-        cause = f"cuDNN returned CUDNN_STATUS_{status}. " + _CUDNN_STORIES.get(status, "cuDNN rejected or failed the call.")
+        status = m.group(1).upper()  # type: ignore[union-attr]
+        row = _status_story(_CUDNN_STATUSES, status)
+        outcome, memory_first = row.outcome, row.memory_first
+        cause = f"cuDNN returned CUDNN_STATUS_{status}. " + row.story
     found.append(Fact("status", f"CUDNN_STATUS_{status}" if status != "NO_ALGORITHM" else "no valid cuDNN algorithm"))
     if ctx.failure.cuda_asserts:
         a = ctx.failure.cuda_asserts[0]
@@ -203,21 +345,37 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
         fix("Localise with synchronous launches", "", "CUDA_LAUNCH_BLOCKING=1 python train.py", "async-cuda-errors"),
         fix("Make inputs contiguous and of a supported dtype", "", "x = x.contiguous()", "cudnn-errors"),
     ]
-    if status in ("NOT_INITIALIZED", "ALLOC_FAILED", "NO_ALGORITHM", "INTERNAL_ERROR"):
-        fixes.insert(0, fixes.pop(1))
-    return hit("cuda.cudnn", "cudnn_error", f"cuDNN error: {status}", cause, fixes, docs, found, 0.9)
+    versions = fix("Check which cuDNN PyTorch actually loads", "Compare the versions PyTorch reports with the GPU's compute capability, remove other cuDNN/CUDA copies from the library path (LD_LIBRARY_PATH / PATH), or reinstall the official wheel (with a CUDA toolkit that supports this GPU).", "print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())\nprint(torch.cuda.get_device_capability())", "cudnn-errors")
+    if outcome in ("cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch", "cuda.cudnn_bad_param"):
+        fixes.insert(0, versions)
+    else:
+        if memory_first:
+            fixes.insert(0, fixes.pop(1))
+        fixes.append(versions)
+    return hit(outcome, "cudnn_error", f"cuDNN error: {status}", cause, fixes, docs, found, 0.9,
+               facts=Facts(names=(f"CUDNN_STATUS_{status}",), layer=layer, layer_kind=kind))
 
 
-_CUBLAS_STORIES = {
-    "ALLOC_FAILED": "cuBLAS could not allocate memory (for its handle or workspace): the GPU is out of memory — this is an OOM in disguise.",
-    "NOT_INITIALIZED": "cuBLAS could not initialise: usually out of GPU memory at handle creation, or a CUDA/driver problem.",
-    "EXECUTION_FAILED": "A cuBLAS GEMM kernel failed. The classic hidden cause is an earlier asynchronous error — typically an nn.Embedding index out of range right before the matmul — or a dtype/shape combination this GPU/library cannot run.",
-    "INVALID_VALUE": "cuBLAS rejected a parameter: a matrix dimension is 0, negative or too large for 32-bit integers, or strides/leading dimensions are inconsistent (often a batch or sequence dimension that is far larger than intended).",
-    "NOT_SUPPORTED": "The GEMM's dtype combination is not supported on this GPU/cuBLAS (e.g. bf16/fp8 on an older GPU).",
-    "INTERNAL_ERROR": "cuBLAS hit an internal error; commonly memory pressure, an earlier asynchronous failure, or a cuBLAS/driver mismatch.",
-    "ARCH_MISMATCH": "This cuBLAS does not support the GPU architecture.",
-    "MAPPING_ERROR": "cuBLAS could not access GPU memory (memory corruption from an earlier error).",
-}
+_CUBLAS_STATUSES = (
+    StatusStory("cuda.cublas_no_memory", ("ALLOC_FAILED", "NOT_INITIALIZED"),
+                "cuBLAS could not create its handle or allocate its workspace: almost always the GPU was already out of memory at that moment "
+                "(an OOM in disguise), less often a CUDA/driver problem.", True),
+    StatusStory("cuda.cublas_execution_failed", ("EXECUTION_FAILED",),
+                "A cuBLAS GEMM kernel failed to run. Either an earlier asynchronous error surfaced here (an out-of-range index right before the "
+                "matmul), or this cuBLAS/CUDA build cannot run on this GPU (a CUDA toolkit older than the GPU architecture), or the matrix sizes "
+                "exceed what the kernel handles."),
+    StatusStory("cuda.cublas_invalid_value", ("INVALID_VALUE",),
+                "cuBLAS rejected a parameter of the GEMM: a matrix dimension is 0, negative or too large for 32-bit integers, strides or leading "
+                "dimensions are inconsistent, or the PyTorch build and the CUDA/cuBLAS libraries it loads do not match."),
+    StatusStory("cuda.cublas_not_supported", ("NOT_SUPPORTED",),
+                "cuBLAS does not support this GEMM configuration on this GPU or library version: a data type the card lacks (bfloat16 or fp8 on "
+                "older GPUs), a tensor-core path its architecture does not have, or batched shapes/strides the routine rejects."),
+    StatusStory("cuda.cublas_arch_mismatch", ("ARCH_MISMATCH",),
+                "The cuBLAS routine needs a newer GPU architecture than this card has (e.g. GemmEx with tensor cores on an old GPU)."),
+    # Also the answer for statuses no other row explains.
+    StatusStory("cuda.cublas_internal_error", ("INTERNAL_ERROR",),
+                "cuBLAS failed internally. Commonly memory pressure, an earlier asynchronous failure, or a cuBLAS/driver mismatch.", True),
+)
 
 
 @rule(
@@ -225,8 +383,23 @@ _CUBLAS_STORIES = {
     category='cublas_error',
     docs=("cublas-errors", "async-cuda-errors", "device-side-assert"),
     priority=211,
-    outcomes=('cuda.cublas',),
-    examples=(),
+    outcomes=('cuda.cublas_no_memory', 'cuda.cublas_execution_failed', 'cuda.cublas_invalid_value', 'cuda.cublas_not_supported',
+              'cuda.cublas_arch_mismatch', 'cuda.cublas_internal_error'),
+    examples=(
+        Example('captured/cuda/cublas-alloc-failed-replay-buffer-fills-gpu', 'cuda.cublas_no_memory'),
+        Example('realworld/dev/densematching-cublas-alloc-failed-cpp-frames', 'cuda.cublas_no_memory'),
+        Example('realworld/dev/rfbesrgan-cublas-alloc-failed-vscode', 'cuda.cublas_no_memory'),
+        Example('corpus/cuda/cublas_not_initialized_create_handle.txt', 'cuda.cublas_no_memory'),
+        Example('realworld/dev/cdn-cublas-sgemm-toolkit-version', 'cuda.cublas_execution_failed'),
+        Example('realworld/dev/sparseconvnet-cublas-sgemm-rtx3080-cuda10', 'cuda.cublas_execution_failed'),
+        Example('corpus/cuda/cublas_execution_failed_ltmatmul.txt', 'cuda.cublas_execution_failed'),
+        Example('corpus/cuda/cublas_invalid_value_gemmex_fp16.txt', 'cuda.cublas_invalid_value'),
+        Example('corpus/cuda/cublas_invalid_value_strided_batched.txt', 'cuda.cublas_invalid_value'),
+        Example('corpus/cuda/cublas_not_supported_bf16_old_gpu.txt', 'cuda.cublas_not_supported'),
+        Example('corpus/cuda/cublas_not_supported_sgemm_bmm.txt', 'cuda.cublas_not_supported'),
+        Example('corpus/cuda/cublas_arch_mismatch_extension.txt', 'cuda.cublas_arch_mismatch'),
+        Example('corpus/cuda/cublas_internal_error_backward.txt', 'cuda.cublas_internal_error'),
+    ),
 )
 def cublas_error(ctx: Context) -> RuleHit | None:
     """``CUBLAS_STATUS_*`` (optionally ``when calling cublasSgemm(...)``)."""
@@ -234,52 +407,98 @@ def cublas_error(ctx: Context) -> RuleHit | None:
     if not m:
         return None
     status = m.group(1)
-    call = ctx.search(r"when calling `?(cublas\w+|cublasLt\w+)")
-    found = [error_fact(ctx), Fact("status", f"CUBLAS_STATUS_{status}" + (f" in {call.group(1)}" if call else ""))]
-    cause = f"cuBLAS returned CUBLAS_STATUS_{status}" + (f" in `{call.group(1)}`" if call else "") + ". " + _CUBLAS_STORIES.get(status, "cuBLAS failed.")
+    row = _status_story(_CUBLAS_STATUSES, status)
+    call = ctx.search(r"when calling `?(cublas\w+|cublasLt\w+)|\"(cublas\w+)\(")
+    call_name = (call.group(1) or call.group(2)) if call else None
+    dtypes = tuple(dict.fromkeys({"CUDA_R_16BF": "bfloat16", "CUDA_R_16F": "float16", "CUDA_R_32F": "float32"}[d]
+                                 for d in re.findall(r"CUDA_R_16BF|CUDA_R_16F|CUDA_R_32F", ctx.text)))
+    found = [error_fact(ctx), Fact("status", f"CUBLAS_STATUS_{status}" + (f" in {call_name}" if call_name else ""))]
+    cause = f"cuBLAS returned CUBLAS_STATUS_{status}" + (f" in `{call_name}`" if call_name else "") + ". " + row.story
+    if row.outcome == "cuda.cublas_not_supported" and "bfloat16" in dtypes:
+        cause += " The call works on bfloat16 (CUDA_R_16BF) data, which needs an Ampere-or-newer GPU for these kernels."
     if ctx.failure.cuda_asserts:
         a = ctx.failure.cuda_asserts[0]
         cause += f" The log also shows a kernel assertion in `{a.kernel}` (`{a.condition}`): fix that first; the cuBLAS error is its consequence."
         found.append(Fact("cuda_assert", f"{a.kernel}: {a.condition}"))
     fixes = [
-        fix("Run the failing step on the CPU to get a precise error", "An out-of-range embedding index or a shape bug raises a clear exception on the CPU.", "out = model.cpu()(x.cpu())", "cublas-errors"),
+        fix("Run the failing step on the CPU to get a precise error", "An out-of-range index or a shape bug raises a clear exception on the CPU.", "out = model.cpu()(x.cpu())", "cublas-errors"),
         fix("Localise with synchronous launches", "", "CUDA_LAUNCH_BLOCKING=1 python train.py", "async-cuda-errors"),
-        fix("Check embedding indices and matmul sizes", "ids.max() < num_embeddings; no dimension should be 0 or in the billions.", "print(ids.max().item(), emb.num_embeddings, a.shape, b.shape)", "cublas-errors"),
+        fix("Check the matmul sizes and the indices feeding it", "No dimension should be 0 or in the billions; indices into embedding tables must be below the table size.", "print(a.shape, b.shape, a.dtype, a.is_contiguous())", "cublas-errors"),
     ]
-    if status in ("ALLOC_FAILED", "NOT_INITIALIZED"):
-        fixes.insert(0, fix("Treat it as out of memory", "Reduce batch size or free memory; the allocation for cuBLAS's workspace failed.", "print(torch.cuda.memory_summary())", "cuda-oom"))
-    if status == "NOT_SUPPORTED":
-        fixes.insert(0, fix("Use a dtype this GPU supports", "e.g. float16 instead of bfloat16 on pre-Ampere GPUs.", "torch.cuda.is_bf16_supported()", "cublas-errors"))
-    return hit("cuda.cublas", "cublas_error", f"cuBLAS error: {status}", cause, fixes, ("cublas-errors", "async-cuda-errors", "device-side-assert"), found, 0.9)
+    if row.memory_first:
+        fixes.insert(0, fix("Treat it as out of memory", "Reduce batch size or free memory; the allocation for cuBLAS's handle or workspace failed.", "print(torch.cuda.memory_summary())", "cuda-oom"))
+    if row.outcome in ("cuda.cublas_not_supported", "cuda.cublas_arch_mismatch"):
+        if set(dtypes) & {"bfloat16", "float16"}:
+            fixes.insert(0, fix("Use a dtype this GPU supports", "e.g. float16 or float32 instead of bfloat16 on pre-Ampere GPUs.", "print(torch.cuda.get_device_capability(), torch.cuda.is_bf16_supported())", "cublas-errors"))
+        else:
+            fixes.insert(0, fix("Check the GPU against what the build and routine need", "Compare the card's compute capability with the architectures the PyTorch/extension build supports; odd batched shapes or strides can also be rejected.", "print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list(), torch.version.cuda)", "cublas-errors"))
+    if row.outcome in ("cuda.cublas_execution_failed", "cuda.cublas_invalid_value"):
+        fixes.append(fix("Check that the PyTorch build supports this GPU", "A wheel built for an older CUDA than the GPU architecture needs fails in GEMM kernels; install a build for a matching CUDA version.", "print(torch.version.cuda, torch.cuda.get_device_capability(), torch.cuda.get_arch_list())", "cublas-errors"))
+    return hit(row.outcome, "cublas_error", f"cuBLAS error: {status}", cause, fixes, ("cublas-errors", "async-cuda-errors", "device-side-assert"), found, 0.9,
+               facts=Facts(names=tuple(n for n in (f"CUBLAS_STATUS_{status}", call_name) if n), dtypes=dtypes, call=call_name))
 
 
 @rule(
     'cuda.hardware_error',
     category='hardware_error',
     docs=("gpu-hardware-faults",),
-    priority=100,
-    outcomes=('cuda.hardware',),
-    examples=(),
+    priority=EARLY,
+    outcomes=('cuda.hardware', 'cuda.hardware_ecc', 'cuda.hardware_launch_timeout', 'cuda.hardware_unknown_error'),
+    examples=(
+        Example('realworld/dev/returnn-gpu-unknown-error-pcie-dmesg', 'cuda.hardware'),
+        Example('corpus/cuda/gpu_lost_nvidia_smi.txt', 'cuda.hardware'),
+        Example('corpus/cuda/gpu_fallen_off_bus_dmesg.txt', 'cuda.hardware'),
+        Example('realworld/dev/aitoolkit-ecc-uncorrectable-runpod', 'cuda.hardware_ecc'),
+        Example('realworld/dev/vllm-ecc-uncorrectable-hardware', 'cuda.hardware_ecc'),
+        Example('corpus/cuda/launch_timed_out_watchdog.txt', 'cuda.hardware_launch_timeout'),
+        Example('corpus/cuda/launch_timed_out_old_thc.txt', 'cuda.hardware_launch_timeout'),
+        Example('corpus/cuda/unknown_error_mid_training.txt', 'cuda.hardware_unknown_error'),
+    ),
 )
 def hardware_error(ctx: Context) -> RuleHit | None:
     """ECC errors, GPUs falling off the bus, Xid events, watchdog launch timeouts."""
-    m = ctx.search(r"uncorrectable ECC error|ECC error encountered|fallen off the bus|GPU is lost|Xid[ :(]+(\d+)|uncorrectable NVLink error|the launch timed out and was terminated|GPU Reset|hardware stack error|CUDA error: unknown error|Unable to determine the device handle|PCIe Bus Error|\bAER: ", re.I)
+    raw = ctx.failure.text or ctx.text
+    m = re.search(r"uncorrectable ECC error|ECC error encountered|fallen off the bus|GPU is lost|Xid[ :(]+(?:PCI:[\w:.]+\)?[: ]*)?(\d+)|uncorrectable NVLink error"
+                  r"|the launch timed out and was terminated|GPU Reset|hardware stack error|CUDA error: unknown error|Unable to determine the device handle"
+                  r"|PCIe Bus Error|\bAER: ", raw, re.I)
     if not m:
         return None
     text = m.group(0)
-    found = [error_fact(ctx), Fact("hardware", text)]
+    xid = int(m.group(1)) if m.group(1) else None
+    found = [error_fact(ctx), Fact("hardware", text.strip())]
+    numbers = {"xid": float(xid)} if xid is not None else {}
     if "timed out" in text:
-        cause = ("The kernel was killed by the display watchdog: the GPU also drives a display and a kernel ran longer than the OS allows. "
-                 "This is a configuration limit, not a fault in your tensors.")
-        fixes = [fix("Use a GPU without a display or smaller kernels", "Lower batch size so each kernel finishes sooner, or run headless.", None, "gpu-hardware-faults")]
-    elif "unknown error" in text.lower():
-        cause = ("CUDA reported an unknown error: most often a GPU or driver fault (check `dmesg` for Xid messages), less often a consequence of an earlier crash in the same process.")
-        fixes = [fix("Check the node's GPU health", "Look for Xid events and ECC counters; rerun on another node to see if it follows the hardware.", "dmesg | grep -i xid\nnvidia-smi -q -d ECC", "gpu-hardware-faults")]
-    else:
-        cause = ("The GPU reported a hardware-level fault (" + text + "). No code change fixes this: the GPU, its memory or its interconnect failed, "
-                 "and the same job will likely pass on a healthy device. If it repeats on one node only, that node needs attention.")
+        outcome, title = "cuda.hardware_launch_timeout", "GPU watchdog timeout"
+        cause = ("The kernel was killed by the display watchdog: this GPU also drives a display (or runs under Windows' WDDM driver), and one kernel ran "
+                 "longer than the operating system allows. It is a configuration limit, not a fault in your tensors.")
         fixes = [
-            fix("Take the node out of rotation and report it", "Check `nvidia-smi -q -d ECC` and `dmesg` Xid codes (48: double-bit ECC, 79: fallen off the bus, 94/95: contained/uncontained ECC).", "nvidia-smi -q -d ECC,PAGE_RETIREMENT\ndmesg | grep -i xid", "gpu-hardware-faults"),
+            fix("Run on a GPU that drives no display, or in TCC/headless mode", "On Linux, stop the desktop on that GPU or use another card; on Windows, data-center GPUs can switch to the TCC driver.", None, "gpu-hardware-faults"),
+            fix("Make each kernel shorter", "Smaller batches or inputs finish each kernel sooner, under the watchdog's limit.", None, "gpu-hardware-faults"),
+        ]
+    elif "unknown error" in text.lower():
+        outcome, title = "cuda.hardware_unknown_error", "CUDA unknown error"
+        cause = ("CUDA reported an unknown error in the middle of the work: most often a GPU or driver fault (the kernel log shows Xid messages), "
+                 "overheating or an unstable power supply, less often a consequence of an earlier crash in the same process or of memory "
+                 "pressure in a shared GPU (e.g. under WSL).")
+        fixes = [fix("Check the node's GPU health", "Look for Xid events, temperatures and ECC counters; rerun on another GPU to see whether it follows the hardware.", "dmesg | grep -i xid\nnvidia-smi -q -d ECC,TEMPERATURE", "gpu-hardware-faults"),
+                 fix("Rule out a software cause", "Rerun with CUDA_LAUNCH_BLOCKING=1 to see whether a specific kernel fails, and check that driver and CUDA versions match.", "CUDA_LAUNCH_BLOCKING=1 python train.py", "async-cuda-errors")]
+    elif re.search(r"ECC", text, re.I):
+        outcome, title = "cuda.hardware_ecc", "GPU memory ECC error"
+        cause = ("The GPU's memory reported an uncorrectable ECC error: a bit flip the hardware could not repair, so the data on the card can no "
+                 "longer be trusted. No code change fixes this; the same job will likely pass on a healthy GPU. If it repeats on one card, that "
+                 "card needs a reset, page retirement or replacement.")
+        fixes = [
+            fix("Take the GPU out of rotation and report it", "Check the ECC counters and retired pages; `dmesg` Xid 48, 63, 64, 94 or 95 confirm memory errors.", "nvidia-smi -q -d ECC,PAGE_RETIREMENT\ndmesg | grep -i xid", "gpu-hardware-faults"),
             fix("Resume from the last checkpoint on healthy hardware", "Save checkpoints regularly so a hardware fault costs minutes, not the whole run.", None, "gpu-hardware-faults"),
         ]
-    return hit("cuda.hardware", "hardware_error", "GPU hardware fault" if "timed out" not in text else "GPU watchdog timeout", cause, fixes, ("gpu-hardware-faults",), found, 0.88)
+    else:
+        outcome, title = "cuda.hardware", "GPU hardware fault"
+        cause = ("The GPU stopped responding to the system (" + text.strip() + "): it fell off the PCIe bus or the driver lost it. No code change "
+                 "fixes this; common causes are power delivery (PSU or cabling), overheating, a loose card or riser, or PCIe link errors. The job "
+                 "will likely pass on a healthy device; if it repeats on one node only, that node needs attention.")
+        fixes = [
+            fix("Check the kernel log and the card's health", "Xid 79 (fallen off the bus) or PCIe AER errors point at power, cooling or the slot; the GPU usually needs a reboot or reseat to come back.", "dmesg -T | grep -i -E 'xid|nvrm|aer'\nnvidia-smi -q -d TEMPERATURE,POWER", "gpu-hardware-faults"),
+            fix("Resume from the last checkpoint on healthy hardware", "Save checkpoints regularly so a hardware fault costs minutes, not the whole run.", None, "gpu-hardware-faults"),
+        ]
+    return hit(outcome, "hardware_error", title, cause, fixes, ("gpu-hardware-faults",), found, 0.88,
+               facts=Facts(names=(text.strip(),), numbers=numbers))

@@ -2,16 +2,47 @@
 
 from __future__ import annotations
 
+import re
 
-from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit
-from assistant.types import Fact, RuleHit
+from assistant.rules.registry import Example, rule
+from assistant.types import Fact, Facts, Fix, RuleHit
 
 _DOCS = ("dataloader-worker-crash", "collate-size-mismatch", "dataloader-shared-memory")
+_STACK = re.compile(r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry (\d+) and \[([\d, ]*)\] at entry (\d+)")
+_UNBATCHABLE = re.compile(r"(?:default_collate: )?batch must contain tensors, (?:numpy arrays, )?numbers, dicts or lists; found (?:<class '([^']+)'>|(\S+))")
+_WORKER_SIGNAL = re.compile(r"DataLoader worker \(pids?\)? ?\(?([\d, ]+)\)? (?:is killed by signal: ([\w ]+)|exited unexpectedly(?: with exit code (-?\d+))?)")
+_SHM = re.compile(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|unable to write to file </torch_|No space left on device.*shm|/dev/shm")
+_FILES = re.compile(r"Too many open files|received 0 items of ancdata|unable to open shared memory object")
+_TIMEOUT = re.compile(r"DataLoader timed out after (\d+) seconds")
+# Messages another family explains better, even though a dead worker is reported too.
+_OTHER_FAMILY = re.compile(r"Can't get attribute '\w+' on <module|Can't pickle|cannot pickle|objects cannot be pickled|Cannot re-initialize CUDA in forked subprocess")
 
 
 def _in_collate(ctx: Context) -> bool:
     return any("collate" in (f.file + (f.function or "")) for f in ctx.failure.frames) or "DataLoader worker" in (ctx.failure.wrapper or "")
+
+
+def _sharing_context(ctx: Context) -> bool:
+    """Tensors were being passed between processes (DataLoader workers, multiprocessing queues)."""
+    files = " ".join(f.file for f in ctx.failure.frames)
+    return bool(re.search(r"multiprocessing|dataloader|reductions\.py|resource_sharer", files)) or bool(
+        ctx.search(r"DataLoader|worker|shared memory|ancdata|torch_\d+", re.I))
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.replace(" ", "").split(",") if v)
+
+
+def _worker_found(ctx: Context) -> list[Fact]:
+    found = [error_fact(ctx)]
+    if ctx.failure.wrapper:
+        found.append(Fact("worker", f"raised inside {ctx.failure.wrapper}"))
+    return found
+
+
+_SKIP_NONE = ("def collate_skip_none(batch):\n    batch = [b for b in batch if b is not None]\n    return torch.utils.data.default_collate(batch)\n\n"
+              "DataLoader(ds, batch_size=4, collate_fn=collate_skip_none)")
 
 
 @rule(
@@ -19,115 +50,261 @@ def _in_collate(ctx: Context) -> bool:
     category='dataloader_error',
     docs=_DOCS[1::-1],
     priority=260,
-    outcomes=('data.collate_sizes', 'data.collate_type', 'data.collate_none', 'data.collate_lists'),
-    examples=(),
+    outcomes=('data.collate_sizes', 'data.collate_image_sizes', 'data.collate_type', 'data.collate_pil', 'data.collate_none', 'data.collate_lists'),
+    examples=(
+        Example("captured/cpu/collate-variable-length-token-ids", "data.collate_sizes"),
+        Example("realworld/dev/trmisr-collate-stack-unequal", "data.collate_image_sizes"),
+        Example("captured/cpu/collate-variable-image-sizes", "data.collate_image_sizes"),
+        Example("realworld/dev/kohya-getitem-stack-latents", "data.collate_image_sizes"),
+        Example("corpus/data/collate_custom_object.txt", "data.collate_type"),
+        Example("corpus/data/collate_dataset_object_handseg.txt", "data.collate_type"),
+        Example("corpus/data/collate_pil_diffsynth.txt", "data.collate_pil"),
+        Example("corpus/data/collate_pil_old_wording_semseg.txt", "data.collate_pil"),
+        Example("captured/cpu/collate-none-from-corrupt-sample", "data.collate_none"),
+        Example("captured/cpu/collate-none-mid-batch-short-clip", "data.collate_none"),
+        Example("corpus/data/collate_none_yolox.txt", "data.collate_none"),
+        Example("corpus/data/collate_lists_unequal_length.txt", "data.collate_lists"),
+    ),
 )
 def collate(ctx: Context) -> RuleHit | None:
     """default_collate could not batch the samples."""
-    found = [error_fact(ctx)]
-    if ctx.failure.wrapper:
-        found.append(Fact("worker", f"raised inside {ctx.failure.wrapper}"))
-    m = ctx.search(r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry (\d+) and \[([\d, ]*)\] at entry (\d+)")
+    found = _worker_found(ctx)
+    m = _STACK.search(ctx.text)
     if m and _in_collate(ctx):
-        a, b = m.group(1), m.group(3)
-        found.append(Fact("shape", f"sample {m.group(2)} has shape [{a}], sample {m.group(4)} has [{b}]"))
-        dims_a, dims_b = a.split(","), b.split(",")
-        image_like = len(dims_a) == 3 and dims_a[0].strip() == dims_b[0].strip()
-        cause = (f"The DataLoader's default collate function stacks the samples of a batch into one tensor, but sample {m.group(2)} has shape [{a}] "
-                 f"and sample {m.group(4)} has [{b}]. "
-                 + ("These look like images of different sizes: the transform pipeline has no Resize/CenterCrop to a fixed size."
-                    if image_like else "Variable-length samples (sequences, token lists, point sets) need padding in a custom collate_fn."))
-        fixes = [
-            fix("Resize/crop to a fixed size in the transform", "For images.", "transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor()])", "collate-size-mismatch"),
-            fix("Pad variable-length samples in a collate_fn", "For sequences; also return the lengths (or a mask).", "def collate(batch):\n    seqs, labels = zip(*batch)\n    lengths = torch.tensor([len(s) for s in seqs])\n    return pad_sequence(seqs, batch_first=True), torch.tensor(labels), lengths\n\nDataLoader(ds, batch_size=32, collate_fn=collate)", "collate-size-mismatch"),
-        ]
-        if not image_like:
-            fixes.reverse()
-        return hit("data.collate_sizes", "dataloader_error", "DataLoader cannot stack samples of different shapes", cause, fixes, _DOCS[1::-1], found, 0.95)
-    m = ctx.search(r"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found (?:<class '([^']+)'>|(\S+))")
+        return _collate_sizes(ctx, m, found)
+    m = _UNBATCHABLE.search(ctx.text)
     if m:
-        found_type = m.group(1) or m.group(2)
-        if "NoneType" in found_type:
-            cause = "A sample (or a field of a sample) is None: Dataset.__getitem__ returned None for some index — a failed image read, a missing label, or a code path without a return."
-            code = "def collate_skip_none(batch):\n    batch = [b for b in batch if b is not None]\n    return torch.utils.data.default_collate(batch)"
-        elif "PIL" in found_type or "Image" in found_type:
-            cause = f"Samples are {found_type} objects: the transform pipeline is missing ToTensor()/PILToTensor(), so images reach the DataLoader unconverted."
-            code = "transforms.Compose([transforms.Resize((224, 224)), transforms.ToTensor()])"
-        else:
-            cause = f"A sample contains a {found_type}, which default_collate cannot batch. Convert it to a tensor/number in __getitem__, or write a collate_fn that handles it."
-            code = "DataLoader(ds, batch_size=16, collate_fn=lambda batch: batch)  # or a proper custom collate"
-        found.append(Fact("type", f"unbatchable sample type: {found_type}"))
-        fixes = [fix("Return tensors (or numbers/dicts of tensors) from __getitem__, or pass a collate_fn that handles it", "", code + ("\nDataLoader(ds, batch_size=16, collate_fn=collate_skip_none)" if "NoneType" in found_type else ""), "collate-size-mismatch")]
-        return hit("data.collate_type", "dataloader_error", f"DataLoader cannot batch {found_type}", cause, fixes, _DOCS[1::-1], found, 0.93)
+        return _collate_type(ctx, m.group(1) or m.group(2), found)
     in_collate_code = any("collate" in (f.file + (f.function or "")) for f in ctx.failure.frames[-3:])
     if in_collate_code and ctx.exc_type in ("TypeError", "AttributeError") and ctx.search(r"NoneType"):
-        cause = ("default_collate met a None while batching: Dataset.__getitem__ returned None (or a None field) for some sample — a failed read, "
-                 "a filtered/short item, or a code path without a return.")
-        fixes = [fix("Skip or repair None samples in a collate_fn", "Better still, fix __getitem__ so it never returns None.", "def collate_skip_none(batch):\n    batch = [b for b in batch if b is not None]\n    return torch.utils.data.default_collate(batch)\n\nDataLoader(ds, batch_size=4, collate_fn=collate_skip_none)", "collate-size-mismatch")]
-        return hit("data.collate_none", "dataloader_error", "DataLoader got a None sample", cause, fixes, _DOCS[1::-1], found, 0.9)
+        return _collate_none(found, "NoneType")
     if ctx.search(r"each element in list of batch should be of equal size"):
-        cause = "Samples are Python lists of different lengths; default_collate zips them element by element and requires equal lengths."
-        fixes = [fix("Convert to tensors and pad in a collate_fn", "", "DataLoader(ds, collate_fn=my_pad_collate)", "collate-size-mismatch")]
-        return hit("data.collate_lists", "dataloader_error", "DataLoader samples are lists of different lengths", cause, fixes, _DOCS[1::-1], found, 0.92)
+        cause = ("Samples contain Python lists of different lengths. default_collate zips lists element by element, so every sample's list must have "
+                 "the same length; variable-length data needs to become tensors and be padded in a collate_fn.")
+        fixes = [fix("Convert to tensors and pad in a collate_fn", "Return the lengths too, so the model can mask the padding.",
+                     "def pad_collate(batch):\n    seqs = [torch.as_tensor(s) for s in batch]\n    return pad_sequence(seqs, batch_first=True), torch.tensor([len(s) for s in seqs])\n\n"
+                     "DataLoader(ds, batch_size=8, collate_fn=pad_collate)", "collate-size-mismatch")]
+        return hit("data.collate_lists", "dataloader_error", "DataLoader samples are lists of different lengths", cause, fixes, _DOCS[1::-1], found, 0.92,
+                   facts=Facts(call="default_collate"))
     return None
+
+
+def _collate_sizes(ctx: Context, m: re.Match[str], found: list[Fact]) -> RuleHit:
+    a, b = m.group(1), m.group(3)
+    sa, sb = _shape(a), _shape(b)
+    found.append(Fact("shape", f"sample {m.group(2)} has shape [{a}], sample {m.group(4)} has [{b}]"))
+    facts = Facts(shapes=(sa, sb), numbers={"entry_a": float(m.group(2)), "entry_b": float(m.group(4))}, call="torch.stack")
+    # Same rank, same leading (channel) size and only the trailing spatial sizes differ: images (or latents) of different sizes.
+    image_like = len(sa) == len(sb) == 3 and sa[0] == sb[0]
+    resize = fix("Resize/crop to a fixed size in the transform", "Every image in a batch must come out of the pipeline with the same height and width.",
+                 "transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor()])", "collate-size-mismatch")
+    pad = fix("Pad variable-length samples in a collate_fn", "Also return the lengths (or a mask) so the model can ignore the padding.",
+              "def collate(batch):\n    seqs, labels = zip(*batch)\n    lengths = torch.tensor([len(s) for s in seqs])\n    return pad_sequence(seqs, batch_first=True), torch.tensor(labels), lengths\n\n"
+              "DataLoader(ds, batch_size=32, collate_fn=collate)", "collate-size-mismatch")
+    head = (f"The DataLoader's default collate function stacks the samples of a batch into one tensor, but sample {m.group(2)} has shape [{a}] "
+            f"and sample {m.group(4)} has [{b}].")
+    if image_like:
+        cause = head + (f" Both have {sa[0]} channels and differ only in height/width: the images (or feature maps) come in different sizes and the "
+                        "transform pipeline does not bring them to one fixed size.")
+        fixes = [resize, fix("Or batch them with a bucketing sampler / batch_size=1", "If sizes must be kept, group samples of equal size or pad them to the largest one in the batch.",
+                             "DataLoader(ds, batch_size=1)", "collate-size-mismatch")]
+        return hit("data.collate_image_sizes", "dataloader_error", "DataLoader cannot stack images of different sizes", cause, fixes, _DOCS[1::-1], found, 0.95, facts=facts)
+    cause = head + " Samples of variable length (sequences, token lists, point sets, boxes per image) cannot be stacked as they are; they need padding in a custom collate_fn."
+    return hit("data.collate_sizes", "dataloader_error", "DataLoader cannot stack samples of different shapes", cause, [pad, resize], _DOCS[1::-1], found, 0.95, facts=facts)
+
+
+def _collate_none(found: list[Fact], found_type: str) -> RuleHit:
+    cause = ("A sample (or a field of a sample) is None: Dataset.__getitem__ returned None for some index, e.g. a failed file read that was caught "
+             "and ignored, a missing label, or a code path without a return statement. default_collate cannot batch None.")
+    fixes = [
+        fix("Make __getitem__ always return a value (raise on bad samples instead of returning None)", "Find the index: call dataset[i] for every i in a plain loop.",
+            "bad = [i for i in range(len(ds)) if ds[i] is None]", "collate-size-mismatch"),
+        fix("Or skip None samples in a collate_fn", "", _SKIP_NONE, "collate-size-mismatch"),
+    ]
+    return hit("data.collate_none", "dataloader_error", "DataLoader got a None sample", cause, fixes, _DOCS[1::-1], found, 0.92,
+               facts=Facts(names=(found_type,), call="default_collate"))
+
+
+def _collate_type(ctx: Context, found_type: str, found: list[Fact]) -> RuleHit:
+    found.append(Fact("type", f"unbatchable sample type: {found_type}"))
+    if "NoneType" in found_type:
+        return _collate_none(found, found_type)
+    facts = Facts(names=(found_type,), call="default_collate")
+    if "PIL" in found_type or found_type.endswith("Image"):
+        cause = (f"Samples are {found_type} objects: the transform given to the Dataset has no ToTensor()/PILToTensor() (or no transform is applied "
+                 "on this path), so images reach the DataLoader unconverted.")
+        fixes = [fix("End the transform pipeline with ToTensor()", "", "transforms.Compose([transforms.Resize((224, 224)), transforms.ToTensor()])", "collate-size-mismatch")]
+        return hit("data.collate_pil", "dataloader_error", "DataLoader got PIL images instead of tensors", cause, fixes, _DOCS[1::-1], found, 0.93, facts=facts)
+    cause = (f"A sample contains a `{found_type}` object, which default_collate does not know how to batch (it handles tensors, numpy arrays, numbers, "
+             "strings, and dicts/lists/tuples of those). Return plain tensors from __getitem__, or pass a collate_fn that handles this type.")
+    fixes = [fix("Return tensors (or dicts of tensors) from __getitem__, or write a collate_fn for this type", "",
+                 "def collate(batch):\n    return {'x': torch.stack([s.x for s in batch])}\n\nDataLoader(ds, batch_size=16, collate_fn=collate)", "collate-size-mismatch")]
+    return hit("data.collate_type", "dataloader_error", f"DataLoader cannot batch {found_type}", cause, fixes, _DOCS[1::-1], found, 0.9, facts=facts)
 
 
 @rule(
     'data.worker_died',
     category='dataloader_error',
-    docs=("dataloader-worker-crash",),
+    docs=("dataloader-worker-crash", "dataloader-worker-oom", "dataloader-shared-memory"),
     priority=261,
-    outcomes=('data.worker_crash', 'data.shm', 'data.too_many_files', 'data.timeout', 'data.worker_oom'),
-    examples=(),
+    also=('cpu_oom',),
+    outcomes=('data.worker_crash', 'data.worker_segfault', 'data.shm', 'data.too_many_files', 'data.timeout', 'data.worker_oom', 'data.win_pagefile'),
+    examples=(
+        Example("corpus/data/worker_terminated_mmseg.txt", "data.worker_crash"),
+        Example("corpus/data/worker_segfault_native_getitem.txt", "data.worker_segfault"),
+        Example("corpus/data/worker_segfault_pysot.txt", "data.worker_segfault"),
+        Example("corpus/data/worker_segfault_ctracker.txt", "data.worker_segfault"),
+        Example("realworld/dev/codalab-shm-bus-error", "data.shm"),
+        Example("realworld/dev/reppoints-shm-bus-error-ipc-host", "data.shm"),
+        Example("corpus/data/worker_sigbus_during_getitem.txt", "data.shm"),
+        Example("corpus/data/shm_write_no_space_nnunet.txt", "data.shm"),
+        Example("corpus/data/shm_write_no_space_eslam.txt", "data.shm"),
+        Example("corpus/data/ancdata_fd_limit_smoke.txt", "data.too_many_files"),
+        Example("corpus/data/ancdata_fd_limit_m6anet.txt", "data.too_many_files"),
+        Example("corpus/data/shared_memory_object_fd_maskrcnn.txt", "data.too_many_files"),
+        Example("corpus/data/shared_memory_object_nowcasting.txt", "data.too_many_files"),
+        Example("captured/cpu/dataloader-timeout-slow-getitem", "data.timeout"),
+        Example("realworld/dev/pytorch-8976-worker-killed-chained", "data.worker_oom"),
+        Example("corpus/data/worker_sigkill_during_getitem.txt", "data.worker_oom"),
+        Example("corpus/data/worker_killed_dcpdn.txt", "data.worker_oom"),
+        Example("corpus/data/worker_killed_rlvigen.txt", "data.worker_oom"),
+        Example("corpus/data/win_pagefile_dataloader_kair.txt", "data.win_pagefile"),
+        Example("corpus/data/win_pagefile_spawn_weclip.txt", "data.win_pagefile"),
+        Example("corpus/data/win_pagefile_cudnn_dll_diffsvc.txt", "data.win_pagefile"),
+    ),
 )
 def worker_died(ctx: Context) -> RuleHit | None:
-    """Workers killed by signals, bus errors from /dev/shm, timeouts."""
-    m = ctx.search(r"DataLoader worker \(pids?\)? ?\(?([\d, ]+)\)? (?:is killed by signal: ([\w ]+)|exited unexpectedly(?: with exit code (-?\d+))?)")
-    shm = ctx.search(r"Unexpected bus error encountered in worker\. This might be caused by insufficient shared memory|insufficient shared memory \(shm\)|unable to write to file </torch_|No space left on device.*shm|/dev/shm")
-    files = ctx.search(r"Too many open files|received 0 items of ancdata")
-    timeout = ctx.search(r"DataLoader timed out after (\d+) seconds")
-    if not (m or shm or files or timeout):
+    """Workers killed by signals, bus errors from /dev/shm, file-descriptor limits, timeouts."""
+    pagefile = ctx.search(r"WinError 1455|paging file is too small")
+    if pagefile:
+        return _win_pagefile(ctx)
+    m = _WORKER_SIGNAL.search(ctx.text)
+    shm = _SHM.search(ctx.text)
+    files = _FILES.search(ctx.text)
+    timeout = _TIMEOUT.search(ctx.text)
+    if files and not _sharing_context(ctx):
+        files = None  # a plain "Too many open files" outside multiprocessing is not a DataLoader problem
+    if not (m or shm or files or timeout) or _OTHER_FAMILY.search(ctx.text):
         return None
-    found = [error_fact(ctx)]
-    if shm or (m and m.group(2) and "Bus" in m.group(2)):
-        cause = ("A DataLoader worker crashed with a bus error while writing a batch into shared memory: /dev/shm is too small. Docker's default is 64 MB, "
-                 "far less than a few batches of images need.")
-        fixes = [
-            fix("Give the container more shared memory", "", "docker run --shm-size=16g ...   # or --ipc=host; Kubernetes: mount an emptyDir with medium: Memory at /dev/shm", "dataloader-shared-memory"),
-            fix("Or reduce what sits in shared memory", "Fewer workers, smaller prefetch_factor, smaller batches.", "DataLoader(ds, num_workers=2, prefetch_factor=2)", "dataloader-shared-memory"),
-        ]
-        return hit("data.shm", "dataloader_error", "DataLoader worker: insufficient shared memory", cause, fixes, ("dataloader-shared-memory", "dataloader-worker-crash"), found, 0.93)
+    found = _worker_found(ctx)
+    sig = (m.group(2) or "").strip() if m else ""
+    if shm or sig.startswith("Bus"):
+        return _shm(ctx, found, sig)
     if files:
-        cause = "Worker processes pass batches through file descriptors and ran out of them (the per-process open-file limit)."
-        fixes = [
-            fix("Use the file_system sharing strategy", "", "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory"),
-            fix("Or raise the open-file limit", "", "ulimit -n 65536", "dataloader-shared-memory"),
-        ]
-        return hit("data.too_many_files", "dataloader_error", "DataLoader: too many open files", cause, fixes, ("dataloader-shared-memory",), found, 0.9)
+        return _too_many_files(ctx, found, files.group(0))
     if timeout:
-        cause = f"No batch arrived from the workers within {timeout.group(1)} s: a worker is stuck (blocking I/O, a deadlock from threads + fork, or a very slow __getitem__)."
-        fixes = [
-            fix("Debug with num_workers=0", "The same code runs in the main process, so a hang or exception is visible directly.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
-            fix("Time __getitem__ and raise the timeout only if loading is legitimately slow", f"timeout={timeout.group(1)} is the per-batch limit; a slow sample (network storage, heavy decoding) needs a larger timeout or faster loading.", "DataLoader(ds, num_workers=4, timeout=120)", "dataloader-worker-crash"),
-        ]
-        return hit("data.timeout", "dataloader_error", "DataLoader timed out", cause, fixes, ("dataloader-worker-crash",), found, 0.88)
-    pids, sig, code = m.group(1).strip(), (m.group(2) or "").strip(), m.group(3)  # type: ignore[union-attr]
+        return _timeout(ctx, found, int(timeout.group(1)))
+    assert m is not None
+    pids, code = m.group(1).strip(), m.group(3)
     found.append(Fact("worker", f"worker pid(s) {pids}: " + (f"killed by signal {sig}" if sig else f"exited unexpectedly{f' with code {code}' if code else ''}")))
+    facts = Facts(numbers={"exit_code": float(code)} if code else {}, names=(sig,) if sig else ())
     if sig.startswith("Killed") or code in ("-9", "137"):
-        cause = ("A DataLoader worker was killed by SIGKILL — the Linux OOM killer: host RAM ran out. Each worker holds its own copy of whatever the Dataset "
-                 "references (Python lists of samples grow per worker through copy-on-access), plus prefetched batches.")
-        fixes = [
-            fix("Use fewer workers / smaller prefetch", "", "DataLoader(ds, num_workers=2, prefetch_factor=2, persistent_workers=True)", "dataloader-worker-crash"),
-            fix("Keep dataset metadata in numpy arrays, load samples lazily", "Avoid large Python lists/dicts in the Dataset; read files in __getitem__.", "self.paths = np.array(paths)  # not a list of str", "cpu-oom"),
-        ]
-        return hit("data.worker_oom", "dataloader_error", "DataLoader worker killed (out of host memory)", cause, fixes, ("dataloader-worker-crash", "cpu-oom"), found, 0.9)
-    cause = ("A DataLoader worker died" + (f" from signal {sig}" if sig else "") + ". Segmentation faults in workers usually come from native libraries "
-             "(OpenCV, image decoders, a CUDA call in a forked worker) rather than from Python code; the worker's own error is lost.")
+        return _worker_oom(ctx, found, facts)
+    if sig.startswith("Segmentation") or ctx.search(r"Unexpected segmentation fault encountered in worker"):
+        return _worker_segfault(ctx, found, facts)
+    return _worker_crash(ctx, found, facts, sig, code)
+
+
+def _shm(ctx: Context, found: list[Fact], sig: str) -> RuleHit:
+    cause = ("A DataLoader worker could not place a batch in shared memory: workers hand batches to the main process through /dev/shm, and it is full "
+             + ("(the worker died with a bus error while writing there). " if sig.startswith("Bus") or ctx.search(r"bus error") else "(writing the batch file failed). ")
+             + "Containers get a small /dev/shm by default (Docker: 64 MB), far less than a few prefetched batches of images need.")
+    fixes = [
+        fix("Give the container more shared memory", "Check with `df -h /dev/shm`.",
+            "docker run --shm-size=16g ...   # or --ipc=host; Kubernetes: mount an emptyDir with medium: Memory at /dev/shm", "dataloader-shared-memory"),
+        fix("Or keep less in shared memory", "Fewer workers, a smaller prefetch_factor and smaller batches all shrink what sits in /dev/shm at once.",
+            "DataLoader(ds, num_workers=2, prefetch_factor=2)", "dataloader-shared-memory"),
+        fix("Or let tensors travel through files instead of descriptors", "The file_system strategy still uses /dev/shm but avoids some per-descriptor limits.",
+            "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory"),
+    ]
+    return hit("data.shm", "dataloader_error", "DataLoader worker: insufficient shared memory", cause, fixes, ("dataloader-shared-memory", "dataloader-worker-crash"),
+               found, 0.93, facts=Facts(names=(sig,) if sig else ()))
+
+
+def _too_many_files(ctx: Context, found: list[Fact], what: str) -> RuleHit:
+    cause = ("Worker processes pass every batch to the main process as shared-memory handles sent over file descriptors, and this process ran out "
+             f"of them (`{what}`): the per-process open-file limit (ulimit -n) is too low for the number of workers and tensors in flight, or "
+             "batches are kept alive (e.g. appended to a list) so their descriptors are never released.")
+    fixes = [
+        fix("Use the file_system sharing strategy", "Set it once at start-up, before creating DataLoaders.", "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory"),
+        fix("Or raise the open-file limit", "", "ulimit -n 65536", "dataloader-shared-memory"),
+        fix("Don't keep whole batches around", "Store copies of what you need (`x.clone()` or `.numpy().copy()`) instead of the shared tensors themselves.", "outputs.append(batch['x'].clone())", "dataloader-shared-memory"),
+    ]
+    return hit("data.too_many_files", "dataloader_error", "DataLoader: out of file descriptors for shared memory", cause, fixes, ("dataloader-shared-memory",), found, 0.9,
+               facts=Facts(names=(what,)))
+
+
+def _timeout(ctx: Context, found: list[Fact], seconds: int) -> RuleHit:
+    cause = (f"No batch arrived from the workers within {seconds} s (the DataLoader's timeout): a worker is stuck or very slow — blocking I/O on "
+             "network storage, a deadlock after fork (threads or locks held in the parent), or an expensive __getitem__.")
+    fixes = [
+        fix("Debug with num_workers=0", "The same code runs in the main process, so a hang or an exception is visible directly.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
+        fix("Time __getitem__ and raise the timeout only if loading is legitimately slow", f"timeout={seconds} is the per-batch limit; slow storage or heavy decoding needs a larger value or faster loading.",
+            "DataLoader(ds, num_workers=4, timeout=120)", "dataloader-worker-crash"),
+    ]
+    return hit("data.timeout", "dataloader_error", "DataLoader timed out", cause, fixes, ("dataloader-worker-crash",), found, 0.88, facts=Facts(numbers={"timeout_s": float(seconds)}))
+
+
+def _worker_oom(ctx: Context, found: list[Fact], facts: Facts) -> RuleHit:
+    cause = ("A DataLoader worker was killed with SIGKILL and left no Python error. A SIGKILL nobody sent by hand almost always comes from the Linux OOM "
+             "killer (or a container/cgroup or job-scheduler memory limit): host RAM ran out. Every worker holds its own copy of what the Dataset "
+             "references — large Python lists or dicts are copied page by page as reference counts are touched (copy-on-read) — plus its prefetched batches.")
+    fixes: list[Fix] = [
+        fix("Confirm it was the OOM killer", "The kernel log names the killed process; watch the resident memory (RSS) of the main process and the workers grow while training.",
+            "dmesg -T | grep -i -E 'out of memory|killed process'\njournalctl -k | grep -i 'out of memory'\ntop -o %MEM   # or: ps -o pid,rss,cmd -p <pids>", "dataloader-worker-oom"),
+        fix("Use fewer workers and a smaller prefetch_factor", "Host memory grows with num_workers × prefetch_factor × batch size, plus each worker's copy of the Dataset.",
+            "DataLoader(ds, num_workers=2, prefetch_factor=2, persistent_workers=True)", "dataloader-worker-oom"),
+        fix("Store dataset metadata in numpy arrays, not Python lists of objects", "Numpy arrays (or a memory-mapped file) are shared with workers without per-element reference counts.",
+            "self.paths = np.array(paths)           # instead of a list of str\nself.labels = np.asarray(labels, dtype=np.int64)", "dataloader-worker-oom"),
+        fix("Load samples lazily", "Read each file in __getitem__ instead of holding the whole dataset in memory in __init__.", None, "dataloader-worker-oom"),
+    ]
+    return hit("data.worker_oom", "dataloader_error", "DataLoader worker killed (out of host memory)", cause, fixes, ("dataloader-worker-oom", "dataloader-worker-crash", "cpu-oom"),
+               found, 0.9, facts=facts)
+
+
+def _win_pagefile(ctx: Context) -> RuleHit:
+    dll = re.search(r'Error loading "([^"]+)"', ctx.text)
+    name = dll.group(1).replace("\\", "/").rsplit("/", 1)[-1] if dll else None
+    spawned = any("spawn.py" in f.file or "dataloader.py" in f.file for f in ctx.failure.frames) or bool(ctx.search(r"DataLoader|worker", re.I))
+    cause = ("Windows ran out of virtual memory (RAM plus page file) while a process was starting" + (f" and loading `{name}`" if name else "") + ". "
+             "On Windows every DataLoader worker is a new process that imports torch again and reserves memory for its large CUDA libraries, so "
+             + ("the spawned process in this traceback and its siblings" if spawned else "several workers (or several training processes)")
+             + " together exceed the commit limit long before the GPU or the data are the problem.")
+    fixes = [
+        fix("Use fewer DataLoader workers", "Each worker costs a full torch import; start with 0-2 workers on Windows.", "DataLoader(ds, batch_size=16, num_workers=2, persistent_workers=True)", "dataloader-worker-oom"),
+        fix("Enlarge the Windows page file (or let Windows manage it) and close other programs", "System Properties → Advanced → Performance → Virtual memory; restart afterwards.", None, "dataloader-worker-oom"),
+        fix("Guard the script's entry point", "Under spawn each worker re-imports the script; module-level work multiplies the memory cost.", "if __name__ == '__main__':\n    main()", "spawn-pickling"),
+    ]
+    return hit("data.win_pagefile", "cpu_oom", "Windows page file exhausted while starting worker processes", cause, fixes, ("dataloader-worker-oom", "cpu-oom"),
+               [error_fact(ctx)], 0.88, facts=Facts(names=(name,) if name else (), flags=frozenset({"windows"})))
+
+
+def _worker_segfault(ctx: Context, found: list[Fact], facts: Facts) -> RuleHit:
+    cause = ("A DataLoader worker crashed with a segmentation fault, in native code rather than in Python: an image/video decoder or other C extension "
+             "(OpenCV, PIL plug-ins, h5py, audio libraries), a library that is not safe to use after fork (threads started in the parent), or a CUDA call "
+             "made inside the worker. The worker's own stack is lost because the process died.")
+    fixes = [
+        fix("Reproduce with num_workers=0 and faulthandler", "The crash then happens in the main process, and faulthandler prints the Python line that called into native code.",
+            "import faulthandler; faulthandler.enable()\nloader = DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
+        fix("Limit native threads in workers, or start workers with spawn", "OpenCV/OpenMP thread pools created before fork are a common cause.",
+            "def worker_init(_):\n    cv2.setNumThreads(0)\n    torch.set_num_threads(1)\nDataLoader(ds, num_workers=4, worker_init_fn=worker_init)  # or multiprocessing_context='spawn'", "dataloader-worker-crash"),
+        fix("Check the sample that crashes", "Iterate over the dataset in a plain loop; a corrupt file often crashes its decoder.", "for i in range(len(ds)):\n    ds[i]", "dataloader-worker-crash"),
+    ]
+    return hit("data.worker_segfault", "dataloader_error", "DataLoader worker crashed (segmentation fault)", cause, fixes, ("dataloader-worker-crash",), found, 0.85, facts=facts)
+
+
+def _worker_crash(ctx: Context, found: list[Fact], facts: Facts, sig: str, code: str | None) -> RuleHit:
+    how = f"was stopped by signal {sig}" if sig else (f"exited with code {code}" if code else "exited")
+    cause = (f"A DataLoader worker {how} without passing an error back to the main process. "
+             + ("SIGTERM comes from outside the worker: a job scheduler or container stopping the run (time or memory limit), or the main process "
+                "shutting its workers down after another failure." if sig.startswith("Terminated")
+                else "Look above this traceback for the worker's own output: a worker that fails while starting up (importing the script, unpickling the "
+                "Dataset) prints its error there before exiting."))
     fixes = [
         fix("Reproduce with num_workers=0", "The failing sample then raises in the main process with a full traceback.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
-        fix("Limit native threads in workers", "OpenCV and OpenMP threads do not mix well with fork.", "def worker_init(_):\n    cv2.setNumThreads(0)\n    torch.set_num_threads(1)\nDataLoader(ds, num_workers=4, worker_init_fn=worker_init)", "dataloader-worker-crash"),
+        fix("Check the scheduler/container logs and memory limits", "A worker stopped from outside leaves its reason there, not in Python.", "dmesg -T | tail -50", "dataloader-worker-crash"),
     ]
-    return hit("data.worker_crash", "dataloader_error", "DataLoader worker crashed", cause, fixes, ("dataloader-worker-crash",), found, 0.85)
+    return hit("data.worker_crash", "dataloader_error", "DataLoader worker died", cause, fixes, ("dataloader-worker-crash",), found, 0.8, facts=facts)
 
 
 @rule(
@@ -136,18 +313,26 @@ def worker_died(ctx: Context) -> RuleHit | None:
     docs=("dataloader-worker-crash", "files-and-permissions"),
     priority=262,
     outcomes=('data.empty', 'data.iterable_options'),
-    examples=(),
+    examples=(
+        Example("corpus/data/empty_dataset_shuffle.txt", "data.empty"),
+        Example("corpus/data/iterable_dataset_shuffle.txt", "data.iterable_options"),
+    ),
 )
 def dataset_misc(ctx: Context) -> RuleHit | None:
     """Empty datasets and other DataLoader configuration errors."""
     if ctx.search(r"num_samples should be a positive integer value, but got num_samples=0"):
-        cause = "The Dataset is empty (len(dataset) == 0), so RandomSampler has nothing to draw: the data path, file pattern or filter matched no files."
-        fixes = [fix("Check what the Dataset found", "", "print(len(dataset)); print(dataset.root)", "dataloader-worker-crash")]
-        return hit("data.empty", "dataloader_error", "Empty dataset", cause, fixes, ("dataloader-worker-crash", "files-and-permissions"), [error_fact(ctx)], 0.92)
-    if ctx.search(r"DataLoader with IterableDataset: expected unspecified (?:sampler|shuffle|batch_sampler) option"):
-        cause = "An IterableDataset defines its own order, so DataLoader's shuffle/sampler options cannot be used with it."
-        fixes = [fix("Drop shuffle/sampler; shuffle inside the iterable (e.g. a buffer)", "", "DataLoader(iterable_ds, batch_size=32)", "dataloader-worker-crash")]
-        return hit("data.iterable_options", "dataloader_error", "Sampler options with an IterableDataset", cause, fixes, ("dataloader-worker-crash",), [error_fact(ctx)], 0.9)
+        cause = ("The Dataset is empty (len(dataset) == 0), so the shuffling sampler has nothing to draw from: the data path, file pattern, split name "
+                 "or filter matched no samples.")
+        fixes = [fix("Check what the Dataset found before building the DataLoader", "", "print(len(dataset))\nassert len(dataset) > 0, 'no samples found'", "dataloader-worker-crash")]
+        return hit("data.empty", "dataloader_error", "Empty dataset", cause, fixes, ("dataloader-worker-crash", "files-and-permissions"), [error_fact(ctx)], 0.92,
+                   facts=Facts(numbers={"num_samples": 0.0}))
+    m = ctx.search(r"DataLoader with IterableDataset: expected unspecified (sampler|shuffle|batch_sampler) option")
+    if m:
+        cause = (f"An IterableDataset decides its own order, so the DataLoader's `{m.group(1)}` option cannot be used with it. Shuffle inside the iterable "
+                 "(for example with a shuffle buffer) instead.")
+        fixes = [fix(f"Drop {m.group(1)}=...; shuffle inside the iterable", "", "DataLoader(iterable_ds, batch_size=32)", "dataloader-worker-crash")]
+        return hit("data.iterable_options", "dataloader_error", "Sampler options with an IterableDataset", cause, fixes, ("dataloader-worker-crash",), [error_fact(ctx)], 0.9,
+                   facts=Facts(argument=m.group(1)))
     return None
 
 
@@ -161,7 +346,14 @@ _WORKER_GENERIC = {"python_error", "index_error", "environment_error", "unknown"
     docs=("dataloader-worker-crash",),
     wraps=True,
     outcomes=("data.worker_exception",),
-    examples=(),
+    examples=(
+        Example("captured/cpu/dataloader-worker-keyerror-label-map", "data.worker_exception"),
+        Example("realworld/dev/fashionai-old-worker-attributeerror-py27", "data.worker_exception"),
+        Example("realworld/dev/ssd-old-worker-attributeerror-format", "data.worker_exception"),
+        Example("realworld/dev/selfcritical-old-worker-keyerror-escaped", "data.worker_exception"),
+        Example("corpus/data/worker_indexerror_len_mismatch.txt", "data.worker_exception"),
+        Example("corpus/data/worker_filenotfound_relative_path.txt", "data.worker_exception"),
+    ),
 )
 def worker_exception(ctx: Context, inner: RuleHit | None) -> RuleHit | None:
     """An ordinary error raised inside a DataLoader worker is a Dataset bug: say so and how to debug it.
@@ -180,9 +372,13 @@ def worker_exception(ctx: Context, inner: RuleHit | None) -> RuleHit | None:
              f"and re-raised in the main process. The original error is `{original[:300]}`." + (f" {inner.full_cause}" if inner else ""))
     fixes = [fix("Reproduce it without workers", "With num_workers=0 the same code runs in the main process: the traceback points straight at the line, and a debugger works.",
                  "loader = DataLoader(dataset, batch_size=..., num_workers=0)\nsample = dataset[i]  # call __getitem__ directly for the failing index", "dataloader-worker-crash")]
+    if re.search(r"'NoneType' object (?:has no attribute|is not subscriptable)", first):
+        # Inside __getitem__ a None usually comes from a reader that signals failure by returning None.
+        fixes.append(fix("Check the value that is None before using it", "Image readers such as cv2.imread return None (instead of raising) when the path is wrong or the file "
+                         "is unreadable; assert on it with the path in the message.", "img = cv2.imread(path)\nassert img is not None, f'cannot read {path}'", "dataloader-worker-crash"))
     if inner:
         fixes.extend(inner.fixes)
     docs = ("dataloader-worker-crash",) + tuple(d for d in (inner.doc_ids if inner else ()) if d != "dataloader-worker-crash")
     title = "Error inside a DataLoader worker" + (f": {inner.title}" if inner else "")
     return hit("data.worker_exception", "dataloader_error", title, cause, fixes, docs, inner.evidence if inner else (error_fact(ctx),),
-               min(0.9, inner.confidence if inner else 0.8), "dataloader worker", facts=inner.facts if inner else None)
+               min(0.9, inner.confidence if inner else 0.8), "dataloader worker", facts=inner.facts if inner else Facts(names=(ctx.failure.exc_type or "",)))

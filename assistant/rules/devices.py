@@ -3,22 +3,81 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 
 from assistant.parse.messages import tensor_type_parts
+from assistant.rules.base import Context, error_fact, fix, hit
+from assistant.rules.base import with_location as _loc
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
-from assistant.types import Fact, RuleHit
+from assistant.types import Fact, Facts, Fix, RuleHit
 
 _SAME_DEVICE = re.compile(
     r"Expected all tensors to be on the same device, but (?:found at least two devices, (?P<a>[\w:]+) and (?P<b>[\w:]+)"
-    r"|got (?P<arg>\w+) is on (?P<c>[\w:]+), different from other tensors on (?P<d>[\w:]+))"
+    r"|got (?P<arg>\w+) is on (?P<c>[\w:]+), different from other tensors on (?P<d>[\w:]+)"
+    r"|found at least two devices \(when checking argument for argument (?P<arg2>\w+))"
 )
+_ARG_FOR = re.compile(r"when checking argument for argument (\w+)")
 _TYPE_PAIR = re.compile(r"Input type \((?P<inp>torch\.[\w.]+|\w+)\) and (?P<what>weight|bias) type \((?P<w>torch\.[\w.]+|\w+)\) should be the same")
 _OLD_DEVICE = re.compile(
     r"(?:Expected object of device type (?P<want>\w+) but got )?device type (?P<got>\w+) for argument #(?P<n>\d+) '(?P<arg>\w+)'"
     r"|Expected object of backend (?P<want2>\w+) but got backend (?P<got2>\w+) for argument #(?P<n2>\d+) '(?P<arg2>\w+)'"
 )
+_EXPECTED_DEVICE = re.compile(r"Tensor on device (\S+) is not on the expected device (\S+?)!")
+_DEVICE_TYPE = re.compile(r"Expected tensor to have (\w+) DeviceType, but got tensor with (\w+) DeviceType")
+_INDICES = re.compile(r"indices should be either on (\w+) or on the same device as the indexed tensor \((\w+)\)")
+_DATAPARALLEL = re.compile(r"module must have its parameters and buffers on device (\S+) \(device_ids\[0\]\) but found one of them on device: (\S+)")
+_GENERATOR = re.compile(r"Expected a '(\w+)' device type for generator but found '(\w+)'")
+_RNN_HIDDEN = re.compile(r"Input and hidden tensors are not at the same device, found input tensor at (\S+) and hidden tensor at (\S+)")
+_CUDA_NUMPY = re.compile(r"can't convert (\S+?)(?: device type)? tensor to numpy")
+# Factory functions that create a tensor on the default (CPU) device unless given device=.
+_FACTORY = re.compile(r"torch\.(arange|zeros|ones|full|empty|randn|rand|randint|tensor|eye|linspace|zeros_like|ones_like)\((?![^)]*device\s*=)")
+_SELF_CALLS = re.compile(r"self\.([A-Za-z_]\w*)\s*\(")
+_LAYER_KINDS = ("Linear", "Conv", "Embedding", "RNN/LSTM/GRU", "BatchNorm", "LayerNorm", "Transformer", "MultiheadAttention")
 
+
+@dataclass(frozen=True)
+class _Pair:
+    """The two devices a message names and the argument it blames (any part may be unknown)."""
+
+    a: str | None  # the odd one out (the blamed argument's device when the message names one)
+    b: str | None  # the device the other operands are on
+    arg: str | None
+    kind: str = "operands"  # operands | index | generator | module | hidden
+
+
+def _read_pair(ctx: Context) -> _Pair | None:
+    """The devices of a device-mismatch message, in every wording generation; None when the text is not one."""
+    m = _SAME_DEVICE.search(ctx.text)
+    if m:
+        arg = m.group("arg") or m.group("arg2")
+        if not arg:
+            extra = _ARG_FOR.search(ctx.text)
+            arg = extra.group(1) if extra else None
+        return _Pair(m.group("a") or m.group("c"), m.group("b") or m.group("d"), arg)
+    t = _TYPE_PAIR.search(ctx.text)
+    if t:
+        (_, dev_i), (_, dev_w) = tensor_type_parts(t.group("inp")), tensor_type_parts(t.group("w"))
+        if dev_i == dev_w:
+            return None  # same device, different dtype: the dtype rule explains it
+        return _Pair(dev_i, dev_w, "input")
+    o = _OLD_DEVICE.search(ctx.text)
+    if o:
+        a = (o.group("got") or o.group("got2") or "").lower()
+        b = (o.group("want") or o.group("want2") or ("cuda" if a == "cpu" else "cpu")).lower()
+        return _Pair(a, b, o.group("arg") or o.group("arg2"))
+    if m := _EXPECTED_DEVICE.search(ctx.text):
+        return _Pair(m.group(1), m.group(2), None)
+    if m := _DEVICE_TYPE.search(ctx.text):
+        return _Pair(m.group(2).lower(), m.group(1).lower(), None)
+    if m := _INDICES.search(ctx.text):
+        return _Pair(None, m.group(2), "indices", "index")
+    if m := _DATAPARALLEL.search(ctx.text):
+        return _Pair(m.group(2), m.group(1), "module", "module")
+    if m := _GENERATOR.search(ctx.text):
+        return _Pair(m.group(2), m.group(1), "generator", "generator")
+    if m := _RNN_HIDDEN.search(ctx.text):
+        return _Pair(m.group(2), m.group(1), "hidden", "hidden")
+    return None
 
 
 def _probe_devices(ctx: Context) -> list[Fact]:
@@ -33,119 +92,302 @@ def _probe_devices(ctx: Context) -> list[Fact]:
     return out[:6]
 
 
+def _user_line(ctx: Context) -> str:
+    return ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+
+
+def _devices(p: _Pair) -> tuple[str, ...]:
+    return tuple(d for d in (p.a, p.b) if d)
+
+
+def _both(p: _Pair) -> str:
+    """``cpu and cuda:0`` (or what is known of it)."""
+    return " and ".join(_devices(p)) or "two devices"
+
+
+_MOVE_ALL = fix("Move the model and every batch to one device",
+                "Choose `device` once; move the model right after building it and each batch (inputs and targets) inside the loop.",
+                "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = model.to(device)\nfor x, y in loader:\n    x, y = x.to(device), y.to(device)",
+                "device-mismatch")
+_NEW_ON_INPUT = fix("Create new tensors on the input's device", "Inside forward, take the device from an input or a parameter instead of relying on the default (CPU).",
+                    "mask = torch.ones(x.shape[0], device=x.device)   # or x.new_ones(x.shape[0])", "device-mismatch")
+_BUFFERS = fix("Register constant tensors as buffers", "model.to(device) moves parameters and registered buffers, not plain tensor attributes.",
+               "self.register_buffer('scale', torch.tensor(0.5), persistent=False)", "device-mismatch")
+
+
 @rule(
     'devices.device_mismatch',
     category='device_mismatch',
     docs=("device-mismatch", "cuda-unavailable"),
     priority=240,
-    outcomes=('devices.mismatch', 'devices.meta', 'devices.cuda_numpy'),
-    examples=(),
+    outcomes=('devices.mismatch', 'devices.mismatch_other', 'devices.created_in_forward', 'devices.two_gpus', 'devices.generator',
+              'devices.dataparallel', 'devices.meta', 'devices.embedding_index', 'devices.index_device', 'devices.loss_target',
+              'devices.rnn_hidden', 'devices.cuda_numpy'),
+    examples=(
+        Example("captured/cuda/device-mismatch-cnn-batch-on-cpu", "devices.mismatch"),
+        Example("realworld/dev/torchsummary-old-input-cuda-weight-cpu", "devices.mismatch"),
+        Example("realworld/dev/uap-old-input-cuda-weight-cpu-elided", "devices.mismatch"),
+        Example("realworld/dev/fastnn-mm-wrapper-device", "devices.mismatch_other"),
+        Example("realworld/dev/geektime-bn-created-in-forward-device", "devices.mismatch_other"),
+        Example("captured/cuda/device-mismatch-gather-actions-cpu", "devices.mismatch_other"),
+        Example("corpus/devices/index_select_two_devices_viewfusion.txt", "devices.mismatch_other"),
+        Example("corpus/devices/ones_in_forward_without_device_gpu.txt", "devices.mismatch_other"),
+        Example("corpus/devices/meta_model_arange_without_device.txt", "devices.created_in_forward"),
+        Example("corpus/devices/arange_positions_in_forward_gpu.txt", "devices.created_in_forward"),
+        Example("captured/multi_gpu/multigpu-pipeline-cuda0-cuda1-mismatch", "devices.two_gpus"),
+        Example("corpus/devices/generator_cuda_randperm_cunerf.txt", "devices.generator"),
+        Example("corpus/devices/generator_cuda_oneline_froyo.txt", "devices.generator"),
+        Example("corpus/devices/generator_default_device_cuda_gpu.txt", "devices.generator"),
+        Example("corpus/devices/dataparallel_params_on_cpu_mlcreid.txt", "devices.dataparallel"),
+        Example("corpus/devices/dataparallel_params_on_cuda1_cog.txt", "devices.dataparallel"),
+        Example("captured/cpu/meta-device-init-load-without-assign", "devices.meta"),
+        Example("captured/cuda/device-mismatch-arange-in-forward", "devices.embedding_index"),
+        Example("corpus/devices/embedding_index_on_cpu_lightrag.txt", "devices.embedding_index"),
+        Example("corpus/devices/indices_on_gpu_tensor_on_cpu_shapeguided.txt", "devices.index_device"),
+        Example("corpus/devices/indices_on_gpu_semicon.txt", "devices.index_device"),
+        Example("corpus/devices/index_table_cpu_indices_gpu.txt", "devices.index_device"),
+        Example("captured/cuda/device-mismatch-labels-on-cpu", "devices.loss_target"),
+        Example("corpus/devices/loss_class_weight_on_cpu_gpu.txt", "devices.loss_target"),
+        Example("captured/cuda/device-mismatch-lstm-hidden-cpu", "devices.rnn_hidden"),
+        Example("corpus/devices/cuda_numpy_fastreid.txt", "devices.cuda_numpy"),
+        Example("corpus/devices/cuda_numpy_fastllm.txt", "devices.cuda_numpy"),
+        Example("corpus/devices/cuda_numpy_old_wording_pvrnet.txt", "devices.cuda_numpy"),
+        Example("corpus/devices/cuda_numpy_predictions_gpu.txt", "devices.cuda_numpy"),
+    ),
 )
 def device_mismatch(ctx: Context) -> RuleHit | None:
-    """Operands on different devices (cpu vs cuda, or two GPUs), in every message generation."""
-    a = b = arg = None
-    m = _SAME_DEVICE.search(ctx.text)
-    if m:
-        a, b, arg = m.group("a") or m.group("c"), m.group("b") or m.group("d"), m.group("arg")
-    else:
-        t = _TYPE_PAIR.search(ctx.text)
-        if t:
-            (_, dev_i), (_, dev_w) = tensor_type_parts(t.group("inp")), tensor_type_parts(t.group("w"))
-            if dev_i == dev_w:
-                return None  # same device, different dtype: the dtype rule explains it
-            a, b, arg = dev_i, dev_w, "input"
-        else:
-            o = _OLD_DEVICE.search(ctx.text)
-            if o:
-                a = (o.group("got") or o.group("got2") or "").lower()
-                b = (o.group("want") or o.group("want2") or ("cuda" if a == "cpu" else "cpu")).lower()
-                arg = o.group("arg") or o.group("arg2")
-            else:
-                o2 = ctx.search(r"Tensor on device (\S+) is not on the expected device (\S+?)!")
-                o3 = ctx.search(r"Expected tensor to have (\w+) DeviceType, but got tensor with (\w+) DeviceType")
-                o4 = ctx.search(r"indices should be either on (\w+) or on the same device as the indexed tensor \((\w+)\)")
-                o5 = ctx.search(r"module must have its parameters and buffers on device (\S+) \(device_ids\[0\]\) but found one of them on device: (\S+)")
-                o6 = ctx.search(r"Expected a '(\w+)' device type for generator but found '(\w+)'")
-                if o2:
-                    a, b = o2.group(1), o2.group(2)
-                elif o3:
-                    a, b = o3.group(2).lower(), o3.group(1).lower()
-                elif o4:
-                    a, b, arg = "the index", o4.group(2), "indices"
-                elif o5:
-                    a, b, arg = o5.group(2), o5.group(1), "module"
-                elif o6:
-                    a, b, arg = o6.group(2), o6.group(1), "generator"
-                else:
-                    return _cuda_to_numpy(ctx)
+    """Operands on different devices (cpu vs cuda, two GPUs, meta), in every message generation."""
+    pair = _read_pair(ctx)
+    if pair is None:
+        return _cuda_to_numpy(ctx)
     name, kind = ctx.layer
-    found = [error_fact(ctx), Fact("device", f"operands on {a} and {b}" + (f" (argument `{arg}` is on {a})" if arg else ""))]
+    line = _user_line(ctx)
+    if len(set(_SELF_CALLS.findall(line))) > 1:
+        name = None  # several module calls on the failing line: the message does not say which one failed
+    found = [error_fact(ctx), Fact("device", f"operands on {_both(pair)}" + (f" (argument `{pair.arg}` is on {pair.a})" if pair.arg and pair.a and pair.kind == "operands" else ""))]
     found += _probe_devices(ctx)
-    two_gpus = bool(a and b and a.startswith("cuda") and b.startswith("cuda") and a != b)
-    if "meta" in (a or "", b or ""):
-        loading = any("load_state_dict" in (f.function or "") or "load_state_dict" in (f.source or "") for f in ctx.failure.frames)
-        cause = ("A tensor on the `meta` device (shape only, no data) meets real tensors. Models built under torch.device('meta') (or with "
-                 "init_empty_weights / low_cpu_mem_usage) have no storage" + (": load_state_dict tries to copy the checkpoint into those empty parameters." if loading else ", so they must be materialised before use."))
-        fixes = [
-            fix("Load with assign=True so the checkpoint tensors replace the meta parameters", "", "model.load_state_dict(state_dict, assign=True)", "device-mismatch"),
-            fix("Or materialise the model first, then load", "", "model = model.to_empty(device='cpu')\nmodel.load_state_dict(state_dict)", "device-mismatch"),
-        ]
-        return hit("devices.meta", "device_mismatch", "Meta-device tensors used as real tensors", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.93)
-    docs = ("device-mismatch", "cuda-unavailable")
-    if two_gpus:
-        cause = (f"One operation mixes tensors on {a} and {b}. PyTorch never copies between GPUs implicitly. Typical sources: a model "
-                 "moved with .cuda() while the current device was different, tensors created with a hard-coded 'cuda:0' in a process "
-                 "meant for another GPU, or parts of a model placed on different GPUs without moving activations between them.")
-        fixes = [
-            fix("Use one device object per process", "Pick the device once (e.g. from LOCAL_RANK), call torch.cuda.set_device, and pass it everywhere instead of literals.", "device = torch.device('cuda', local_rank)\ntorch.cuda.set_device(device)\nmodel.to(device); x = x.to(device)", "device-mismatch"),
-            fix("For model parallelism, move activations between stages", "", "h = self.stage1(x.to('cuda:0'))\nout = self.stage2(h.to('cuda:1'))", "device-mismatch"),
-        ]
-        title = f"Tensors on two different GPUs ({a}, {b})"
-    elif arg == "generator":
-        cause = f"A random generator on {a} is used where a {b} generator is required (typically torch.set_default_device('cuda') makes DataLoader's sampler create a CUDA generator)."
-        fixes = [fix("Give the sampler/DataLoader a CPU generator", "", "DataLoader(ds, shuffle=True, generator=torch.Generator(device='cpu'))", "device-mismatch")]
-        title = "Generator on the wrong device"
+    facts = Facts(devices=_devices(pair), argument=pair.arg, layer=name, layer_kind=kind)
+    created = _FACTORY.search(line)
+    # A factory call without device= on the failing line is the most specific explanation there is.
+    if created and pair.kind in ("operands", "index"):
+        return _created_in_forward(ctx, pair, f"torch.{created.group(1)}", line, found, facts)
+    if "meta" in _devices(pair):
+        return _meta(ctx, pair, found, facts)
+    if pair.kind == "generator":
+        return _generator(ctx, pair, found, facts)
+    if pair.kind == "module":
+        return _dataparallel(ctx, pair, found, facts)
+    if pair.kind == "hidden":
+        return _rnn_hidden(ctx, pair, found, facts)
+    if pair.kind == "index":
+        return _index_device(ctx, pair, found, facts)
+    if pair.a and pair.b and pair.a.startswith("cuda") and pair.b.startswith("cuda") and pair.a != pair.b:
+        return _two_gpus(ctx, pair, found, facts)
+    if kind == "Embedding" and pair.arg in ("index", "indices", "input"):
+        return _embedding_index(ctx, pair, line, found, facts)
+    users = " ".join(f.source or "" for f in ctx.failure.user_frames[-1:])
+    if kind == "loss" or pair.arg == "target" or re.search(r"loss|criterion", users, re.I):
+        return _loss_target(ctx, pair, found, facts)
+    if kind in _LAYER_KINDS or pair.arg == "input":
+        return _layer_input(ctx, pair, name, kind, found, facts)
+    return _plain(ctx, pair, found, facts)
+
+
+def _created_in_forward(ctx: Context, p: _Pair, call: str, line: str, found: list[Fact], facts: Facts) -> RuleHit:
+    short = call.split(".")[-1]
+    found.append(Fact("call", f"`{call}(...)` on the failing line has no device= argument"))
+    other = next((d for d in _devices(p) if d != "cpu"), "the other operands' device")
+    cause = (f"The failing line `{line}` builds a tensor with {call}(...) and no device=, so it is created on the default device (the CPU) "
+             f"while the tensors it is combined with are on {other}. Tensors made inside forward or the training step do not follow model.to(device).")
+    code = ("pos = torch.arange(T, device=x.device)" if short == "arange" else f"t = torch.{short}(..., device=x.device)")
+    fixes = [
+        fix(f"Create it on the input's device: {call}(..., device=x.device)", "Take the device (and dtype if needed) from an input tensor or a parameter.", code, "device-mismatch"),
+        fix("Or keep a constant as a registered buffer", "A buffer built once in __init__ moves with the module.", "self.register_buffer('positions', torch.arange(max_len), persistent=False)", "device-mismatch"),
+    ]
+    return hit("devices.created_in_forward", "device_mismatch", f"{call}(...) created on the CPU inside the computation", cause, fixes,
+               ("device-mismatch",), _loc(ctx, found), 0.95, facts=_with(facts, call=call))
+
+
+def _meta(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
+    loading = any("load_state_dict" in (f.function or "") or "load_state_dict" in (f.source or "") for f in ctx.failure.frames)
+    cause = ("A tensor on the `meta` device (shape only, no storage) meets tensors with real data on "
+             f"{next((d for d in _devices(p) if d != 'meta'), 'another device')}. Modules built under torch.device('meta') (or by loaders that create empty weights first) "
+             + ("have no storage, and load_state_dict tries to copy the checkpoint into those empty parameters." if loading else "have no storage until they are materialised."))
+    fixes = [
+        fix("Load with assign=True so the checkpoint tensors replace the meta parameters", "", "model.load_state_dict(state_dict, assign=True)", "device-mismatch"),
+        fix("Or materialise the model on a real device first, then load or initialise it", "", "model = model.to_empty(device='cpu')\nmodel.load_state_dict(state_dict)", "device-mismatch"),
+    ]
+    if not loading:
+        fixes.reverse()
+    return hit("devices.meta", "device_mismatch", "Meta-device tensors used as real tensors", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.93, facts=facts)
+
+
+def _generator(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
+    in_sampler = any("sampler" in f.file for f in ctx.failure.frames) or "DataLoader" in ctx.text
+    cause = (f"A random-number generator on {p.a} is passed to an operation that needs a {p.b} generator. "
+             + ("The DataLoader's sampler draws its order with torch.randperm on the CPU; a CUDA default device (torch.set_default_device / "
+                "torch.set_default_tensor_type with a cuda type) or a generator=torch.Generator('cuda') given to the DataLoader breaks that."
+                if in_sampler or p.b == "cpu" else "The generator and the tensors being sampled must be on the same device type."))
+    fixes = [
+        fix("Give the DataLoader/sampler a CPU generator", "Sampling indices always happens on the CPU.", "DataLoader(ds, shuffle=True, generator=torch.Generator(device='cpu'))", "device-mismatch"),
+        fix("Don't make CUDA the global default tensor type", "Move the model and batches explicitly instead of torch.set_default_tensor_type('torch.cuda.FloatTensor') / set_default_device('cuda').", "model.to(device); x = x.to(device)", "device-mismatch"),
+    ]
+    return hit("devices.generator", "device_mismatch", "Generator on the wrong device", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.92, facts=facts)
+
+
+def _dataparallel(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
+    cause = (f"nn.DataParallel gathers the model on device_ids[0] ({p.b}), but at least one parameter or buffer is on {p.a}. "
+             + ("The model was wrapped (or run) without first being moved to that GPU." if p.a == "cpu"
+                else f"The model was moved to {p.a} while DataParallel's first device is {p.b}; its first device must hold the model."))
+    fixes = [
+        fix(f"Move the model to {p.b} before wrapping it", "", f"model = model.to('{p.b}')\nmodel = nn.DataParallel(model)", "device-mismatch"),
+        fix("Choose which GPUs DataParallel uses with device_ids (the first one holds the model)", "Or hide the others with CUDA_VISIBLE_DEVICES so numbering starts at 0.",
+            "model = nn.DataParallel(model.to('cuda:1'), device_ids=[1, 2])", "device-mismatch"),
+        fix("Without a GPU, don't wrap in DataParallel at all", "", "model = nn.DataParallel(model) if torch.cuda.is_available() else model", "device-mismatch"),
+    ]
+    if p.a != "cpu":
+        fixes.pop()
+    return hit("devices.dataparallel", "device_mismatch", "DataParallel model not on device_ids[0]", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.93, facts=facts)
+
+
+def _rnn_hidden(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
+    cause = (f"The recurrent layer got its input on {p.b} but the initial hidden state on {p.a}. A hidden state created with torch.zeros(...) "
+             "without device=, or carried over from a step that ran elsewhere, does not move with model.to(device).")
+    fixes = [
+        fix("Create the initial state from the input", "", "h0 = x.new_zeros(num_layers, x.size(0), hidden_size)   # same device and dtype as x", "device-mismatch"),
+        fix("Or move the state with the batch", "", "hidden = tuple(h.to(x.device) for h in hidden)", "device-mismatch"),
+    ]
+    return hit("devices.rnn_hidden", "device_mismatch", "RNN hidden state on another device", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.93, facts=facts)
+
+
+def _index_device(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
+    line = _user_line(ctx)
+    cause = (f"A tensor on {p.b} is indexed with an index tensor on another device (a GPU). Indices may be on the CPU or on the indexed tensor's "
+             "device, nothing else" + (f"; on `{line}` the index comes from GPU computation while the indexed tensor stayed on the CPU." if line else "."))
+    fixes = [
+        fix("Move the index to the indexed tensor's device (or move both to the GPU)", "", "out = table[idx.to(table.device)]", "device-mismatch"),
+        fix("Keep lookup tables with the model", "A table stored as a plain attribute stays on the CPU; register it as a buffer so model.to(device) moves it.",
+            "self.register_buffer('table', table, persistent=False)", "device-mismatch"),
+    ]
+    return hit("devices.index_device", "device_mismatch", "Index tensor on another device than the indexed tensor", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.9, facts=facts)
+
+
+def _two_gpus(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
+    cause = (f"One operation mixes tensors on {p.a} and {p.b}; PyTorch never copies between GPUs implicitly. Typical sources: a hard-coded "
+             "'cuda:0' (or bare .cuda(), which uses the current device) in a process meant for another GPU, or model stages on different GPUs "
+             "without moving the activations between them.")
+    fixes = [
+        fix("Use one device object per process", "Pick the device once (e.g. from LOCAL_RANK), call torch.cuda.set_device, and pass it everywhere instead of literals.",
+            "device = torch.device('cuda', local_rank)\ntorch.cuda.set_device(device)\nmodel.to(device); x = x.to(device)", "device-mismatch"),
+        fix("For model parallelism, move activations between stages", "", "h = self.stage1(x.to('cuda:0'))\nout = self.stage2(h.to('cuda:1'))", "device-mismatch"),
+    ]
+    return hit("devices.two_gpus", "device_mismatch", f"Tensors on two different GPUs ({p.a}, {p.b})", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.95, facts=facts)
+
+
+def _embedding_index(ctx: Context, p: _Pair, line: str, found: list[Fact], facts: Facts) -> RuleHit:
+    calls = list(dict.fromkeys(_SELF_CALLS.findall(line)))
+    what = f"`{calls[0]}`" if len(calls) == 1 else (f"one of {', '.join(f'`{c}`' for c in calls)}" if calls else "an nn.Embedding")
+    cause = (f"The indices passed to {what} (an embedding lookup) are on {p.a} while its weight is on {p.b}. Either the id tensors were not moved "
+             "with the batch, or they were built inside forward without a device (a range of positions, a mask) and landed on the CPU.")
+    fixes = [
+        fix("Move the ids with the batch", "", "input_ids = input_ids.to(device)", "device-mismatch"),
+        _NEW_ON_INPUT,
+        _MOVE_ALL,
+    ]
+    return hit("devices.embedding_index", "device_mismatch", f"Embedding indices on {p.a}, weights on {p.b}", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.95, facts=facts)
+
+
+def _loss_target(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
+    move_targets = fix("Move the targets with the inputs", "Every field of the batch that reaches the loss must be on the model's device.",
+                       "logits = model(x.to(device))\nloss = criterion(logits, y.to(device))", "device-mismatch")
+    move_weights = fix("Move the loss's weight tensor too", "A weight given to the loss when it is built stays where it was created; move the criterion (it is a module) or the tensor.",
+                       "criterion = nn.CrossEntropyLoss(weight=class_weights.to(device))   # or criterion.to(device)", "device-mismatch")
+    if p.arg and "weight" in p.arg:
+        cause = (f"The loss received its `{p.arg}` tensor on {p.a} while the predictions and targets are on {p.b}. Class weights passed to the loss "
+                 "when it was constructed were created on the CPU and never moved with the model.")
+        fixes = [move_weights, move_targets]
     else:
-        what = f"`{name}`" if name else (f"the {kind} layer" if kind else "the operation")
-        cpu_side = a if a and a.startswith("cpu") else b
-        gpu_side = b if cpu_side == a else a
-        cause = (f"{what[0].upper() + what[1:]} received tensors on {a} and {b}; every operand of one operation must be on the same device."
-                 + (f" The `{arg}` argument is the one on {a}." if arg and arg not in ("input", "module") else ""))
-        if arg == "module":
-            cause = f"DataParallel expects the model on {b} (device_ids[0]) before wrapping, but some parameters or buffers are still on {a}."
-        elif kind == "Embedding" and arg == "index":
-            cause += (f" The ids passed to {what} are on {a} while its weight is on {b}: token ids that were not moved with the batch, "
-                      "or position ids built inside forward with torch.arange(T) without device=.")
-        elif kind in ("Linear", "Conv", "Embedding", "RNN/LSTM/GRU", "BatchNorm", "LayerNorm") or arg == "input":
-            cause += (f" Most often the model was moved to {gpu_side} but the batch was not (or the reverse): DataLoader batches always start on the CPU.")
-        elif kind == "loss" or re.search(r"loss|criterion", " ".join(f.source or "" for f in ctx.failure.user_frames), re.I):
-            cause += " At a loss call this usually means the targets/labels were not moved to the device like the predictions were."
-        else:
-            cause += (" A tensor created inside forward() or the training loop without a device (torch.zeros(...), torch.arange(...)) "
-                      "lands on the CPU; so does a plain attribute that is not a registered buffer.")
-        src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
-        created = re.search(r"torch\.(arange|zeros|ones|full|empty|randn|rand|randint|tensor|eye|linspace)\((?![^)]*device)", src)
-        if created:
-            cause += f" On the failing line `{src}`, torch.{created.group(1)}(...) has no device= argument, so it creates a CPU tensor."
-            fixes.insert(0, fix(f"Create it on the input's device: torch.{created.group(1)}(..., device=x.device)", "", f"pos = torch.{created.group(1)}(T, device=x.device)" if created.group(1) == "arange" else f"t = torch.{created.group(1)}(..., device=x.device)", "device-mismatch"))
-        fixes = [
-            fix("Move the model and every batch to one device", "Define `device` once; move the model after building it and each batch (inputs and targets) inside the loop.", "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = model.to(device)\nfor x, y in loader:\n    x, y = x.to(device), y.to(device)", "device-mismatch"),
-            fix("Create new tensors on the input's device", "Inside forward, derive the device from an input or a parameter.", "mask = torch.ones(x.shape[0], device=x.device)", "device-mismatch"),
-            fix("Register constant tensors as buffers", "model.to(device) moves buffers, but not plain tensor attributes.", "self.register_buffer('scale', torch.tensor(0.5))", "device-mismatch"),
-        ]
-        if arg == "module":
-            fixes.insert(0, fix("Move the model before wrapping", "", "model = model.to('cuda:0')\nmodel = nn.DataParallel(model)", "device-mismatch"))
-        title = f"Tensors on different devices ({a} and {b})"
-    return hit("devices.mismatch", "device_mismatch", title, cause, fixes, docs, _loc(ctx, found), 0.95)
+        cause = (f"The loss received tensors on {_both(p)}" + (f": `{p.arg}` is on {p.a}." if p.arg else ".")
+                 + " The predictions come from the model's device, but the targets/labels were not moved there with the inputs.")
+        fixes = [move_targets, move_weights]
+    return hit("devices.loss_target", "device_mismatch", f"Loss inputs on different devices ({_both(p)})", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.95, facts=facts)
+
+
+def _layer_input(ctx: Context, p: _Pair, name: str | None, kind: str | None, found: list[Fact], facts: Facts) -> RuleHit:
+    what = f"`{name}`" if name else (f"the {kind} layer" if kind else "the model")
+    gpu = next((d for d in _devices(p) if d != "cpu"), "the GPU")
+    cause = (f"{what[0].upper() + what[1:]} received its input and its weights on different devices ({_both(p)}). The model and the batch were not moved to "
+             f"the same place: typically the model is on {gpu} and the batch is still on the CPU (DataLoader batches always start there), or the reverse.")
+    return hit("devices.mismatch", "device_mismatch", f"Model and input on different devices ({_both(p)})", cause, [_MOVE_ALL, _BUFFERS],
+               ("device-mismatch", "cuda-unavailable"), _loc(ctx, found), 0.95, facts=facts)
+
+
+def _plain(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
+    line = _user_line(ctx)
+    cause = (f"An operation received tensors on {_both(p)}" + (f" (argument `{p.arg}` is on {p.a})" if p.arg and p.a else "")
+             + (f" at `{line}`" if line else "") + ". Every operand of one operation must be on the same device. One of them was not moved: a tensor "
+             "created without device= (it defaults to the CPU), a layer built inside forward, a plain tensor attribute that is not a registered buffer, or a batch field left behind.")
+    fixes = [
+        fix("Print the devices of the operands on the failing line", "Then put every operand on the same device as the others.",
+            "print({n: t.device for n, t in locals().items() if torch.is_tensor(t)})", "device-mismatch"),
+        _NEW_ON_INPUT, _BUFFERS,
+        fix("Build layers in __init__, not in forward", "A module constructed inside forward starts on the CPU and is never moved by model.to(device) (nor trained by the optimizer).",
+            "def __init__(self):\n    super().__init__()\n    self.bn = nn.BatchNorm1d(64)\n\ndef forward(self, x):\n    return self.bn(x)", "device-mismatch"),
+        _MOVE_ALL,
+    ]
+    return hit("devices.mismatch_other", "device_mismatch", f"Tensors on different devices ({_both(p)})", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.9, facts=facts)
+
+
+def _with(facts: Facts, **changes: object) -> Facts:
+    return replace(facts, **changes)  # type: ignore[arg-type]
 
 
 def _cuda_to_numpy(ctx: Context) -> RuleHit | None:
-    m = ctx.search(r"can't convert (\S+) device type tensor to numpy")
+    m = _CUDA_NUMPY.search(ctx.text)
     if not m:
         return None
-    cause = f"A tensor on {m.group(1)} was passed to NumPy (.numpy(), np.array(t), matplotlib, sklearn); NumPy only reads host memory."
-    fixes = [fix("Copy to the CPU first (and detach if it requires grad)", "", "arr = t.detach().cpu().numpy()", "detach-numpy")]
-    return hit("devices.cuda_numpy", "device_mismatch", "GPU tensor passed to NumPy", cause, fixes, ("detach-numpy", "device-mismatch"), _loc(ctx, [error_fact(ctx)]), 0.92)
+    dev = m.group(1).lower()
+    line = _user_line(ctx)
+    cause = (f"A tensor on {dev} was handed to NumPy" + (f" at `{line}`" if line else "") + " (.numpy(), np.asarray, or a library such as matplotlib/sklearn that converts it); "
+             "NumPy can only read host memory, so the tensor has to be copied to the CPU first.")
+    fixes: list[Fix] = [fix("Copy to the CPU first (and detach if it requires grad)", "", "arr = t.detach().cpu().numpy()", "detach-numpy")]
+    return hit("devices.cuda_numpy", "device_mismatch", "GPU tensor passed to NumPy", cause, fixes, ("detach-numpy", "device-mismatch"),
+               _loc(ctx, [error_fact(ctx)]), 0.92, facts=Facts(devices=(dev,), call=".numpy" if ".numpy(" in line else None))
+
+
+_CUDA_CASES: tuple[tuple[str, str, str, str, tuple[Fix, ...]], ...] = (
+    ("devices.cuda_unavailable", r"Torch not compiled with CUDA enabled", "PyTorch build without CUDA",
+     "The installed PyTorch is a CPU-only build, so any .cuda() / device='cuda' call fails. Either pip picked a CPU wheel (a default index or a "
+     "requirements pin without a CUDA build) or the script runs in another environment than the one with the CUDA build.",
+     (fix("Install a CUDA build of PyTorch", "Pick the wheel index for your driver (pytorch.org's install selector), then check torch.version.cuda is not None.",
+          "pip install torch --index-url https://download.pytorch.org/whl/cu126\npython -c \"import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())\"", "cuda-unavailable"),
+      fix("Or make the code device-agnostic", "Fall back to the CPU when CUDA is missing.", "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')", "cuda-unavailable"))),
+    ("devices.cuda_checkpoint_on_cpu", r"Attempting to deserialize object on a CUDA device but torch\.cuda\.is_available\(\) is False", "CUDA checkpoint loaded without a GPU",
+     "The checkpoint holds tensors saved from a GPU, and torch.load tries to restore them onto a GPU this machine does not have (or cannot use).",
+     (fix("Load onto the CPU with map_location", "", "state = torch.load(path, map_location='cpu')\nmodel.load_state_dict(state)", "cuda-unavailable"),)),
+    ("devices.no_gpu_visible", r"Found no NVIDIA driver on your system|no CUDA-capable device is detected|No CUDA GPUs are available|CUDA driver initialization failed", "No usable GPU or driver",
+     "A CUDA build of PyTorch is installed but this process sees no GPU: no NVIDIA driver, a container started without GPU access, or "
+     "CUDA_VISIBLE_DEVICES set (often inside the script) to an index that does not exist or to an empty list.",
+     (fix("Check the driver and what the process can see", "`nvidia-smi` must list the GPU in the same environment (containers: --gpus all). Indices in CUDA_VISIBLE_DEVICES are physical GPU numbers; look for a hard-coded os.environ['CUDA_VISIBLE_DEVICES'] in the code.",
+          "nvidia-smi\necho $CUDA_VISIBLE_DEVICES\npython -c \"import torch; print(torch.cuda.device_count())\"", "cuda-unavailable"),)),
+    ("devices.driver_too_old", r"driver version is insufficient for CUDA runtime version|NVIDIA driver on your system is too old", "NVIDIA driver too old",
+     "The PyTorch wheel was built for a newer CUDA runtime than the installed NVIDIA driver supports.",
+     (fix("Update the driver, or install a wheel built for an older CUDA", "Compare the CUDA version `nvidia-smi` reports (the driver's maximum) with torch.version.cuda.", "nvidia-smi\npip install torch --index-url https://download.pytorch.org/whl/cu118", "cuda-unavailable"),)),
+    ("devices.invalid_ordinal", r"invalid device ordinal", "GPU index does not exist",
+     "The code asks for a GPU index this process cannot see: e.g. cuda:1 on a single-GPU machine, more processes per node than GPUs, or CUDA_VISIBLE_DEVICES renumbering the visible GPUs from 0.",
+     (fix("Use an index below torch.cuda.device_count()", "With CUDA_VISIBLE_DEVICES=3 the only visible GPU is cuda:0; launch at most one process per visible GPU.",
+          "print(torch.cuda.device_count())\ntorch.cuda.set_device(local_rank % torch.cuda.device_count())", "cuda-unavailable"),)),
+    ("devices.nvml_mismatch", r"NVML: ?Driver/library version mismatch|Failed to initialize NVML", "NVIDIA driver/library mismatch",
+     "The loaded kernel driver and the user-space NVIDIA libraries have different versions, typically after a driver update without a reboot.",
+     (fix("Reboot (or reload the nvidia kernel modules)", "Then check that `nvidia-smi` works before starting PyTorch.", "nvidia-smi", "cuda-unavailable"),)),
+    ("devices.gpu_busy", r"CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy", "GPU busy or unavailable",
+     "The GPU refused a new context: it is in exclusive-process compute mode and another process holds it, or the device is in a bad state.",
+     (fix("Find the process holding the GPU, or pick another GPU", "nvidia-smi shows the compute mode and the processes on each GPU.", "nvidia-smi\nCUDA_VISIBLE_DEVICES=1 python train.py", "cuda-unavailable"),)),
+    ("devices.cuda_unknown_error", r"CUDA unknown error - this may be due to an incorrectly set up environment", "CUDA initialisation failed",
+     "CUDA could not initialise: the driver and the container/runtime disagree, the GPU is in a bad state after a crash or suspend/resume, "
+     "or CUDA_VISIBLE_DEVICES was changed after CUDA had started in this process.",
+     (fix("Check the environment, then reset", "Run nvidia-smi; if it errors, restart the container or the machine. Set CUDA_VISIBLE_DEVICES before the process starts, not in the middle of the script.", "nvidia-smi", "cuda-unavailable"),)),
+)
 
 
 @rule(
@@ -153,40 +395,40 @@ def _cuda_to_numpy(ctx: Context) -> RuleHit | None:
     category='cuda_unavailable',
     docs=("cuda-unavailable", "cuda-arch-mismatch"),
     priority=130,
-    outcomes=('devices.cuda_unavailable',),
-    examples=(),
+    outcomes=tuple(case[0] for case in _CUDA_CASES),
+    examples=(
+        Example("captured/cpu/hardcoded-cuda-device-cpu-build", "devices.cuda_unavailable"),
+        Example("realworld/dev/detectron2-old-not-compiled-cuda-check-driver", "devices.cuda_unavailable"),
+        Example("captured/cpu/torch-load-map-location-cuda-no-gpu", "devices.cuda_checkpoint_on_cpu"),
+        Example("realworld/dev/gaitset-old-no-nvidia-driver-multiline", "devices.no_gpu_visible"),
+        Example("corpus/devices/no_cuda_gpus_available_samus.txt", "devices.no_gpu_visible"),
+        Example("corpus/devices/no_cuda_gpus_visible_empty_env.txt", "devices.no_gpu_visible"),
+        Example("corpus/devices/driver_too_old_fooocus.txt", "devices.driver_too_old"),
+        Example("corpus/devices/driver_too_old_assert_fastfcn.txt", "devices.driver_too_old"),
+        Example("corpus/devices/invalid_ordinal_set_device_opensora.txt", "devices.invalid_ordinal"),
+        Example("corpus/devices/invalid_ordinal_model_to_odcnn.txt", "devices.invalid_ordinal"),
+        Example("corpus/devices/invalid_ordinal_accelerator_error_gpu.txt", "devices.invalid_ordinal"),
+        Example("corpus/devices/nvml_mismatch_mozilla.txt", "devices.nvml_mismatch"),
+        Example("corpus/devices/busy_unavailable_pamir.txt", "devices.gpu_busy"),
+        Example("corpus/devices/busy_unavailable_cosipy.txt", "devices.gpu_busy"),
+        Example("corpus/devices/cuda_unknown_error_set_device_oldphotos.txt", "devices.cuda_unknown_error"),
+        Example("corpus/devices/cuda_unknown_error_cogsvd.txt", "devices.cuda_unknown_error"),
+    ),
 )
 def cuda_unavailable(ctx: Context) -> RuleHit | None:
     """CUDA requested but not usable: CPU-only build, no driver, old driver, bad ordinal, CUDA checkpoint on CPU."""
-    docs = ("cuda-unavailable", "cuda-arch-mismatch")
-    cases: list[tuple[str, str, str, list]] = [
-        (r"Torch not compiled with CUDA enabled", "PyTorch build without CUDA",
-         "The installed PyTorch is a CPU-only build, so any .cuda() / device='cuda' call fails. This happens when pip picked the CPU wheel (e.g. from the default index on some platforms, or a requirements file that pins a +cpu build) or when the script runs in a different environment than the one with the CUDA build.",
-         [fix("Install a CUDA build of PyTorch", "Pick the wheel index for your CUDA driver (see pytorch.org's install selector), then check torch.version.cuda is not None.", "pip install torch --index-url https://download.pytorch.org/whl/cu126\npython -c \"import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())\"", "cuda-unavailable"),
-          fix("Or make the code device-agnostic", "Fall back to the CPU when CUDA is missing.", "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')", "cuda-unavailable")]),
-        (r"Attempting to deserialize object on a CUDA device but torch\.cuda\.is_available\(\) is False", "CUDA checkpoint loaded without a GPU",
-         "The checkpoint was saved from GPU tensors, and torch.load tries to restore them onto a GPU this machine does not have (or cannot use).",
-         [fix("Load onto the CPU with map_location", "", "state = torch.load(path, map_location='cpu')\nmodel.load_state_dict(state)", "cuda-unavailable")]),
-        (r"Found no NVIDIA driver on your system|no CUDA-capable device is detected|No CUDA GPUs are available|CUDA driver initialization failed", "No usable GPU/driver",
-         "The CUDA build of PyTorch is installed, but no GPU is visible: no NVIDIA driver, a container started without GPU access, or CUDA_VISIBLE_DEVICES set to an empty/invalid list.",
-         [fix("Check the driver and visibility", "`nvidia-smi` must list the GPU inside the same environment (container: run with --gpus all).", "nvidia-smi\necho $CUDA_VISIBLE_DEVICES\npython -c \"import torch; print(torch.cuda.device_count())\"", "cuda-unavailable")]),
-        (r"driver version is insufficient for CUDA runtime version|NVIDIA driver on your system is too old", "NVIDIA driver too old",
-         "The PyTorch wheel was built for a newer CUDA runtime than the installed NVIDIA driver supports.",
-         [fix("Update the driver or install a wheel for an older CUDA", "Compare `nvidia-smi` (driver's max CUDA version) with torch.version.cuda.", "pip install torch --index-url https://download.pytorch.org/whl/cu118", "cuda-unavailable")]),
-        (r"invalid device ordinal", "GPU index does not exist",
-         "The code asks for a GPU index that is not visible to this process (e.g. cuda:1 on a single-GPU machine, or CUDA_VISIBLE_DEVICES renumbers the visible GPUs from 0).",
-         [fix("Use an index below torch.cuda.device_count()", "With CUDA_VISIBLE_DEVICES=3 the only visible GPU is cuda:0.", "torch.cuda.set_device(local_rank % torch.cuda.device_count())", "cuda-unavailable")]),
-        (r"NVML: ?Driver/library version mismatch|Failed to initialize NVML", "NVIDIA driver/library mismatch",
-         "The kernel driver and the user-space NVIDIA libraries have different versions, typically after a driver update without a reboot.",
-         [fix("Reboot (or reload the nvidia kernel modules)", "", None, "cuda-unavailable")]),
-        (r"CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy", "GPU busy or in exclusive mode",
-         "The GPU is in exclusive-process compute mode and another process holds it, or it is otherwise unavailable.",
-         [fix("Find the process holding the GPU", "", "nvidia-smi", "cuda-unavailable")]),
-        (r"CUDA unknown error - this may be due to an incorrectly set up environment", "CUDA initialisation failed",
-         "CUDA could not initialise: often a driver/container mismatch, a GPU in a bad state after a crash, or suspend/resume on laptops.",
-         [fix("Check the environment, then reset", "Run nvidia-smi; if it errors, restart the container/machine.", "nvidia-smi", "cuda-unavailable")]),
-    ]
-    for pattern, title, cause, fixes in cases:
-        if ctx.search(pattern):
-            return hit("devices.cuda_unavailable", "cuda_unavailable", title, cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.93)
+    for outcome, pattern, title, cause, fixes in _CUDA_CASES:
+        m = ctx.search(pattern)
+        if not m:
+            continue
+        found = [error_fact(ctx)]
+        numbers: dict[str, float] = {}
+        version = ctx.search(r"too old \(found version (\d+)\)")
+        if version:
+            numbers["driver_cuda_version"] = float(version.group(1))
+            found.append(Fact("driver", f"driver supports CUDA up to version code {version.group(1)}"))
+        line = _user_line(ctx)
+        devs = tuple(dict.fromkeys(re.findall(r"cuda:\d+", line)))
+        return hit(outcome, "cuda_unavailable", title, cause, fixes, ("cuda-unavailable", "cuda-arch-mismatch"), _loc(ctx, found), 0.93,
+                   facts=Facts(numbers=numbers, devices=devs, names=(m.group(0),)))
     return None

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit
-from assistant.types import Fact, RuleHit
+from assistant.rules.registry import Example, rule
+from assistant.types import Fact, Facts, Fix, RuleHit
 
 _WATCHDOG = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?, Timeout\(ms\)=(?P<tmo>\d+)\)(?: ran for (?P<ran>\d+) milliseconds)?"
 )
 
 
-def _debug_fixes() -> list:
+def _debug_fixes() -> list[Fix]:
     return [
-        fix("Turn on distributed debugging", "TORCH_DISTRIBUTED_DEBUG=DETAIL checks that every rank calls the same collective with the same shapes and names the mismatch; NCCL_DEBUG=INFO shows NCCL's own view.", "TORCH_DISTRIBUTED_DEBUG=DETAIL NCCL_DEBUG=INFO torchrun --nproc_per_node=2 train.py", "nccl-timeout"),
+        fix("Turn on distributed debugging", "TORCH_DISTRIBUTED_DEBUG=DETAIL checks that every rank calls the same collective with the same shapes and names the mismatch; NCCL_DEBUG=INFO shows NCCL's own view.", "TORCH_DISTRIBUTED_DEBUG=DETAIL NCCL_DEBUG=INFO torchrun --nproc_per_node=NUM_GPUS train.py", "nccl-timeout"),
     ]
+
+
+def _ranks_in(text: str) -> tuple[int, ...]:
+    """Ranks that report the failure (``[Rank 3]`` / ``[rank3]:`` prefixes), in order of appearance."""
+    return tuple(dict.fromkeys(int(r) for r in re.findall(r"\[[Rr]ank ?(\d+)\]", text)))
 
 
 @rule(
@@ -24,71 +29,129 @@ def _debug_fixes() -> list:
     category='nccl_error',
     docs=("nccl-timeout", "nccl-errors", "ddp-unused-parameters"),
     priority=220,
-    outcomes=('distributed.nccl_timeout', 'distributed.collective_mismatch'),
-    examples=(),
+    outcomes=('distributed.nccl_timeout', 'distributed.nccl_timeout_first_collective', 'distributed.collective_mismatch'),
+    examples=(
+        Example('captured/multi_gpu/nccl-timeout-uneven-shards-ddp', 'distributed.nccl_timeout'),
+        Example('realworld/dev/basicsr-nccl-watchdog-rankprefix', 'distributed.nccl_timeout'),
+        Example('realworld/dev/llamafactory-nccl-watchdog-allreduce-pidprefix', 'distributed.nccl_timeout'),
+        Example('realworld/dev/ofa-old-nccl-watchdog-no-numel', 'distributed.nccl_timeout'),
+        Example('realworld/dev/pytorch-118369-watchdog-progressbar', 'distributed.nccl_timeout'),
+        Example('realworld/dev/sglang-nccl-watchdog-allgather-takedown', 'distributed.nccl_timeout'),
+        Example('corpus/distributed/nccl_timeout_alltoall_epoch_transition.txt', 'distributed.nccl_timeout'),
+        Example('corpus/distributed/nccl_timeout_first_collective.txt', 'distributed.nccl_timeout_first_collective'),
+        Example('captured/multi_gpu/nccl-allreduce-bincount-shape-mismatch', 'distributed.collective_mismatch'),
+        Example('corpus/distributed/collective_mismatch_shape_allgather.txt', 'distributed.collective_mismatch'),
+        Example('corpus/distributed/collective_mismatch_shape_allreduce.txt', 'distributed.collective_mismatch'),
+        Example('corpus/distributed/collective_mismatch_op_type.txt', 'distributed.collective_mismatch'),
+        Example('corpus/distributed/collective_mismatch_bincount_gloo_2_13.txt', 'distributed.collective_mismatch'),
+        Example('corpus/distributed/gloo_timeout_rank_busy_2_13.txt', 'distributed.nccl_timeout'),
+    ),
 )
 def nccl_timeout(ctx: Context) -> RuleHit | None:
     """Watchdog collective timeouts and collective mismatches between ranks."""
-    mismatch = ctx.search(r"Detected mismatch between collectives on ranks\. Rank (\d+) is running collective: (.+?), but Rank (\d+) is running collective: (.+?)(?:\.|$)", re.M | re.S)
     docs = ("nccl-timeout", "nccl-errors", "ddp-unused-parameters")
+    mismatch = ctx.search(r"Detected mismatch between collectives on ranks\. Rank (\d+) is running collective: (.+?), but Rank (\d+) is running collective: (.+?)(?:\.Collectives differ|\.\s*$|$)", re.M | re.S)
     if mismatch:
-        r0, c0, r1, c1 = mismatch.groups()
-        shapes = re.findall(r"TensorShape=\[([^\]]*)\]", c0 + " " + c1)
-        ops = re.findall(r"OpType=(\w+)", c0 + " " + c1)
-        found = [error_fact(ctx), Fact("collective", f"rank {r0}: {c0.strip()[:160]}"), Fact("collective", f"rank {r1}: {c1.strip()[:160]}")]
-        if len(set(ops)) > 1:
-            detail = f"rank {r0} calls {ops[0]} while rank {r1} calls {ops[1]}: the ranks execute collectives in a different order"
-        elif len(shapes) >= 2 and shapes[0] != shapes[1]:
-            detail = f"the same {ops[0] if ops else 'collective'} is called with shape [{shapes[0]}] on rank {r0} and [{shapes[1]}] on rank {r1}"
-        else:
-            detail = "the ranks' collectives differ"
-        cause = (f"The ranks disagree about the collective they are running: {detail}. Every rank must call the same collectives, in the same order, "
-                 "with tensors of the same shape and dtype. Rank-dependent code paths or rank-dependent tensor sizes cause this: the last uneven batch, or "
-                 "sizes that depend on each rank's data (torch.bincount without minlength, unique, nonzero, boolean masks).")
-        src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
-        if src:
-            cause += f" The collective is called at `{src}`."
-        fixes = [
-            fix("Make every rank run the same collectives with the same shapes", "Pad per-rank tensors to a common size (all_gather the sizes first), and keep rank-conditional code (logging, evaluation) free of collectives.", "sizes = [torch.zeros(1, device=dev) for _ in range(world)]\ndist.all_gather(sizes, torch.tensor([n], device=dev, dtype=torch.float))", "nccl-timeout"),
-        ]
-        return hit("distributed.collective_mismatch", "nccl_error", "Collective mismatch between ranks", cause, fixes, docs, found, 0.95)
+        return _collective_mismatch(ctx, mismatch, docs)
 
     m = _WATCHDOG.search(ctx.text)
     other = ctx.search(r"Watchdog caught collective operation timeout|collective operation timeout|NCCL timeout|Timed out waiting \d+ms for|operation has timed out|Some NCCL operations have failed or timed out|ProcessGroupNCCL.*timed out")
     if not (m or other):
         return None
     found = [error_fact(ctx)]
-    cause = "A collective operation did not complete on every rank within the timeout: at least one rank never reached it (or reached a different one)."
+    ranks = _ranks_in(ctx.failure.text or ctx.text)
+    numbers: dict[str, float] = {}
+    op = m.group("op") if m else None
+    seq = int(m.group("seq")) if m else None
     if m:
-        op, tmo, ran = m.group("op"), int(m.group("tmo")), m.group("ran")
-        found.append(Fact("collective", f"{op} #{m.group('seq')} waited {int(ran) / 1000 if ran else tmo / 1000:.0f} s (timeout {tmo / 1000:.0f} s)" + (f", {m.group('nin')} elements" if m.group("nin") else "")))
-        numels = {int(x) for x in re.findall(r"NumelIn=(\d+)", ctx.text)}
-        if len(numels) > 1:
-            cause += f" Different ranks report different sizes for the same collective ({', '.join(map(str, sorted(numels)))} elements): their tensors do not match."
-        else:
-            cause = (f"Rank {ctx.failure.rank if ctx.failure.rank is not None else '?'}'s {op} (collective #{m.group('seq')}) waited {tmo // 1000} s for the other ranks and gave up. "
-                     "NCCL collectives block until every rank joins, so the others were elsewhere: one rank crashed or hung, ran a different number of "
-                     "iterations (uneven data per rank, early exit), skipped a collective in rank-conditional code (e.g. evaluation only on rank 0 with a "
-                     "barrier/all_reduce inside), or is much slower (data loading, checkpoint saving on rank 0).")
-    if ctx.failure.notes and any("failed first" in n for n in ctx.failure.notes):
-        cause += " " + next(n for n in ctx.failure.notes if "failed first" in n)
+        tmo, ran = int(m.group("tmo")), m.group("ran")
+        numbers.update({"seq_num": float(seq), "timeout_ms": float(tmo)})  # type: ignore[arg-type]
+        if ran:
+            numbers["ran_ms"] = float(ran)
+        if m.group("nin"):
+            numbers.update({"numel_in": float(m.group("nin")), "numel_out": float(m.group("nout"))})
+        found.append(Fact("collective", f"{op} #{seq} waited {int(ran) / 1000 if ran else tmo / 1000:.0f} s (timeout {tmo / 1000:.0f} s)" + (f", {m.group('nin')} elements" if m.group("nin") else "")))
+    if ranks:
+        found.append(Fact("ranks", "ranks reporting the timeout: " + ", ".join(map(str, ranks[:16]))))
+    rank = ctx.failure.rank if ctx.failure.rank is not None else (ranks[0] if ranks else None)
+    who = f"Rank {rank}'s" if rank is not None else "A rank's"
+    what = f"{op} (collective #{seq})" if m else "collective"
+    if seq is not None and seq <= 1:
+        outcome = "distributed.nccl_timeout_first_collective"
+        cause = (f"{who} very first {what} never completed. When even the first collective hangs, the ranks never managed to talk to each "
+                 "other: NCCL cannot connect them (a wrong or unreachable network interface, a firewall, InfiniBand or peer-to-peer transport that "
+                 "does not work in this machine or container), or one rank never reached that first collective because it crashed or stalled "
+                 "during start-up.")
+        fixes = [
+            fix("Let NCCL explain its connection attempt", "NCCL_DEBUG=INFO prints the interfaces and transports it tries; a hang right after 'Init' lines points at the network path.", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...", "nccl-errors"),
+            fix("Isolate the transport", "Disable one path at a time to find the broken one, and pin the socket interface.", "NCCL_P2P_DISABLE=1 torchrun ...\nNCCL_IB_DISABLE=1 torchrun ...\nNCCL_SOCKET_IFNAME=eth0 torchrun ...", "nccl-errors"),
+            fix("Check that every rank reaches the first collective", "Look at each rank's log for an earlier error or a slow start (model loading, data preparation) before the first barrier/all_reduce.", None, "nccl-timeout"),
+            *_debug_fixes(),
+        ]
+    else:
+        outcome = "distributed.nccl_timeout"
+        cause = (f"{who} {what} waited for the other ranks until the timeout and gave up. NCCL collectives block until every rank joins, so at "
+                 "least one rank was somewhere else: it crashed or hung (look for its own error earlier in the log), ran a different number of "
+                 "iterations (uneven data per rank, an early exit), skipped a collective in rank-conditional code (evaluation or logging on rank 0 "
+                 "that contains a barrier/all_reduce), or was far slower (data loading, checkpoint saving on one rank).")
+        fixes = [
+            fix("Find the rank that did not arrive", "Look for the first rank whose log shows a different error or stops early; the timeout on the others is a consequence.", None, "nccl-timeout"),
+            fix("Give every rank the same number of steps", "Use DistributedSampler (drop_last=True) so each rank sees the same number of batches; or use the join() context manager for uneven inputs.", "sampler = DistributedSampler(ds, drop_last=True)\nloader = DataLoader(ds, sampler=sampler, batch_size=bs)", "nccl-timeout"),
+            fix("Keep collectives out of rank-conditional code", "Every rank must call barrier/all_reduce/all_gather the same number of times.", "if rank == 0:\n    save_checkpoint()   # no collectives in here\ndist.barrier()      # all ranks", "nccl-timeout"),
+            *_debug_fixes(),
+            fix("Raise the timeout only for known slow phases", "If one rank legitimately works longer (e.g. saving a large checkpoint), raise timeout in init_process_group.", "dist.init_process_group('nccl', timeout=datetime.timedelta(minutes=30))", "nccl-timeout"),
+        ]
+    first = next((n for n in ctx.failure.notes if "failed first" in n), None)
+    if first:
+        cause += " " + first
+    return hit(outcome, "nccl_error", "NCCL collective timed out", cause, fixes, docs, found, 0.92,
+               facts=Facts(numbers=numbers, names=tuple(n for n in (op,) if n) + tuple(f"rank {r}" for r in ranks[:16])))
+
+
+def _collective_mismatch(ctx: Context, mismatch: re.Match[str], docs: tuple[str, ...]) -> RuleHit:
+    """Two ranks ran different collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL fingerprints)."""
+    r0, c0, r1, c1 = mismatch.groups()
+    shapes = [re.findall(r"TensorShape=\[([^\]]*)\]", c) for c in (c0, c1)]
+    ops = [re.findall(r"OpType=(\w+)", c) for c in (c0, c1)]
+    op0, op1 = (ops[0][0] if ops[0] else None), (ops[1][0] if ops[1] else None)
+    s0, s1 = (shapes[0][0] if shapes[0] else None), (shapes[1][0] if shapes[1] else None)
+    found = [error_fact(ctx), Fact("collective", f"rank {r0}: {op0 or '?'}" + (f" shape [{s0}]" if s0 is not None else "")),
+             Fact("collective", f"rank {r1}: {op1 or '?'}" + (f" shape [{s1}]" if s1 is not None else ""))]
+    if op0 and op1 and op0 != op1:
+        detail = f"rank {r0} calls {op0} while rank {r1} calls {op1}: the ranks execute collectives in a different order"
+        advice = "Rank-dependent code paths (a branch taken on one rank only, a different number of logged metrics or steps) reorder the collectives."
+    elif s0 is not None and s1 is not None and s0 != s1:
+        detail = f"the same {op0 or 'collective'} is called with shape [{s0}] on rank {r0} and [{s1}] on rank {r1}"
+        advice = ("Tensor sizes that depend on each rank's own data cause this: a last uneven batch, per-rank counts or histograms whose length "
+                  "depends on the values seen, variable-length sequences, or a per-rank subset of parameters.")
+    else:
+        detail = "the ranks' collectives differ"
+        advice = "Rank-dependent code paths or rank-dependent tensor sizes cause this."
+    cause = (f"The ranks disagree about the collective they are running: {detail}. Every rank must call the same collectives, in the same order, "
+             f"with tensors of the same shape and dtype. {advice}")
+    src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    if src:
+        cause += f" The collective is called at `{src}`."
     fixes = [
-        fix("Find the rank that did not arrive", "Look for the first rank whose log shows a different error or stops early; the timeout on the others is a consequence.", None, "nccl-timeout"),
-        fix("Give every rank the same number of steps", "Use DistributedSampler (drop_last=True) so each rank sees the same number of batches; or use the join() context manager for uneven inputs.", "sampler = DistributedSampler(ds, drop_last=True)\nloader = DataLoader(ds, sampler=sampler, batch_size=bs)", "nccl-timeout"),
-        fix("Keep collectives out of rank-conditional code", "Every rank must call barrier/all_reduce/all_gather the same number of times.", "if rank == 0:\n    save_checkpoint()   # no collectives in here\ndist.barrier()      # all ranks", "nccl-timeout"),
+        fix("Make every rank run the same collectives with the same shapes", "Pad per-rank tensors to a common size (all_gather the sizes first, or fix the length from the config), and keep rank-conditional code (logging, evaluation) free of collectives.", "sizes = [torch.zeros(1, device=dev) for _ in range(world)]\ndist.all_gather(sizes, torch.tensor([n], device=dev, dtype=torch.float))", "nccl-timeout"),
         *_debug_fixes(),
-        fix("Raise the timeout only for known slow phases", "If one rank legitimately works longer (e.g. saving a large checkpoint), raise timeout in init_process_group.", "dist.init_process_group('nccl', timeout=datetime.timedelta(minutes=30))", "nccl-timeout"),
     ]
-    return hit("distributed.nccl_timeout", "nccl_error", "NCCL collective timed out", cause, fixes, docs, found, 0.92)
+    dims = tuple(tuple(int(x) for x in s.split(",") if x.strip().isdigit()) for s in (s0, s1) if s is not None)
+    return hit("distributed.collective_mismatch", "nccl_error", "Collective mismatch between ranks", cause, fixes, docs, found, 0.95,
+               facts=Facts(shapes=dims, names=tuple(o for o in (op0, op1) if o) + (f"rank {r0}", f"rank {r1}")))
 
 
-_NCCL_KINDS = {
-    "unhandled system error": "a system call or transport failed (network interface, shared memory, InfiniBand); in containers /dev/shm that is too small is a frequent cause",
-    "invalid usage": "NCCL was called incorrectly: typically two ranks on the same GPU, mismatched collectives, or an invalid communicator",
-    "unhandled cuda error": "a CUDA error happened inside NCCL (often an earlier failure on that GPU, out-of-memory, or a faulty GPU)",
-    "internal error": "NCCL hit an internal error (often network/transport problems or version mismatches between ranks)",
-    "remote process exited or there was a network error": "a peer rank died or the network between nodes failed",
+# NCCL's reason string and result code -> outcome and what it usually means.
+_NCCL_KINDS: dict[str, tuple[str, str]] = {
+    "unhandled system error": ("distributed.nccl_system_error", "a system call or transport failed (network interface, shared memory, InfiniBand); in containers a /dev/shm that is too small is a frequent cause"),
+    "invalid usage": ("distributed.nccl_invalid_usage", "NCCL was called incorrectly: typically two ranks on the same GPU, more ranks than GPUs, mismatched collectives, or an invalid communicator"),
+    "unhandled cuda error": ("distributed.nccl_cuda_error", "a CUDA call inside NCCL failed: often an earlier failure on that GPU, out-of-memory, a driver/CUDA mismatch, or GPUs that cannot use peer-to-peer access in this machine or container"),
+    "internal error": ("distributed.nccl_internal_error", "NCCL hit an internal error; in practice often a network/transport problem (some NCCL versions report every network failure this way) or version mismatches between ranks"),
+    "remote process exited or there was a network error": ("distributed.nccl_remote_error", "a peer rank died (look for its own error) or the network between nodes failed"),
 }
+_NCCL_CODES = {"ncclSystemError": "unhandled system error", "ncclInvalidUsage": "invalid usage", "ncclUnhandledCudaError": "unhandled cuda error",
+               "ncclInternalError": "internal error", "ncclRemoteError": "remote process exited or there was a network error",
+               "1": "unhandled cuda error", "2": "unhandled system error", "3": "internal error", "5": "invalid usage", "6": "remote process exited or there was a network error"}
 
 
 @rule(
@@ -96,51 +159,112 @@ _NCCL_KINDS = {
     category='nccl_error',
     docs=("nccl-errors", "process-group-init", "nccl-timeout"),
     priority=222,
-    outcomes=('distributed.nccl_error', 'distributed.duplicate_gpu', 'distributed.nccl_cpu_tensor'),
-    examples=(),
+    outcomes=('distributed.nccl_system_error', 'distributed.nccl_invalid_usage', 'distributed.nccl_cuda_error', 'distributed.nccl_internal_error',
+              'distributed.nccl_remote_error', 'distributed.nccl_aborted', 'distributed.peer_closed', 'distributed.duplicate_gpu', 'distributed.nccl_cpu_tensor'),
+    examples=(
+        Example('realworld/dev/imgproc-old-nccl-unhandled-system-518', 'distributed.nccl_system_error'),
+        Example('corpus/distributed/nccl_invalid_usage_async_ops.txt', 'distributed.nccl_invalid_usage'),
+        Example('corpus/distributed/nccl_error_5_invalid_usage.txt', 'distributed.nccl_invalid_usage'),
+        Example('realworld/dev/bevheight-old-unhandled-cuda-docker', 'distributed.nccl_cuda_error'),
+        Example('realworld/dev/nccl1410-unhandled-cuda-invalid-argument-rank', 'distributed.nccl_cuda_error'),
+        Example('corpus/distributed/nccl_internal_error_last_error.txt', 'distributed.nccl_internal_error'),
+        Example('corpus/distributed/nccl_internal_error_old.txt', 'distributed.nccl_internal_error'),
+        Example('corpus/distributed/nccl_remote_error_connection_reset.txt', 'distributed.nccl_remote_error'),
+        Example('corpus/distributed/nccl_remote_error_plain.txt', 'distributed.nccl_remote_error'),
+        Example('corpus/distributed/nccl_communicator_aborted_title.txt', 'distributed.nccl_aborted'),
+        Example('corpus/distributed/gloo_peer_closed_uneven_steps_2_13.txt', 'distributed.peer_closed'),
+        Example('captured/multi_gpu/nccl-duplicate-gpu-no-set-device', 'distributed.duplicate_gpu'),
+        Example('realworld/dev/verl-duplicate-gpu-ray-version', 'distributed.duplicate_gpu'),
+        Example('corpus/distributed/nccl_cpu_tensor_all_reduce.txt', 'distributed.nccl_cpu_tensor'),
+    ),
 )
 def nccl_error(ctx: Context) -> RuleHit | None:
-    """``NCCL error in: ...`` with its reason, duplicate GPUs, and NCCL WARN lines."""
-    dup = ctx.search(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)")
+    """``NCCL error in: ...`` with its reason, duplicate GPUs, CPU tensors and aborted communicators."""
     docs = ("nccl-errors", "process-group-init", "nccl-timeout")
-    if dup:
-        r0, r1, dev = dup.groups()
-        cause = (f"Ranks {r0} and {r1} both use CUDA device {dev}. Each process must select its own GPU before creating NCCL communicators; "
-                 "without torch.cuda.set_device(local_rank) every process uses GPU 0.")
-        fixes = [fix("Select the GPU from LOCAL_RANK at start-up", "", "local_rank = int(os.environ['LOCAL_RANK'])\ntorch.cuda.set_device(local_rank)\ndist.init_process_group('nccl', device_id=torch.device('cuda', local_rank))", "nccl-errors")]
-        return hit("distributed.duplicate_gpu", "nccl_error", "Two ranks on the same GPU", cause, fixes, docs, [error_fact(ctx), Fact("ranks", f"ranks {r0} and {r1} on device {dev}")], 0.95)
-    m = ctx.search(r"NCCL error in: ([^\n]+?), ([a-z][a-z ]+?)(?:, NCCL version ([\d.]+\w*))?(?:\n|$|\s*ncclSystemError|\s*ncclInvalidUsage|\s*ncclUnhandledCudaError|\s*ncclInternalError|\s*ncclRemoteError)")
-    generic = ctx.search(r"ncclSystemError|ncclInvalidUsage|ncclUnhandledCudaError|ncclInternalError|ncclRemoteError|NCCL WARN|DistBackendError|NCCL communicator was aborted|ProcessGroupNCCL|Tensors must be CUDA and dense|NCCL Error \d")
-    if not (m or generic):
-        return None
-    found = [error_fact(ctx)]
-    if m:
-        reason = m.group(2).strip()
-        found.append(Fact("nccl", f"NCCL reason: {reason}" + (f" (NCCL {m.group(3)})" if m.group(3) else "")))
-        story = _NCCL_KINDS.get(reason, f"NCCL failed ({reason})")
-        cause = f"NCCL failed with '{reason}': {story}."
-    elif ctx.search(r"Tensors must be CUDA and dense"):
+    raw = ctx.failure.text or ctx.text
+    dup = ctx.search(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)")
+    if dup or (ctx.search(r"invalid usage") and re.search(r"Duplicate GPU detected", raw)):
+        return _duplicate_gpu(ctx, dup, raw, docs)
+    if ctx.search(r"Tensors must be CUDA and dense"):
         cause = "The NCCL backend only works on CUDA tensors, but a CPU (or sparse) tensor was passed to a collective."
-        fixes = [fix("Move the tensor to this rank's GPU (or use the gloo backend for CPU tensors)", "", "t = t.to(torch.device('cuda', local_rank))\ndist.all_reduce(t)", "nccl-errors")]
-        return hit("distributed.nccl_cpu_tensor", "nccl_error", "CPU tensor passed to an NCCL collective", cause, fixes, docs, found, 0.93)
-    else:
-        cause = "NCCL (the GPU communication library) reported a failure. "
-    last = ctx.search(r"Last error:\s*\n?\s*([^\n]+)")
+        fixes = [fix("Move the tensor to this rank's GPU (or use the gloo backend for CPU tensors)", "Values computed on the CPU (metrics, counters) must be moved to the rank's device before all_reduce/all_gather.", "t = t.to(torch.device('cuda', local_rank))\ndist.all_reduce(t)", "nccl-errors")]
+        return hit("distributed.nccl_cpu_tensor", "nccl_error", "CPU tensor passed to an NCCL collective", cause, fixes, docs, [error_fact(ctx)], 0.93,
+                   facts=Facts(devices=("cpu",)))
+    m = ctx.search(r"NCCL error in: ([^\n,]+), ([a-z][a-z ]*[a-z])(?: - [^,\n]*| \(run with [^)\n]*\))*(?:, NCCL version ([\w.]+))?(?=[\s,.\"]|$)")
+    code = ctx.search(r"\b(ncclSystemError|ncclInvalidUsage|ncclUnhandledCudaError|ncclInternalError|ncclRemoteError)\b|NCCL Error (\d)\b")
+    reason = m.group(2).strip() if m and m.group(2).strip() in _NCCL_KINDS else None
+    if reason is None and code:
+        reason = _NCCL_CODES.get(code.group(1) or code.group(2))
+    if reason is None:
+        if ctx.search(r"NCCL communicator was aborted"):
+            return _aborted(ctx, docs)
+        if ctx.search(r"gloo[^\n]*(?:Connection closed by peer|Connection reset by peer)|Connection closed by peer[^\n]*remote worker"):
+            return _peer_closed(ctx, docs)
+        return None
+    outcome, story = _NCCL_KINDS[reason]
+    found = [error_fact(ctx), Fact("nccl", f"NCCL reason: {reason}" + (f" (NCCL {m.group(3)})" if m and m.group(3) else ""))]
+    cause = f"NCCL failed with '{reason}': {story}."
+    last = ctx.search(r"Last error:\s*\n?\s*(?:\[rank\d+\]: )?(?:\([^)]*\) ERROR [^\]]*\] )?([^\n]+)")
     if last:
         found.append(Fact("nccl", f"last NCCL error: {last.group(1).strip()[:200]}"))
         cause += f" NCCL's last error says: {last.group(1).strip()[:200]}."
     for line in ctx.failure.nccl_lines[:3]:
         if "WARN" in line:
             found.append(Fact("nccl", line[:200]))
-    if ctx.failure.notes:
-        cause += " " + " ".join(n for n in ctx.failure.notes if "failed first" in n)
+    first = " ".join(n for n in ctx.failure.notes if "failed first" in n)
+    if first:
+        cause += " " + first
     fixes = [
-        fix("Get NCCL's own explanation", "NCCL_DEBUG=INFO (or WARN) prints the transport it picked and the exact failing call.", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun --nproc_per_node=2 train.py", "nccl-errors"),
+        fix("Get NCCL's own explanation", "NCCL_DEBUG=INFO (or WARN) prints the transport it picked and the exact failing call.", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun --nproc_per_node=NUM_GPUS train.py", "nccl-errors"),
         fix("One GPU per rank", "Call torch.cuda.set_device(local_rank) before init_process_group and before any CUDA work.", "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))", "nccl-errors"),
         fix("In containers, give NCCL enough shared memory", "Docker's default /dev/shm (64 MB) is too small.", "docker run --shm-size=16g --ipc=host ...", "nccl-errors"),
-        fix("Isolate the transport", "If a network path is broken, disabling it tells you which: NCCL_P2P_DISABLE=1 (GPU peer-to-peer), NCCL_IB_DISABLE=1 (InfiniBand), NCCL_SOCKET_IFNAME=eth0 (pick the interface).", "NCCL_P2P_DISABLE=1 torchrun ...", "nccl-errors"),
+        fix("Isolate the transport", "If a network path is broken, disabling it tells you which: NCCL_P2P_DISABLE=1 (GPU peer-to-peer), NCCL_IB_DISABLE=1 (InfiniBand), NCCL_SOCKET_IFNAME=<interface> (pick the interface).", "NCCL_P2P_DISABLE=1 torchrun ...", "nccl-errors"),
     ]
-    return hit("distributed.nccl_error", "nccl_error", "NCCL error" + (f": {m.group(2).strip()}" if m else ""), cause, fixes, docs, found, 0.88)
+    if outcome in ("distributed.nccl_cuda_error", "distributed.nccl_internal_error", "distributed.nccl_system_error"):
+        fixes.append(fix("Check driver, CUDA and NCCL versions", "Every rank should run the same PyTorch/NCCL build, with a driver new enough for its CUDA version; containers need the host's driver to match.", "python -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'\nnvidia-smi", "nccl-errors"))
+    if outcome == "distributed.nccl_remote_error":
+        fixes.insert(0, fix("Find the rank that died first", "This error is usually a consequence: search the other ranks' logs (or the launcher's summary) for the first traceback or an OOM kill.", None, "nccl-errors"))
+    elif outcome == "distributed.nccl_invalid_usage":
+        fixes.insert(0, fixes.pop(1))
+    ver = m.group(3) if m and m.group(3) else None
+    return hit(outcome, "nccl_error", f"NCCL error: {reason}", cause, fixes, docs, found, 0.88,
+               facts=Facts(names=tuple(n for n in (reason, ver and f"NCCL {ver}") if n)))
+
+
+def _duplicate_gpu(ctx: Context, dup: re.Match[str] | None, raw: str, docs: tuple[str, ...]) -> RuleHit:
+    m = dup or re.search(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)", raw)
+    r0, r1, dev = m.groups() if m else ("?", "?", "?")
+    cause = (f"Ranks {r0} and {r1} both use CUDA device {dev}. Each process must select its own GPU before creating NCCL communicators; "
+             "without torch.cuda.set_device(local_rank) (or with more ranks than visible GPUs) several processes end up on the same device.")
+    fixes = [fix("Select the GPU from LOCAL_RANK at start-up", "Launch no more ranks per node than there are visible GPUs.", "local_rank = int(os.environ['LOCAL_RANK'])\ntorch.cuda.set_device(local_rank)\ndist.init_process_group('nccl', device_id=torch.device('cuda', local_rank))", "nccl-errors")]
+    return hit("distributed.duplicate_gpu", "nccl_error", "Two ranks on the same GPU", cause, fixes, docs,
+               [error_fact(ctx), Fact("ranks", f"ranks {r0} and {r1} on device {dev}")], 0.95,
+               facts=Facts(names=(f"rank {r0}", f"rank {r1}"), devices=(f"cuda:{dev}",) if dev.isdigit() else ()))
+
+
+def _aborted(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
+    cause = ("The NCCL communicator was aborted: PyTorch tears communicators down after a collective failed or timed out on some rank, so every "
+             "later collective reports this. It is a consequence, not the cause — the original failure (a watchdog timeout, an NCCL error or a "
+             "crash on one rank) is printed earlier in the log, possibly by another rank.")
+    fixes = [
+        fix("Find the first failure in the logs of all ranks", "Search for 'Watchdog caught', 'NCCL error' or the first 'Traceback' across ranks; diagnose that message instead.", None, "nccl-timeout"),
+        *_debug_fixes(),
+    ]
+    return hit("distributed.nccl_aborted", "nccl_error", "NCCL communicator aborted after an earlier failure", cause, fixes, docs, [error_fact(ctx)], 0.8)
+
+
+def _peer_closed(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
+    """Gloo lost the connection to another rank in the middle of a collective."""
+    cause = ("The collective failed because another rank closed its connection: that rank exited or crashed while this one was still "
+             "communicating. Either it hit its own error (look for its traceback earlier in the log), or it finished normally because it ran "
+             "fewer steps or collectives than this rank (uneven data per rank, an early exit or a rank-conditional loop), leaving this rank's "
+             "collective with no partner.")
+    fixes = [
+        fix("Find out why the other rank stopped", "Read that rank's own output first: an exception there is the real error.", None, "nccl-timeout"),
+        fix("Give every rank the same number of steps and collectives", "Use DistributedSampler (drop_last=True) and keep collectives out of rank-conditional code.", "sampler = DistributedSampler(ds, drop_last=True)", "nccl-timeout"),
+        *_debug_fixes(),
+    ]
+    return hit("distributed.peer_closed", "nccl_error", "A peer rank closed the connection during a collective", cause, fixes, docs, [error_fact(ctx)], 0.8)
 
 
 @rule(
@@ -148,34 +272,35 @@ def nccl_error(ctx: Context) -> RuleHit | None:
     category='ddp_error',
     docs=("ddp-unused-parameters", "process-group-init"),
     priority=221,
-    outcomes=('distributed.ddp_unused', 'distributed.ddp_ready_twice', 'distributed.ddp_model_mismatch', 'distributed.ddp_no_params', 'distributed.ddp_device'),
-    examples=(),
+    outcomes=('distributed.ddp_unused', 'distributed.ddp_ready_twice', 'distributed.ddp_model_mismatch', 'distributed.ddp_no_params', 'distributed.ddp_device',
+              'distributed.ddp_multi_device_module'),
+    examples=(
+        Example('captured/multi_gpu/ddp-unused-parameters-aux-head', 'distributed.ddp_unused'),
+        Example('realworld/dev/medsegdiff-ddp-unused-params-old', 'distributed.ddp_unused'),
+        Example('realworld/dev/mmdet3d-parta2-ddp-unused', 'distributed.ddp_unused'),
+        Example('corpus/distributed/ddp_unused_aux_head_gloo_2_13.txt', 'distributed.ddp_unused'),
+        Example('realworld/dev/alpacalora4bit-ddp-mark-ready-progressbar', 'distributed.ddp_ready_twice'),
+        Example('realworld/dev/ibot-ddp-mark-ready-checkpoint-interleaved', 'distributed.ddp_ready_twice'),
+        Example('captured/multi_gpu/ddp-model-mismatch-per-rank-vocab', 'distributed.ddp_model_mismatch'),
+        Example('corpus/distributed/ddp_model_mismatch_zero_params.txt', 'distributed.ddp_model_mismatch'),
+        Example('corpus/distributed/ddp_model_mismatch_params_count.txt', 'distributed.ddp_model_mismatch'),
+        Example('corpus/distributed/ddp_model_mismatch_depth_gloo_2_13.txt', 'distributed.ddp_model_mismatch'),
+        Example('corpus/distributed/ddp_no_trainable_params.txt', 'distributed.ddp_no_params'),
+        Example('corpus/distributed/ddp_no_trainable_params_assertion.txt', 'distributed.ddp_no_params'),
+        Example('corpus/distributed/ddp_no_params_gloo_2_13.txt', 'distributed.ddp_no_params'),
+        Example('corpus/distributed/ddp_device_ids_cpu_module.txt', 'distributed.ddp_device'),
+        Example('corpus/distributed/ddp_device_ids_multi_gpu_module.txt', 'distributed.ddp_multi_device_module'),
+        Example('corpus/distributed/ddp_device_ids_multi_gpu_module_three.txt', 'distributed.ddp_multi_device_module'),
+    ),
 )
 def ddp_error(ctx: Context) -> RuleHit | None:
-    """DistributedDataParallel misuse: unused parameters, mark-ready-twice, models that differ by rank."""
+    """DistributedDataParallel misuse: unused parameters, mark-ready-twice, models that differ by rank, wrong devices."""
     docs = ("ddp-unused-parameters", "process-group-init")
     if ctx.search(r"Expected to have finished reduction in the prior iteration before starting a new one"):
-        idx = ctx.search(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]+)")
-        names = ctx.search(r"Parameters which did not receive grad for rank (\d+): ([^\n]+)")
-        found = [error_fact(ctx)]
-        cause = ("DDP waits for a gradient from every parameter before it starts the next iteration, but some parameters received no gradient in the "
-                 "previous backward: they were not used to compute the loss (a branch not taken, a frozen or auxiliary head, a layer defined but unused, "
-                 "or outputs that do not reach the loss).")
-        if names:
-            cause += f" On rank {names.group(1)} these parameters got no gradient: {names.group(2).strip()[:300]}."
-            found.append(Fact("parameters", f"no grad on rank {names.group(1)}: {names.group(2).strip()[:300]}"))
-        elif idx:
-            cause += f" On rank {idx.group(1)} the parameters with indices {idx.group(2).strip()} did not receive grad (run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get their names)."
-            found.append(Fact("parameters", f"parameter indices without grad on rank {idx.group(1)}: {idx.group(2).strip()}"))
-        fixes = [
-            fix("Let DDP detect unused parameters", "Costs an extra graph traversal per step, but is correct for models with conditional branches.", "model = DDP(model, device_ids=[local_rank], find_unused_parameters=True)", "ddp-unused-parameters"),
-            fix("Or make every parameter take part in the loss / remove unused ones", "Delete layers you do not use; freeze with requires_grad_(False) before wrapping in DDP.", "for p in model.aux_head.parameters():\n    p.requires_grad_(False)   # before DDP(...)", "ddp-unused-parameters"),
-            fix("Name the parameters", "", "TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ...", "ddp-unused-parameters"),
-        ]
-        return hit("distributed.ddp_unused", "ddp_error", "DDP: parameters without gradients", cause, fixes, docs, found, 0.95)
+        return _ddp_unused(ctx, docs)
     if ctx.search(r"Expected to mark a variable ready only once"):
         cause = ("A parameter's gradient hook fired twice in one backward under DDP. This happens with reentrant activation checkpointing, a module used twice "
-                 "in one forward (weight sharing across calls) or multiple forward passes before one backward.")
+                 "in one forward (weight sharing across calls), parameters used outside forward, or multiple forward passes before one backward.")
         fixes = [
             fix("Use non-reentrant checkpointing", "", "checkpoint(block, x, use_reentrant=False)", "ddp-unused-parameters"),
             fix("Or declare the graph static", "If the set of used parameters does not change between iterations.", "model = DDP(model, device_ids=[local_rank], static_graph=True)", "ddp-unused-parameters"),
@@ -184,24 +309,70 @@ def ddp_error(ctx: Context) -> RuleHit | None:
     m = ctx.search(r"DDP expects same model across all ranks, but Rank (\d+) has (\d+) params, while rank (\d+) has inconsistent (\d+) params")
     m2 = ctx.search(r"appears not to match (?:strides|sizes) of the same param in process 0|params\[\d+\] in this process with sizes \[([\d, ]*)\] appears not to match sizes of the same param in process 0")
     if m or m2:
-        if m:
-            cause = f"Rank {m.group(1)} built a model with {m.group(2)} parameters but rank {m.group(3)} has {m.group(4)}: the model differs between ranks."
-        else:
-            cause = "A parameter has different sizes on different ranks: the model is constructed differently per rank."
-        cause += (" Models must be identical on all ranks before wrapping in DDP; rank-dependent configuration (e.g. a vocabulary or number of classes computed "
-                  "from each rank's own data shard), randomness in architecture choices, or loading different checkpoints cause this.")
-        fixes = [fix("Build the model identically on every rank", "Derive architecture from config only (not from rank or local data); load the same checkpoint on all ranks.", None, "ddp-unused-parameters")]
-        return hit("distributed.ddp_model_mismatch", "ddp_error", "DDP: model differs across ranks", cause, fixes, docs, [error_fact(ctx)], 0.93)
+        return _ddp_model_mismatch(ctx, m, docs)
     if ctx.search(r"DistributedDataParallel is not needed when a module doesn't have any parameter that requires a gradient"):
-        cause = "The module wrapped in DDP has no parameter with requires_grad=True (fully frozen, or parameters not registered)."
-        fixes = [fix("Wrap only trainable modules; register layers as submodules", "Use nn.ModuleList instead of Python lists.", None, "ddp-unused-parameters")]
+        cause = ("The module wrapped in DDP has no parameter with requires_grad=True: it is fully frozen (a feature extractor, a teacher, a loss network, "
+                 "or a model whose trainable adapters were not enabled), or its layers are not registered as submodules.")
+        fixes = [fix("Wrap only trainable modules", "Move frozen modules to the device without DDP; if parameters should train, enable requires_grad (or the adapter) before wrapping, and register layers with nn.ModuleList instead of Python lists.", "frozen = frozen.to(device)           # no DDP needed\nmodel = DDP(trainable, device_ids=[local_rank])", "ddp-unused-parameters")]
         return hit("distributed.ddp_no_params", "ddp_error", "DDP around a module without trainable parameters", cause, fixes, docs, [error_fact(ctx)], 0.9)
-    m = ctx.search(r"DistributedDataParallel device_ids and output_device arguments only work with single-device/multiple-device GPU modules or CPU modules, but got device_ids \[([^\]]*)\], output_device (\S+), and module parameters \{([^}]*)\}")
+    m = ctx.search(r"DistributedDataParallel device_ids and output_device arguments only work with single-device/multiple-device GPU modules or CPU modules, but got device_ids \[([^\]]*)\],\s*output_device (\S+),\s*and\s+module\s+parameters\s+\{([^}]*)\}")
     if m:
-        cause = f"DDP was given device_ids [{m.group(1)}] but the module's parameters are on {m.group(3)}: the model was not moved to its GPU before wrapping."
+        devices = tuple(dict.fromkeys(f"cuda:{i}" if t == "cuda" else t for t, i in re.findall(r"device\(type='(\w+)'(?:, index=(\d+))?\)", m.group(3))))
+        found = [error_fact(ctx), Fact("devices", f"device_ids [{m.group(1)}], module parameters on {', '.join(devices)}")]
+        if len(devices) > 1:
+            cause = (f"The module's parameters are spread over several devices ({', '.join(devices)}) — the model is split across GPUs (model "
+                     f"parallelism, or a loader's automatic device map) — but DDP was also given device_ids [{m.group(1)}]. A multi-device module "
+                     "cannot take device_ids; and each DDP rank should normally hold a whole copy of the model on its own GPU.")
+            fixes = [fix("Load the whole model on this rank's GPU, then wrap it", "Place all parameters on one device per rank (no automatic multi-GPU device map when training with DDP).", "model = model.to(local_rank)\nmodel = DDP(model, device_ids=[local_rank])", "process-group-init"),
+                     fix("Or keep the model split and wrap without device_ids", "For a deliberately multi-GPU module, pass device_ids=None (and run one such process per group of GPUs).", "model = DDP(model)  # device_ids=None for multi-device modules", "process-group-init")]
+            return hit("distributed.ddp_multi_device_module", "ddp_error", "DDP given device_ids for a model split across GPUs", cause, fixes, docs[::-1], found, 0.9,
+                       facts=Facts(devices=devices))
+        cause = f"DDP was given device_ids [{m.group(1)}] but the module's parameters are on {', '.join(devices) or m.group(3)}: the model was not moved to its GPU before wrapping."
         fixes = [fix("Move the model to the rank's GPU, then wrap", "", "model = model.to(local_rank)\nmodel = DDP(model, device_ids=[local_rank])", "process-group-init")]
-        return hit("distributed.ddp_device", "ddp_error", "DDP model not on its device", cause, fixes, docs[::-1], [error_fact(ctx)], 0.92)
+        return hit("distributed.ddp_device", "ddp_error", "DDP model not on its device", cause, fixes, docs[::-1], found, 0.92, facts=Facts(devices=devices))
     return None
+
+
+def _ddp_unused(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
+    idx = ctx.search(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]+)")
+    names = ctx.search(r"Parameters which did not receive grad for rank (\d+): ([^\n]+)")
+    found = [error_fact(ctx)]
+    cause = ("DDP waits for a gradient from every parameter before it starts the next iteration, but some parameters received no gradient in the "
+             "previous backward: they were not used to compute the loss (a branch not taken, a frozen or auxiliary head, a layer defined but unused, "
+             "or outputs that do not reach the loss).")
+    listed: tuple[str, ...] = ()
+    if names:
+        listed = tuple(n.strip() for n in names.group(2).split(",") if n.strip())[:20]
+        cause += f" On rank {names.group(1)} these parameters got no gradient: {names.group(2).strip()[:300]}."
+        found.append(Fact("parameters", f"no grad on rank {names.group(1)}: {names.group(2).strip()[:300]}"))
+    elif idx:
+        cause += f" On rank {idx.group(1)} the parameters with indices {idx.group(2).strip()} did not receive grad (run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get their names)."
+        found.append(Fact("parameters", f"parameter indices without grad on rank {idx.group(1)}: {idx.group(2).strip()}"))
+    fixes = [
+        fix("Let DDP detect unused parameters", "Costs an extra graph traversal per step, but is correct for models with conditional branches.", "model = DDP(model, device_ids=[local_rank], find_unused_parameters=True)", "ddp-unused-parameters"),
+        fix("Or make every parameter take part in the loss / remove unused ones", "Make every output of `forward` feed the loss, delete layers you do not use, and freeze with requires_grad_(False) before wrapping in DDP.", "for p in unused_module.parameters():\n    p.requires_grad_(False)   # before DDP(...)", "ddp-unused-parameters"),
+        fix("Name the parameters", "", "TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ...", "ddp-unused-parameters"),
+    ]
+    rank = names or idx
+    return hit("distributed.ddp_unused", "ddp_error", "DDP: parameters without gradients", cause, fixes, docs, found, 0.95,
+               facts=Facts(names=listed + ((f"rank {rank.group(1)}",) if rank else ())))
+
+
+def _ddp_model_mismatch(ctx: Context, m: re.Match[str] | None, docs: tuple[str, ...]) -> RuleHit:
+    numbers: dict[str, float] = {}
+    if m:
+        numbers = {"params_rank_a": float(m.group(2)), "params_rank_b": float(m.group(4))}
+        cause = f"Rank {m.group(1)} built a model with {m.group(2)} parameters but rank {m.group(3)} has {m.group(4)}: the model differs between ranks."
+        if "0" in (m.group(2), m.group(4)):
+            cause += (" One rank has no trainable parameters at all: on that rank the model was built or loaded differently (e.g. adapters or "
+                      "trainable parts were not created or enabled there, or the rank took another code path).")
+    else:
+        cause = "A parameter has different sizes on different ranks: the model is constructed differently per rank."
+    cause += (" Models must be identical on all ranks before wrapping in DDP; rank-dependent configuration (e.g. a vocabulary or number of classes computed "
+              "from each rank's own data shard), randomness in architecture choices, or loading different checkpoints cause this.")
+    fixes = [fix("Build the model identically on every rank", "Derive architecture from config only (not from rank or local data); load the same checkpoint on all ranks; enable the same trainable parameters everywhere.", None, "ddp-unused-parameters")]
+    return hit("distributed.ddp_model_mismatch", "ddp_error", "DDP: model differs across ranks", cause, fixes, docs, [error_fact(ctx)], 0.93,
+               facts=Facts(numbers=numbers))
 
 
 @rule(
@@ -210,49 +381,92 @@ def ddp_error(ctx: Context) -> RuleHit | None:
     docs=("process-group-init", "nccl-errors"),
     priority=223,
     also=('cpu_oom',),
-    outcomes=('distributed.pg_uninitialized', 'distributed.pg_env', 'distributed.port_in_use', 'distributed.nccl_no_gpu', 'distributed.rendezvous', 'distributed.child_failed', 'distributed.child_killed'),
-    examples=(),
+    outcomes=('distributed.pg_uninitialized', 'distributed.pg_env', 'distributed.port_in_use', 'distributed.nccl_no_gpu', 'distributed.nccl_not_built',
+              'distributed.rendezvous', 'distributed.child_failed', 'distributed.child_killed'),
+    examples=(
+        Example('realworld/dev/yolof-default-pg-single-gpu', 'distributed.pg_uninitialized'),
+        Example('corpus/distributed/pg_uninitialized_all_reduce_2_13.txt', 'distributed.pg_uninitialized'),
+        Example('corpus/distributed/pg_env_rank_not_set_2_13.txt', 'distributed.pg_env'),
+        Example('corpus/distributed/pg_env_world_size_not_set.txt', 'distributed.pg_env'),
+        Example('corpus/distributed/pg_env_rank_not_set_windows.txt', 'distributed.pg_env'),
+        Example('corpus/distributed/port_in_use_29500.txt', 'distributed.port_in_use'),
+        Example('corpus/distributed/port_in_use_disterror.txt', 'distributed.port_in_use'),
+        Example('corpus/distributed/port_in_use_tcpstore_2_13.txt', 'distributed.port_in_use'),
+        Example('corpus/distributed/nccl_no_gpu_found.txt', 'distributed.nccl_no_gpu'),
+        Example('corpus/distributed/nccl_no_gpu_found_wsl.txt', 'distributed.nccl_no_gpu'),
+        Example('corpus/distributed/nccl_not_built_cpu_wheel_2_13.txt', 'distributed.nccl_not_built'),
+        Example('corpus/distributed/rendezvous_store_timeout_clients.txt', 'distributed.rendezvous'),
+        Example('corpus/distributed/rendezvous_store_wait_timeout.txt', 'distributed.rendezvous'),
+        Example('corpus/distributed/rendezvous_store_timeout_2_13.txt', 'distributed.rendezvous'),
+        Example('realworld/dev/minigpt4-torchrun-childfailed-summary', 'distributed.child_failed'),
+        Example('corpus/distributed/torchrun_sigkill_rank7.txt', 'distributed.child_killed'),
+        Example('corpus/distributed/torchrun_sigkill_loading_checkpoint.txt', 'distributed.child_killed'),
+        Example('corpus/distributed/torchrun_sigkill_2_13.txt', 'distributed.child_killed'),
+    ),
 )
 def process_group(ctx: Context) -> RuleHit | None:
     """init_process_group problems and torchrun's ChildFailedError summaries."""
     docs = ("process-group-init", "nccl-errors")
     if ctx.search(r"Default process group has not been initialized"):
-        cause = "A torch.distributed call (or DDP/DistributedSampler) ran before dist.init_process_group(), or in a process launched without it (plain `python` instead of torchrun)."
-        fixes = [fix("Initialise the process group first (launch with torchrun)", "", "dist.init_process_group(backend='nccl')\n# launch: torchrun --nproc_per_node=NUM_GPUS train.py", "process-group-init")]
+        cause = "A torch.distributed call (or DDP/DistributedSampler/SyncBatchNorm) ran before dist.init_process_group(), or in a process launched without it (plain `python` instead of torchrun)."
+        fixes = [fix("Initialise the process group first (launch with torchrun)", "For a single-GPU run, skip the distributed wrappers (or convert SyncBatchNorm back to BatchNorm) instead.", "dist.init_process_group(backend='nccl')\n# launch: torchrun --nproc_per_node=NUM_GPUS train.py", "process-group-init")]
         return hit("distributed.pg_uninitialized", "ddp_error", "Process group not initialised", cause, fixes, docs, [error_fact(ctx)], 0.93)
     m = ctx.search(r"environment variable (\w+) expected, but not set")
     if m:
         cause = f"init_process_group uses the env:// method, which reads {m.group(1)} (with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); it is unset because the script was not started by a launcher."
-        fixes = [fix("Launch with torchrun, which sets these variables", "", "torchrun --nproc_per_node=2 train.py", "process-group-init")]
-        return hit("distributed.pg_env", "ddp_error", f"{m.group(1)} not set for init_process_group", cause, fixes, docs, [error_fact(ctx)], 0.93)
+        fixes = [fix("Launch with torchrun, which sets these variables", "Or pass rank, world_size and init_method explicitly for a single process.", "torchrun --nproc_per_node=NUM_GPUS train.py", "process-group-init")]
+        return hit("distributed.pg_env", "ddp_error", f"{m.group(1)} not set for init_process_group", cause, fixes, docs, [error_fact(ctx)], 0.93,
+                   facts=Facts(names=(m.group(1),)))
     if ctx.search(r"Address already in use|EADDRINUSE|server socket has failed to (?:listen|bind)"):
         port = ctx.search(r"port[: ]+(\d{2,5})|:(\d{4,5})\b")
-        cause = "The rendezvous port (MASTER_PORT" + (f", {port.group(1) or port.group(2)}" if port else "") + ") is already taken, usually by another job or a previous run that has not exited."
-        fixes = [fix("Pick a free port", "", "torchrun --master_port=29511 ...   # or --rdzv-endpoint=localhost:0 with --standalone", "process-group-init")]
-        return hit("distributed.port_in_use", "ddp_error", "Rendezvous port already in use", cause, fixes, docs, [error_fact(ctx)], 0.9)
+        number = (port.group(1) or port.group(2)) if port else None
+        cause = "The rendezvous port (MASTER_PORT" + (f", {number}" if number else "") + ") is already taken, usually by another job or a previous run that has not exited."
+        fixes = [fix("Pick a free port (or stop the old run)", "Each concurrent job on a machine needs its own MASTER_PORT.", "torchrun --master_port=29511 ...   # or --rdzv-endpoint=localhost:0 with --standalone", "process-group-init")]
+        return hit("distributed.port_in_use", "ddp_error", "Rendezvous port already in use", cause, fixes, docs, [error_fact(ctx)], 0.9,
+                   facts=Facts(numbers={"port": float(number)} if number else {}))
     if ctx.search(r"ProcessGroupNCCL is only supported with GPUs, no GPUs found"):
-        cause = "The NCCL backend needs GPUs, but this process sees none."
-        fixes = [fix("Use the gloo backend on CPU, or make GPUs visible", "", "dist.init_process_group('gloo' if not torch.cuda.is_available() else 'nccl')", "process-group-init")]
+        cause = ("The NCCL backend needs GPUs, but this process sees none: CUDA is not available to it (a CPU-only PyTorch build, a driver/CUDA "
+                 "mismatch, CUDA_VISIBLE_DEVICES set to nothing, or a container/WSL setup without GPU access).")
+        fixes = [fix("Make the GPUs visible, or use the gloo backend on CPU", "Check torch.cuda.is_available() in the same environment first.", "python -c 'import torch; print(torch.cuda.is_available(), torch.version.cuda)'\ndist.init_process_group('gloo' if not torch.cuda.is_available() else 'nccl')", "process-group-init")]
         return hit("distributed.nccl_no_gpu", "ddp_error", "NCCL backend without GPUs", cause, fixes, docs, [error_fact(ctx)], 0.9)
-    if ctx.search(r"DistStoreError|Timed out after \d+ seconds waiting for clients|RendezvousTimeoutError|wait timeout after \d+ms, keys:"):
-        cause = "Rendezvous timed out: not all ranks connected to the store (MASTER_ADDR:MASTER_PORT). Some ranks failed to start, point at another address, or a firewall blocks the port."
-        fixes = [fix("Check every rank uses the same MASTER_ADDR/MASTER_PORT and can reach it", "", "nc -zv $MASTER_ADDR $MASTER_PORT", "process-group-init")]
-        return hit("distributed.rendezvous", "ddp_error", "Rendezvous timed out", cause, fixes, docs, [error_fact(ctx)], 0.88)
-    if ctx.exc_type == "ChildFailedError" or ctx.search(r"torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError"):
-        rank = ctx.search(r"rank\s*:\s*(\d+) \(local_rank: (\d+)\)")
-        code = ctx.search(r"exitcode\s*:\s*(-?\d+)")
-        sig = ctx.search(r"Signal (\d+) \((SIG\w+)\)")
-        found = [error_fact(ctx)]
-        if rank:
-            found.append(Fact("rank", f"first failure: rank {rank.group(1)} (local_rank {rank.group(2)})" + (f", exit code {code.group(1)}" if code else "")))
-        exit_code = int(code.group(1)) if code else None
-        if exit_code in (-9, 137) or (sig and sig.group(2) == "SIGKILL"):
-            cause = ("torchrun reports that a worker was killed with SIGKILL (exit code -9). Without a Python traceback this is almost always the Linux OOM killer: "
-                     "host RAM ran out (large datasets in every rank, many DataLoader workers, checkpoint loading on every rank at once).")
-            fixes = [fix("Check host memory and the kernel log", "`dmesg | grep -i kill` confirms the OOM killer; reduce per-rank memory (fewer workers, mmap loading).", "dmesg -T | grep -i -E 'killed process|out of memory'", "cpu-oom")]
-            return hit("distributed.child_killed", "cpu_oom", "Worker killed (host out of memory)", cause, fixes, ("cpu-oom", "process-group-init"), found, 0.75)
-        cause = ("torchrun only summarises that a worker process failed" + (f" (rank {rank.group(1)}, exit code {exit_code})" if rank and exit_code is not None else "")
-                 + ". The real error is that rank's own traceback, printed earlier in the log (lines prefixed with [rank N]:) or in its error file; the summary alone does not say what went wrong.")
-        fixes = [fix("Read the failing rank's own traceback", "Search the log for the first 'Traceback' from that rank, or decorate main() with @record to have torchrun print it in the summary.", "from torch.distributed.elastic.multiprocessing.errors import record\n\n@record\ndef main(): ...", "process-group-init")]
-        return hit("distributed.child_failed", "ddp_error", "torchrun worker failed", cause, fixes, docs, found, 0.6)
+    if ctx.search(r"Distributed package doesn't have NCCL built in"):
+        cause = ("This PyTorch build has no NCCL: it is a CPU-only wheel, or a platform build (Windows, macOS) that ships without it, so the "
+                 "'nccl' backend cannot be created.")
+        fixes = [fix("Use gloo here, or install a CUDA build of PyTorch on a Linux GPU machine", "Pick the backend from what the build supports.", "backend = 'nccl' if dist.is_nccl_available() and torch.cuda.is_available() else 'gloo'\ndist.init_process_group(backend)", "process-group-init")]
+        return hit("distributed.nccl_not_built", "ddp_error", "PyTorch build without NCCL", cause, fixes, docs, [error_fact(ctx)], 0.9)
+    if ctx.search(r"DistStoreError|Timed out after \d+ seconds waiting for (?:clients|workers)|RendezvousTimeoutError|wait timeout after \d+ms"):
+        joined = ctx.search(r"(\d+)/(\d+) (?:clients|workers) joined")
+        cause = ("Rendezvous timed out: not all ranks connected to the store (MASTER_ADDR:MASTER_PORT)"
+                 + (f" — only {joined.group(1)} of {joined.group(2)} processes joined" if joined else "")
+                 + ". Some ranks failed to start or crashed early, wait on a different address/port, or cannot reach it (firewall, wrong interface).")
+        fixes = [fix("Check every rank starts and uses the same MASTER_ADDR/MASTER_PORT", "Look at the missing ranks' logs for an early crash; test that the port is reachable from each node.", "nc -zv $MASTER_ADDR $MASTER_PORT", "process-group-init")]
+        return hit("distributed.rendezvous", "ddp_error", "Rendezvous timed out", cause, fixes, docs, [error_fact(ctx)], 0.88,
+                   facts=Facts(numbers={"joined": float(joined.group(1)), "expected": float(joined.group(2))} if joined else {}))
+    if ctx.exc_type == "ChildFailedError" or ctx.search(r"ChildFailedError|elastic\.multiprocessing\.api:failed \(exitcode"):
+        return _child_failed(ctx, docs)
     return None
+
+
+def _child_failed(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
+    """torchrun's summary: a SIGKILL (host OOM) or any other worker failure."""
+    raw = ctx.failure.text or ctx.text
+    rank = re.search(r"rank\s*:\s*(\d+) \(local_rank: (\d+)\)|local_rank: (\d+) \(pid", raw)
+    code = re.search(r"exitcode\s*:\s*(-?\d+)", raw)
+    sig = re.search(r"Signal (\d+) \((SIG\w+)\)", raw)
+    found = [error_fact(ctx)]
+    rank_no = (rank.group(1) or rank.group(3)) if rank else None
+    exit_code = int(code.group(1)) if code else None
+    if rank_no is not None:
+        found.append(Fact("rank", f"first failure: rank {rank_no}" + (f", exit code {exit_code}" if exit_code is not None else "")))
+    numbers = {k: float(v) for k, v in (("rank", rank_no), ("exit_code", exit_code)) if v is not None}
+    if exit_code in (-9, 137) or (sig and sig.group(2) == "SIGKILL"):
+        cause = ("torchrun reports that a worker was killed with SIGKILL (exit code -9) and printed no Python traceback. That is almost always the Linux "
+                 "OOM killer: host RAM (or the container's memory limit) ran out — every rank loading the full dataset or checkpoint into RAM at "
+                 "once, many DataLoader workers per rank, or memory that grows each step.")
+        fixes = [fix("Check host memory and the kernel log", "`dmesg` confirms the OOM killer; reduce per-rank host memory (load checkpoints with mmap or on one rank at a time, fewer workers).", "dmesg -T | grep -i -E 'killed process|out of memory'\nstate = torch.load(path, mmap=True, map_location='cpu', weights_only=True)", "cpu-oom")]
+        return hit("distributed.child_killed", "cpu_oom", "Worker killed (host out of memory)", cause, fixes, ("cpu-oom", "process-group-init"), found, 0.75,
+                   facts=Facts(numbers=numbers, flags=frozenset({"host_memory"})))
+    cause = ("torchrun only summarises that a worker process failed" + (f" (rank {rank_no}, exit code {exit_code})" if rank_no is not None and exit_code is not None else "")
+             + ". The real error is that rank's own traceback, printed earlier in the log (lines prefixed with [rank N]:) or in its error file; the summary alone does not say what went wrong.")
+    fixes = [fix("Read the failing rank's own traceback", "The summary's 'Root Cause' entry names the rank that failed first; search the log for that rank's first 'Traceback', or decorate main() with @record to have torchrun print it in the summary.", "from torch.distributed.elastic.multiprocessing.errors import record\n\n@record\ndef main(): ...", "process-group-init")]
+    return hit("distributed.child_failed", "ddp_error", "torchrun worker failed", cause, fixes, docs, found, 0.6, facts=Facts(numbers=numbers))

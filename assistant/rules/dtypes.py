@@ -7,14 +7,14 @@ import re
 from assistant.parse.messages import normalize_dtype, tensor_type_parts
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
-from assistant.types import Fact, RuleHit
+from assistant.types import Fact, Facts, RuleHit
 
 _PAIRS = (
     re.compile(r"mat1 and mat2 must have the same dtype, but got (?P<a>\w+) and (?P<b>\w+)"),
     re.compile(r"expected (?:m1|mat1) and (?:m2|mat2) to have the same dtype, but got: (?P<a>[\w:]+)\s*!=\s*(?P<b>[\w:]+)"),
     re.compile(r"expected scalar type (?P<b>\w+) but found (?P<a>\w+)"),
-    re.compile(r"Expected object of scalar type (?P<b>\w+) but got scalar type (?P<a>\w+)(?: for argument #\d+ '(?P<arg>\w+)')?"),
-    re.compile(r"Input type \((?P<a>[\w.]+)\) and (?:weight|bias) type \((?P<b>[\w.]+)\) should be the same"),
+    re.compile(r"Expected object of scalar type (?P<b>\w+) but got scalar type (?P<a>\w+)(?: for (?:argument #\d+ '(?P<arg>\w+)'|sequence element \d+ in sequence argument at position #\d+ '(?P<seq>\w+)'))?"),
+    re.compile(r"Input type \((?P<a>[\w.:]+)\) and (?:weight|bias) type \((?P<b>[\w.:]+)\) should be the same"),
     re.compile(r"self and mat2 must have the same dtype(?:, but got (?P<a>\w+) and (?P<b>\w+))?"),
     re.compile(r"expected both vectors to have same dtype, but found (?P<a>\w+) and (?P<b>\w+)"),
     re.compile(r"Found dtype (?P<a>\w+) but expected (?P<b>\w+)"),
@@ -23,38 +23,93 @@ _PAIRS = (
 )
 _FLOATS = {"float32", "float64", "float16", "bfloat16"}
 _INTS = {"int64", "int32", "int16", "int8", "uint8", "bool"}
+_LOW = {"float16", "bfloat16"}
+# CPU kernel names whose dtype dispatch fails for half precision on the CPU (their names carry no "cpu").
+_CPU_KERNELS = {"LayerNormKernelImpl", "cdist", "baddbmm_with_gemm", "softmax_lastdim_kernel_impl", "log_softmax_lastdim_kernel_impl"}
 
+
+def _mentions(ctx: Context, pattern: str, flags: int = 0) -> bool:
+    """Whether the messages, the raw text or any frame (file, function, source line) match ``pattern``."""
+    rx = re.compile(pattern, flags)
+    if ctx.search(pattern, flags) or rx.search(ctx.failure.text or ""):
+        return True
+    return any(rx.search(f"{f.file} {f.function or ''} {f.source or ''}") for f in ctx.failure.frames)
+
+
+def _dtype(raw: str) -> str:
+    """A dtype from any spelling, including tensor type names (torch.cuda.HalfTensor) and c10::Half."""
+    raw = raw.replace("c10::", "")
+    return tensor_type_parts(raw)[0] if "Tensor" in raw else normalize_dtype(raw)
+
+
+_TARGET_DOCS = ("loss-target-dtype", "cross-entropy-target-format", "dtype-mismatch")
 
 
 @rule(
     'dtypes.loss_target_dtype',
     category='dtype_mismatch',
-    docs=("loss-target-dtype", "dtype-mismatch"),
+    docs=_TARGET_DOCS,
     priority=250,
-    outcomes=('dtypes.loss_target',),
-    examples=(),
+    outcomes=('dtypes.loss_target', 'dtypes.loss_target_int', 'dtypes.ce_prob_target'),
+    examples=(
+        Example("captured/cpu/cross-entropy-float-class-labels", "dtypes.loss_target"),
+        Example("realworld/dev/stem-old-long-float-target-soft-labels", "dtypes.loss_target"),
+        Example("corpus/dtypes/nll_long_float_target_zscl.txt", "dtypes.loss_target"),
+        Example("corpus/dtypes/nll_long_float_target_zerotoall.txt", "dtypes.loss_target"),
+        Example("corpus/dtypes/nll_cuda_float_target_watermark.txt", "dtypes.loss_target"),
+        Example("realworld/dev/maml-old-long-int-target-windows", "dtypes.loss_target_int"),
+        Example("realworld/dev/romanian-old-long-int-target-pr", "dtypes.loss_target_int"),
+        Example("corpus/dtypes/ce_int32_target.txt", "dtypes.loss_target_int"),
+        Example("corpus/dtypes/ce_int8_target_byte.txt", "dtypes.loss_target_int"),
+        Example("corpus/dtypes/nll_cuda_int_target_closerlook.txt", "dtypes.loss_target_int"),
+        Example("corpus/dtypes/ce_onehot_long_target.txt", "dtypes.ce_prob_target"),
+        Example("corpus/dtypes/ce_prob_target_long_eresgat.txt", "dtypes.ce_prob_target"),
+        Example("corpus/dtypes/ce_prob_target_long_deepethogram.txt", "dtypes.ce_prob_target"),
+    ),
 )
 def loss_target_dtype(ctx: Context) -> RuleHit | None:
-    """Classification losses need integer class indices (Long); regression losses need float targets."""
+    """Classification losses need int64 class indices, or float probabilities shaped like the logits."""
+    p = ctx.search(r"Expected floating point type for target with class probabilities, got (\w+)")
+    if p:
+        got = normalize_dtype(p.group(1))
+        cause = (f"The target has the same shape as the logits, so cross_entropy treats it as class probabilities, which must be float — "
+                 f"but it is {got}. An integer target shaped like the logits is almost always one-hot encoded labels.")
+        fixes = [
+            fix("Pass class indices instead of the one-hot rows", "argmax over the class axis turns (N, C) one-hot labels into (N,) indices.", "loss = F.cross_entropy(logits, target.argmax(dim=1))", "cross-entropy-target-format"),
+            fix("Or pass them as probabilities", "Needed when the rows are soft labels (mixup, label smoothing).", "loss = F.cross_entropy(logits, target.float())", "cross-entropy-target-format"),
+        ]
+        found = [error_fact(ctx), Fact("dtype", f"target dtype {got}, same shape as the logits")]
+        return hit("dtypes.ce_prob_target", "dtype_mismatch", f"Probability-style target has dtype {got}", cause, fixes, _TARGET_DOCS,
+                   _loc(ctx, found), 0.93, facts=Facts(dtypes=(got,), argument="target", call="cross_entropy"))
     m = ctx.search(r"expected target dtype to be Long or Byte, but got (\w+)|\"nll_loss\w*\" not implemented for '(\w+)'")
     old = ctx.search(r"Expected object of scalar type Long but got scalar type (\w+) for argument #\d+ 'target'")
-    is_nll = bool(m or old) or bool(ctx.search(r"expected scalar type Long but found (\w+)") and ctx.search(r"nll_loss|cross_entropy", re.I))
-    if not is_nll:
+    generic = ctx.search(r"expected scalar type Long but found (\w+)")
+    if not (m or old or (generic and _mentions(ctx, r"nll_loss|cross_entropy|CrossEntropyLoss|NLLLoss"))):
         return None
-    got = normalize_dtype((m.group(1) or m.group(2)) if m else old.group(1) if old else ctx.search(r"expected scalar type Long but found (\w+)").group(1))  # type: ignore[union-attr]
+    raw = (m.group(1) or m.group(2)) if m else old.group(1) if old else generic.group(1)  # type: ignore[union-attr]
+    got = normalize_dtype(raw)
     found = [error_fact(ctx), Fact("dtype", f"target dtype is {got}; nll_loss/cross_entropy class targets must be int64 (Long)")]
+    values = Facts(dtypes=(got, "int64"), argument="target")
     if got in _FLOATS:
-        cause = (f"CrossEntropyLoss/NLLLoss with class-index targets needs int64 labels, but the target is {got}. Labels usually become float when "
-                 "built with torch.tensor(list_of_floats), read from a float numpy/pandas column, or passed through a float transform.")
+        cause = (f"CrossEntropyLoss/NLLLoss with class-index targets needs int64 labels, but the target is {got}. Labels become float when "
+                 "built from a float array/column, produced by float arithmetic, or passed through a float transform.")
+        if old:
+            cause += (" This PyTorch release only accepts class indices: soft labels or one-hot rows of probabilities are not supported by "
+                      "cross_entropy before 1.10.")
         fixes = [
-            fix("Cast the labels to long", "", "loss = criterion(logits, target.long())", "loss-target-dtype"),
-            fix("If the targets are probabilities (soft labels), keep them float but give them the logits' shape", "CrossEntropyLoss accepts float targets of shape (N, C).", "loss = F.cross_entropy(logits, soft_targets)  # soft_targets: (N, C) float", "loss-target-dtype"),
-            fix("For binary targets with one logit, use BCEWithLogitsLoss", "", "loss = F.binary_cross_entropy_with_logits(logits.squeeze(1), target.float())", "loss-target-dtype"),
+            fix("Cast whole-number class labels to long", "", "loss = criterion(logits, target.long())", "loss-target-dtype"),
+            fix("If the rows are one-hot or probabilities (shape like the logits)", "Take the class index with argmax(dim=1), or on PyTorch 1.10+ pass float probabilities of the logits' shape.", "loss = F.cross_entropy(logits, target.argmax(dim=1))", "cross-entropy-target-format"),
+            fix("For binary targets with one logit, use BCEWithLogitsLoss", "It takes float targets of the output's shape.", "loss = F.binary_cross_entropy_with_logits(logits.squeeze(1), target.float())", "loss-target-dtype"),
         ]
-    else:
-        cause = f"The loss kernel for class-index targets is implemented for int64 (Long), not {got}."
-        fixes = [fix("Cast the labels to long", "", "loss = criterion(logits, target.long())", "loss-target-dtype")]
-    return hit("dtypes.loss_target", "dtype_mismatch", f"Loss target has dtype {got}, expected int64 (Long)", cause, fixes, ("loss-target-dtype", "dtype-mismatch"), _loc(ctx, found), 0.95)
+        if old:
+            fixes.insert(1, fix("To train on probabilities (soft labels), upgrade PyTorch to 1.10 or later", "The message comes from a release whose cross_entropy accepts class indices only; newer versions take float probabilities shaped like the logits.", None, "cross-entropy-target-format"))
+        return hit("dtypes.loss_target", "dtype_mismatch", f"Loss target has dtype {got}, expected int64 (Long)", cause, fixes, _TARGET_DOCS,
+                   _loc(ctx, found), 0.95, facts=values)
+    cause = (f"The class-index targets are integers, but {got} rather than int64 (Long), which the loss kernel requires. Narrow integer labels "
+             "come from NumPy/pandas int32 columns, torch.tensor(..., dtype=torch.int) or .int() conversions.")
+    fixes = [fix("Cast the labels to int64", "Do it once where the labels are created (Dataset or collate) or right before the loss.", "loss = criterion(logits, target.long())", "loss-target-dtype")]
+    return hit("dtypes.loss_target_int", "dtype_mismatch", f"Loss target has dtype {got}, expected int64 (Long)", cause, fixes, _TARGET_DOCS,
+               _loc(ctx, found), 0.95, facts=values)
 
 
 @rule(
@@ -62,30 +117,72 @@ def loss_target_dtype(ctx: Context) -> RuleHit | None:
     category='dtype_mismatch',
     docs=("half-not-implemented", "dtype-mismatch"),
     priority=251,
-    outcomes=('dtypes.not_implemented',),
-    examples=(),
+    outcomes=('dtypes.half_cpu', 'dtypes.half_kernel', 'dtypes.not_implemented_int', 'dtypes.not_implemented'),
+    examples=(
+        Example("captured/cpu/half-model-cdist-on-cpu", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_addmm_chatglm3.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_addmm_rwkv.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_addmm_knowlm.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_layernorm_onediff.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_layernorm_iqa.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_slow_conv2d_prd.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_slow_conv2d_hybridnets.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_threshold_old.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_clamp_min.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_mul_isclose.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_tensor_no_attribute_sub.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/half_cpu_tensor_no_attribute_uniform.txt", "dtypes.half_cpu"),
+        Example("corpus/dtypes/bf16_copy_not_implemented_cuda_old.txt", "dtypes.half_kernel"),
+        Example("corpus/dtypes/softmax_long.txt", "dtypes.not_implemented_int"),
+        Example("corpus/dtypes/mm_bool.txt", "dtypes.not_implemented"),
+    ),
 )
 def not_implemented_for(ctx: Context) -> RuleHit | None:
     """``"addmm_impl_cpu_" not implemented for 'Half'``: the kernel has no implementation for that dtype/device."""
     m = ctx.search(r"\"(\w+)\" not implemented for '(\w+)'")
-    if not m:
+    # Very old releases had no math on CPU half tensors at all: the method is simply missing.
+    legacy = ctx.search(r"'torch\.(?:HalfTensor|BFloat16Tensor)' object has no attribute '(\w+)'") or re.search(r"'torch\.(?:HalfTensor|BFloat16Tensor)' object has no attribute '(\w+)'", ctx.failure.text or "")
+    if not m and not legacy:
         return None
-    op, dtype = m.group(1), normalize_dtype(m.group(2))
-    found = [error_fact(ctx), Fact("dtype", f"kernel `{op}` has no {dtype} implementation" + (" on the CPU" if "cpu" in op.lower() else ""))]
-    if dtype in ("float16", "bfloat16"):
-        cause = (f"The `{op}` kernel has no {dtype} version" + (" on the CPU" if "cpu" in op.lower() or "Impl" in op else "")
-                 + ". Half-precision models usually run on the GPU; on the CPU many kernels only exist for float32 (and some for bfloat16).")
+    op, dtype = (m.group(1), normalize_dtype(m.group(2))) if m else (legacy.group(1), "float16")  # type: ignore[union-attr]
+    values = Facts(dtypes=(dtype,), names=(op,))
+    docs = ("half-not-implemented", "dtype-mismatch")
+    if dtype in _LOW:
+        on_gpu = _mentions(ctx, r"\.cuda\(|cuda:\d|device=['\"]cuda|torch\.cuda\.\w+Tensor|\bcuda\b", re.I)
+        on_cpu = bool(legacy) or "cpu" in op.lower() or op in _CPU_KERNELS or not on_gpu
+        if on_cpu:
+            found = [error_fact(ctx), Fact("dtype", f"CPU kernel `{op}` has no {dtype} implementation")]
+            cause = (f"The `{op}` kernel runs on the CPU and has no {dtype} version: the model or its inputs were put in half precision "
+                     "(.half(), a float16 torch_dtype or an fp16 option) while the computation happens on the CPU — no GPU is in use (CUDA not "
+                     "available, a CPU-only PyTorch build, or the model/tensors were never moved), or only part of the model was moved to the GPU.")
+            fixes = [
+                fix("On the CPU, run in float32", "Convert the model and its inputs back to float32 (slower, but every CPU kernel supports it).", "model = model.float()\nx = x.float()", "half-not-implemented"),
+                fix("Or move the half-precision model to the GPU", "Check that PyTorch sees a GPU before relying on float16.", "assert torch.cuda.is_available()\nmodel = model.to('cuda'); x = x.to('cuda')", "half-not-implemented"),
+            ]
+            if dtype == "float16":
+                fixes.append(fix("Or use bfloat16 on the CPU where the kernels support it", "Recent releases implement most CPU kernels for bfloat16, not float16; autocast picks it per operation.", "with torch.autocast('cpu', dtype=torch.bfloat16):\n    y = model(x.float())", "half-not-implemented"))
+            return hit("dtypes.half_cpu", "dtype_mismatch", f"`{op}` has no {dtype} kernel on the CPU", cause, fixes, docs,
+                       _loc(ctx, found), 0.93, facts=Facts(dtypes=(dtype,), names=(op,), devices=("cpu",)))
+        found = [error_fact(ctx), Fact("dtype", f"kernel `{op}` has no {dtype} implementation on this device")]
+        cause = (f"The `{op}` kernel has no {dtype} version on the device it runs on in this PyTorch release; reduced-precision coverage "
+                 "differs per operation, device and release.")
         fixes = [
-            fix("Run float32 on the CPU (or move to the GPU)", "Call model.float() and pass float32 inputs, or .to('cuda') if half precision was intended.", "model = model.float(); x = x.float()", "half-not-implemented"),
-            fix("Use autocast instead of .half()", "autocast picks a safe dtype per op; on CPU use bfloat16.", "with torch.autocast('cpu', dtype=torch.bfloat16):\n    y = model(x)", "half-not-implemented"),
+            fix("Run this operation in float32", "Convert the tensors before the op and back afterwards, or keep the module in float32.", "y = op(x.float()).to(x.dtype)", "half-not-implemented"),
+            fix("Or upgrade PyTorch", "Later releases implement many more kernels for float16/bfloat16.", None, "half-not-implemented"),
         ]
-    elif dtype in _INTS:
-        cause = f"`{op}` is a floating-point operation but received {dtype} tensors (integer data such as raw pixels or token ids passed where floats are expected)."
-        fixes = [fix("Convert the input to float", "Images: x.float() / 255.", "x = x.float()", "dtype-mismatch")]
-    else:
-        cause = f"`{op}` is not implemented for {dtype}."
-        fixes = [fix("Convert to a supported dtype", "", "x = x.float()", "dtype-mismatch")]
-    return hit("dtypes.not_implemented", "dtype_mismatch", f"`{op}` not implemented for {dtype}", cause, fixes, ("half-not-implemented", "dtype-mismatch"), _loc(ctx, found), 0.9)
+        return hit("dtypes.half_kernel", "dtype_mismatch", f"`{op}` not implemented for {dtype}", cause, fixes, docs, _loc(ctx, found), 0.88, facts=values)
+    found = [error_fact(ctx), Fact("dtype", f"kernel `{op}` has no {dtype} implementation")]
+    if dtype in _INTS - {"bool"}:
+        cause = (f"`{op}` is a floating-point operation but received a {dtype} tensor: integer data (raw pixel values, counts, token ids "
+                 "or labels) reached an operation that needs real numbers.")
+        fixes = [fix("Convert the input to float before the operation", "Scale integer images to [0, 1] while converting.", "x = x.float()  # images: x.float() / 255", "dtype-mismatch")]
+        return hit("dtypes.not_implemented_int", "dtype_mismatch", f"`{op}` not implemented for {dtype}", cause, fixes, docs, _loc(ctx, found), 0.9, facts=values)
+    cause = f"`{op}` has no implementation for {dtype} tensors: this operation is defined for other dtypes only."
+    fixes = [fix("Convert to a dtype the operation supports", "Arithmetic and matrix products on masks work after converting them to float (or int64 for counting).", "x = x.float()", "dtype-mismatch")]
+    return hit("dtypes.not_implemented", "dtype_mismatch", f"`{op}` not implemented for {dtype}", cause, fixes, docs, _loc(ctx, found), 0.85, facts=values)
+
+
+_INDEX_ARG = re.compile(r"Expected tensor for argument #\d+ '(\w+)' to have (?:one of the following )?scalar types?:? ([\w, ]+); but got ([\w.]+)")
 
 
 @rule(
@@ -93,56 +190,99 @@ def not_implemented_for(ctx: Context) -> RuleHit | None:
     category='dtype_mismatch',
     docs=("dtype-mismatch", "half-not-implemented"),
     priority=252,
-    outcomes=('dtypes.pair', 'dtypes.index_dtype'),
-    examples=(),
+    outcomes=('dtypes.pair', 'dtypes.pair_half', 'dtypes.pair_int_float', 'dtypes.pair_int_target', 'dtypes.result_cast', 'dtypes.pair_other',
+              'dtypes.index_dtype', 'dtypes.index_int32'),
+    examples=(
+        Example("captured/cpu/numpy-float64-input-linear", "dtypes.pair"),
+        Example("realworld/dev/scarches-jupyter-float-double-linear", "dtypes.pair"),
+        Example("realworld/dev/cbdnet-old-cat-double-float", "dtypes.pair"),
+        Example("realworld/dev/cfnsr-old-addmm-double-float", "dtypes.pair"),
+        Example("realworld/dev/yolo2-old-float-double-other", "dtypes.pair"),
+        Example("corpus/dtypes/linear_double_input.txt", "dtypes.pair"),
+        Example("captured/cuda/dtype-float-input-half-conv", "dtypes.pair_half"),
+        Example("corpus/dtypes/linear_half_input.txt", "dtypes.pair_half"),
+        Example("corpus/dtypes/linear_long_input.txt", "dtypes.pair_int_float"),
+        Example("captured/cpu/bce-with-logits-integer-labels", "dtypes.pair_int_target"),
+        Example("corpus/dtypes/inplace_add_float_into_long.txt", "dtypes.result_cast"),
+        Example("corpus/dtypes/dot_int_long.txt", "dtypes.pair_other"),
+        Example("corpus/dtypes/embedding_float_ids.txt", "dtypes.index_dtype"),
+        Example("corpus/dtypes/embedding_float_indices_old_summary.txt", "dtypes.index_dtype"),
+        Example("corpus/dtypes/embedding_float_indices_cosyvoice.txt", "dtypes.index_dtype"),
+        Example("corpus/dtypes/embedding_int_indices_old_pgpr.txt", "dtypes.index_int32"),
+    ),
 )
 def dtype_pair(ctx: Context) -> RuleHit | None:
-    """Two operands with different dtypes."""
+    """Two operands with different dtypes, and index arguments of the wrong dtype."""
     m = next((p.search(ctx.text) for p in _PAIRS if p.search(ctx.text)), None)
     if not m:
-        if ctx.search(r"Expected tensor for argument #\d+ '(\w+)' to have (?:one of the following )?scalar types?:? ([\w, ]+); but got ([\w.]+)"):
-            mm = ctx.search(r"Expected tensor for argument #\d+ '(\w+)' to have (?:one of the following )?scalar types?:? ([\w, ]+); but got ([\w.]+)")
-            cause = f"Argument `{mm.group(1)}` must be {mm.group(2).strip()} but is {mm.group(3)}: embedding/index arguments must be integer tensors."  # type: ignore[union-attr]
-            fixes = [fix("Pass integer indices", "Token ids and indices must be int64.", "ids = ids.long()", "dtype-mismatch")]
-            return hit("dtypes.index_dtype", "dtype_mismatch", "Indices must be integers", cause, fixes, ("dtype-mismatch",), _loc(ctx, [error_fact(ctx)]), 0.9)
-        return None
+        mm = ctx.search(_INDEX_ARG.pattern)
+        return _index_dtype(ctx, mm.group(1), mm.group(2).strip(), mm.group(3)) if mm else None
     a_raw, b_raw = m.group("a"), m.group("b")
-    if a_raw is None or b_raw is None:
-        a = b = "?"
-    elif "Tensor" in a_raw or "Tensor" in b_raw:
-        a, b = tensor_type_parts(a_raw)[0], tensor_type_parts(b_raw)[0]
-    else:
-        a, b = normalize_dtype(a_raw), normalize_dtype(b_raw)
-    arg = m.groupdict().get("arg")
+    a, b = (_dtype(a_raw), _dtype(b_raw)) if a_raw and b_raw else ("?", "?")
+    groups = m.groupdict()
+    arg = groups.get("arg") or groups.get("seq")
     found = [error_fact(ctx), Fact("dtype", f"operands are {a} and {b}")]
     pair = {a, b}
     name, kind = ctx.layer
     where = f"`{name}`" if name else (f"the {kind} layer" if kind else "this operation")
+    where = where[:1].upper() + where[1:]
+    values = Facts(dtypes=(a, b), argument=arg, layer=name, layer_kind=kind)
+    check = fix("Check dtypes where data enters the model", "Print the input's dtype and the parameters' dtype before the failing call.", "print(x.dtype, next(model.parameters()).dtype)", "dtype-mismatch")
     if pair == {"float64", "float32"}:
-        cause = (f"{where[0].upper() + where[1:]} mixes float64 (double) and float32 tensors. Model parameters are float32 by default; "
-                 "float64 usually comes from NumPy (np.float64 arrays converted with torch.from_numpy / torch.tensor keep float64) or from Python floats in torch.tensor(..., dtype=torch.double).")
+        cause = (f"{where} mixes float64 (double) and float32 tensors. Model parameters are float32 by default; float64 usually comes from "
+                 "NumPy (float64 arrays keep their dtype through torch.from_numpy / torch.tensor) or from tensors created with dtype=torch.double.")
+        fixes = [fix("Convert the data to float32", "Do it once in the Dataset or right after loading.", "x = x.float()", "dtype-mismatch"), check]
+        if _mentions(ctx, r"numpy|np\.|from_numpy|pandas|\.values\b"):
+            # The text shows NumPy/pandas data: convert the array itself, where float64 is the default.
+            fixes.insert(1, fix("Convert the NumPy array at the source", "NumPy defaults to float64; torch keeps that dtype.", "arr = arr.astype(np.float32)\nx = torch.from_numpy(arr)", "dtype-mismatch"))
+        return hit("dtypes.pair", "dtype_mismatch", f"dtype mismatch: {a} vs {b}", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.93, facts=values)
+    if pair & _LOW:
+        low = (pair & _LOW).pop()
+        other = (pair - {low}).pop() if len(pair) > 1 else low
+        cause = (f"{where} mixes {low} and {other} tensors. Part of the model or the input was converted with .half()/.bfloat16() by hand while "
+                 "the rest stayed float32, or tensors produced inside an autocast region meet float32 tensors outside it.")
         fixes = [
-            fix("Convert the data to float32", "Do it once in the Dataset or right after loading.", "x = torch.from_numpy(arr).float()  # or torch.as_tensor(arr, dtype=torch.float32)", "dtype-mismatch"),
-            fix("Or convert at the source", "", "arr = arr.astype(np.float32)", "dtype-mismatch"),
-        ]
-    elif pair & {"float16", "bfloat16"}:
-        low = (pair & {"float16", "bfloat16"}).pop()
-        cause = (f"{where[0].upper() + where[1:]} mixes {low} and {(pair - {low}).pop() if len(pair) > 1 else low} tensors. This happens when part of the model or the "
-                 "input was converted with .half()/.bfloat16() by hand while the rest stayed float32, or when tensors produced inside an autocast region "
-                 "meet float32 tensors outside it.")
-        fixes = [
-            fix("Let autocast manage precision instead of manual .half()", "Keep parameters float32 and wrap the forward pass.", "with torch.autocast('cuda', dtype=torch.bfloat16):\n    out = model(x)", "autocast-dtype-errors"),
+            fix("Let autocast manage precision instead of manual conversion", "Keep parameters float32 and wrap the forward pass.", "with torch.autocast('cuda', dtype=torch.float16):\n    out = model(x)", "autocast-dtype-errors"),
             fix("Or convert model and input consistently", "", f"model = model.to(torch.{low}); x = x.to(torch.{low})", "half-not-implemented"),
+            check,
         ]
-    elif pair & _INTS and pair & _FLOATS:
+        return hit("dtypes.pair_half", "dtype_mismatch", f"dtype mismatch: {a} vs {b}", cause, fixes, ("dtype-mismatch", "half-not-implemented"), _loc(ctx, found), 0.92, facts=values)
+    if pair & _INTS and pair & _FLOATS:
         intd = (pair & _INTS).pop()
-        cause = (f"{where[0].upper() + where[1:]} got an integer tensor ({intd}) where floating point is needed (or the reverse). "
-                 + ("Regression/BCE targets must be float." if arg == "target" or ctx.search(r"mse|l1_loss|binary_cross_entropy|Found dtype", re.I) else
-                    "Integer data (raw pixels, counts, labels) must be converted before it meets float weights."))
-        fixes = [fix("Convert to float", "", "target = target.float()  # or x = x.float() / 255 for uint8 images", "dtype-mismatch")]
-    else:
-        cause = f"{where[0].upper() + where[1:]} received tensors of dtypes {a} and {b}; PyTorch does not promote them implicitly here."
-        fixes = [fix(f"Convert one operand so both are {b}", "", f"x = x.to(torch.{b})" if b != "?" else "x = x.to(weight.dtype)", "dtype-mismatch")]
-    fixes.append(fix("Check dtypes where data enters the model", "Print x.dtype and next(model.parameters()).dtype before the failing call.", "print(x.dtype, next(model.parameters()).dtype)", "dtype-mismatch"))
-    title = f"dtype mismatch: {a} vs {b}"
-    return hit("dtypes.pair", "dtype_mismatch", title, cause, fixes, ("dtype-mismatch", "half-not-implemented"), _loc(ctx, found), 0.93)
+        raw_int = a_raw if a == intd else b_raw
+        # Keep the message's own spelling too (Long, torch.LongTensor): users search for the word they saw.
+        shown = f"{intd}, {raw_int.removeprefix('c10::')}" if raw_int and raw_int.lower() != intd else intd
+        if arg == "target" or _mentions(ctx, r"mse_loss|l1_loss|binary_cross_entropy|smooth_l1|MSELoss|BCE\w*Loss"):
+            cause = (f"A regression/binary loss got an integer ({shown}) target: losses such as BCE, BCEWithLogits and MSE compute with real "
+                     "numbers and need float targets, even when the labels are 0/1.")
+            fixes = [fix("Convert the target to float", "", "loss = criterion(output, target.float())", "dtype-mismatch"), check]
+            return hit("dtypes.pair_int_target", "dtype_mismatch", f"Loss target is {intd}, float expected", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.92, facts=values)
+        if "can't be cast to the desired output type" in m.group(0):
+            cause = (f"An operation produced a {a} result that has to be written into an existing {b} tensor (an in-place operation such as "
+                     "`+=`/`.add_()`, or out=): PyTorch does not narrow the result type implicitly.")
+            fixes = [fix("Use an out-of-place operation, or make the destination the result's dtype", "", f"t = t + other          # new tensor of the promoted dtype\n# or: t = t.to(torch.{a}); t += other", "dtype-mismatch"), check]
+            return hit("dtypes.result_cast", "dtype_mismatch", f"{a} result cannot be written into a {b} tensor", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.9, facts=values)
+        cause = (f"{where} got an integer tensor ({shown}) where floating point is needed: integer data (raw pixels, counts, ids) must be "
+                 "converted before it meets float weights.")
+        fixes = [fix("Convert the input to float", "Scale integer images to [0, 1] while converting.", "x = x.float()  # images: x.float() / 255", "dtype-mismatch"), check]
+        return hit("dtypes.pair_int_float", "dtype_mismatch", f"dtype mismatch: {a} vs {b}", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.92, facts=values)
+    cause = f"{where} received tensors of dtypes {a} and {b}; PyTorch does not promote them implicitly for this operation."
+    fixes = [fix(f"Convert one operand so both are {b}", "", f"x = x.to(torch.{b})" if b != "?" else "x = x.to(y.dtype)", "dtype-mismatch"), check]
+    return hit("dtypes.pair_other", "dtype_mismatch", f"dtype mismatch: {a} vs {b}", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.9, facts=values)
+
+
+def _index_dtype(ctx: Context, arg: str, allowed: str, got_raw: str) -> RuleHit:
+    got, device = tensor_type_parts(got_raw) if "Tensor" in got_raw else (normalize_dtype(got_raw), "")
+    if got_raw.startswith("CUDA"):  # old spelling: CUDAIntTensor
+        got = normalize_dtype(got_raw.removeprefix("CUDA").removesuffix("Tensor"))
+    found = [error_fact(ctx), Fact("dtype", f"argument `{arg}` is {got}; allowed: {allowed}")]
+    values = Facts(dtypes=(got,), argument=arg, call="embedding" if _mentions(ctx, r"embedding") else None)
+    if got in _INTS:
+        cause = (f"Argument `{arg}` holds {got} indices, but this PyTorch release accepts only {allowed} here: indices created as int32 "
+                 "(NumPy int32 arrays, .int() conversions) must be int64.")
+        fixes = [fix("Convert the indices to int64", "", "ids = ids.long()", "dtype-mismatch")]
+        return hit("dtypes.index_int32", "dtype_mismatch", f"Indices are {got}, {allowed} expected", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.9, facts=values)
+    cause = (f"Argument `{arg}` must hold integer indices ({allowed}) but is {got}: the ids/indices were built as floating point "
+             "(a float array or a float tensor constructor, or arithmetic that produced floats).")
+    fixes = [fix("Pass integer indices", "Round/convert where the ids are created; they must be whole numbers.", "ids = ids.long()", "dtype-mismatch")]
+    return hit("dtypes.index_dtype", "dtype_mismatch", "Indices must be integers", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.9, facts=values)

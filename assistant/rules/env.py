@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit
-from assistant.types import Fact, RuleHit
+from assistant.types import Fact, Facts, Fix, RuleHit
 
 # import name -> pip distribution, where they differ
 _PIP_NAMES = {
     "cv2": "opencv-python", "PIL": "pillow", "sklearn": "scikit-learn", "yaml": "pyyaml", "skimage": "scikit-image",
     "attr": "attrs", "Crypto": "pycryptodome", "bs4": "beautifulsoup4", "dateutil": "python-dateutil", "google.protobuf": "protobuf",
-    "tensorboardX": "tensorboardX", "apex": "apex (build from source)", "flash_attn": "flash-attn", "torch_geometric": "torch-geometric",
-    "pytorch_lightning": "pytorch-lightning", "lightning": "lightning", "einops": "einops", "timm": "timm", "transformers": "transformers",
-    "wandb": "wandb", "omegaconf": "omegaconf", "hydra": "hydra-core", "accelerate": "accelerate", "datasets": "datasets",
+    "flash_attn": "flash-attn", "torch_geometric": "torch-geometric", "pytorch_lightning": "pytorch-lightning", "hydra": "hydra-core",
 }
-
+# First path components that usually name a project's own package, not something on PyPI.
+_LOCAL_PACKAGE = re.compile(r"^(src|models?|utils?|data(sets?)?|config|lib|common|modules|nets?|networks?|tools|core)$")
+_LIBS = ("torch", "torchvision", "torchaudio", "numpy", "transformers", "triton")
 
 
 @rule(
@@ -24,26 +25,47 @@ _PIP_NAMES = {
     category='environment_error',
     docs=("cuda-arch-mismatch", "library-version-mismatch"),
     priority=120,
-    outcomes=('env.arch_mismatch',),
-    examples=(),
+    outcomes=('env.arch_mismatch', 'env.no_kernel_image'),
+    examples=(
+        Example("corpus/env/arch_sm120_not_compatible.txt", "env.arch_mismatch"),
+        Example("corpus/env/arch_a100_old_wheel_no_kernel_image.txt", "env.arch_mismatch"),
+        Example("corpus/env/no_kernel_image_comfyui.txt", "env.no_kernel_image"),
+    ),
 )
 def arch_mismatch(ctx: Context) -> RuleHit | None:
-    """The installed wheel has no kernels for this GPU's compute capability."""
-    m = ctx.search(r"with CUDA capability (sm_\d+) is not compatible with the current PyTorch installation")
+    """The installed wheel (or an extension) has no kernels for this GPU's compute capability."""
+    m = ctx.search(r"(?:(\S[^\n]*?) )?with CUDA capability (sm_\d+) is not compatible with the current PyTorch installation")
     if not (m or ctx.search(r"no kernel image is available for execution on the device|CUDA_ERROR_NO_BINARY_FOR_GPU|cudaErrorNoKernelImageForDevice")):
         return None
-    arch = m.group(1) if m else None
-    supported = ctx.search(r"supports CUDA capabilities ([\w ]+?)(?:\.|\n|$)")
-    found = _found(ctx, *( [Fact("gpu", f"GPU architecture {arch}; wheel supports {supported.group(1).strip()}")] if arch and supported else []))
-    cause = ("The installed PyTorch (or an extension) contains no GPU code for this GPU's architecture" + (f" ({arch})" if arch else "")
-             + ": the wheel was built for other compute capabilities — an old wheel on a new GPU (e.g. Hopper sm_90 / Blackwell sm_100+ with a wheel built before their support), "
-             "or a wheel that dropped old architectures on an old GPU. A custom CUDA extension compiled without this architecture causes the same error.")
+    docs = ("cuda-arch-mismatch", "library-version-mismatch")
+    if m:
+        gpu, arch = (m.group(1) or "").strip() or None, m.group(2)
+        supported = ctx.search(r"supports CUDA capabilities ([\w ]+?)(?:\.|\n|$)")
+        archs = supported.group(1).split() if supported else []
+        newer = bool(archs) and int(arch[3:]) > max(int(a[3:]) for a in archs if a[3:].isdigit())
+        cause = (f"The GPU{' (' + gpu + ')' if gpu else ''} has compute capability {arch}, and the installed PyTorch build contains kernels only for "
+                 + (" ".join(archs) if archs else "other architectures") + ": "
+                 + ("the wheel predates this GPU generation (built for a CUDA version that does not target it)." if newer else
+                    "this build does not include this GPU's architecture (dropped from or never in the wheel's list)."))
+        fixes = [
+            fix("Install a PyTorch build whose CUDA version targets this GPU", "Pick the wheel index for a CUDA release that supports "
+                f"{arch} (see the install selector on pytorch.org); check the result with torch.cuda.get_arch_list().",
+                "python -m pip install --upgrade torch --index-url https://download.pytorch.org/whl/<cuda tag>", "cuda-arch-mismatch"),
+            fix("Compare the GPU's capability with the build's architectures", "", "python -c \"import torch; print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list(), torch.version.cuda)\"", "cuda-arch-mismatch"),
+        ]
+        found = _found(ctx, Fact("gpu", f"GPU architecture {arch}" + (f"; build supports {' '.join(archs)}" if archs else "")))
+        return hit("env.arch_mismatch", "environment_error", f"PyTorch build does not support {arch}", cause, fixes, docs, found, 0.93,
+                   facts=Facts(names=(arch, *archs)))
+    cause = ("A CUDA kernel was launched that has no compiled version for this GPU's architecture. Either the installed PyTorch "
+             "build does not target this GPU, or a compiled extension (a package with its own CUDA code) was built for other "
+             "architectures; the traceback's last library frame tells which.")
     fixes = [
-        fix("Compare the GPU's capability with the wheel's architectures", "", "python -c \"import torch; print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list(), torch.version.cuda)\"", "cuda-arch-mismatch"),
-        fix("Install a wheel built for a CUDA version that supports this GPU", "Newer GPUs need newer CUDA wheels (see the selector on pytorch.org).", "pip install --upgrade torch --index-url https://download.pytorch.org/whl/cu128", "cuda-arch-mismatch"),
-        fix("Rebuild custom extensions for this architecture", "", "TORCH_CUDA_ARCH_LIST=\"9.0\" pip install --no-build-isolation -e .", "cuda-arch-mismatch"),
+        fix("Check whether PyTorch itself supports the GPU", "If the capability is missing from the arch list, install a build for a newer CUDA release.",
+            "python -c \"import torch; print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list())\"", "cuda-arch-mismatch"),
+        fix("Rebuild the failing extension for this architecture", "Set TORCH_CUDA_ARCH_LIST to the GPU's capability before building it.",
+            "TORCH_CUDA_ARCH_LIST=\"<major.minor>\" python -m pip install --no-build-isolation --force-reinstall <extension>", "cuda-arch-mismatch"),
     ]
-    return hit("env.arch_mismatch", "environment_error", "PyTorch build does not support this GPU", cause, fixes, ("cuda-arch-mismatch", "library-version-mismatch"), found, 0.93)
+    return hit("env.no_kernel_image", "environment_error", "No GPU kernel for this architecture", cause, fixes, docs, _found(ctx), 0.88)
 
 
 @rule(
@@ -51,55 +73,180 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
     category='environment_error',
     docs=("module-not-found", "library-version-mismatch"),
     priority=330,
-    outcomes=('env.module_not_found', 'env.cannot_import_name', 'env.missing_attribute'),
-    examples=(),
+    outcomes=('env.module_not_found', 'env.local_module_not_found', 'env.torch_not_installed', 'env.torch_submodule_missing',
+              'env.torch_source_tree', 'env.apex_missing', 'env.cannot_import_name', 'env.missing_attribute'),
+    examples=(
+        Example("corpus/env/module_not_found_cv2_captured.txt", "env.module_not_found"),
+        Example("corpus/env/module_not_found_onnxscript_captured.txt", "env.module_not_found"),
+        Example("corpus/env/module_not_found_local_package_captured.txt", "env.local_module_not_found"),
+        Example("corpus/env/module_not_found_torch_captured.txt", "env.torch_not_installed"),
+        Example("corpus/env/torch_six_removed.txt", "env.torch_submodule_missing"),
+        Example("corpus/env/torch_six_removed_slak.txt", "env.torch_submodule_missing"),
+        Example("corpus/env/torch_c_source_checkout.txt", "env.torch_source_tree"),
+        Example("corpus/env/torch_c_source_checkout_ipython.txt", "env.torch_source_tree"),
+        Example("captured/cpu/missing-apex-amp-import", "env.apex_missing"),
+        Example("corpus/env/cannot_import_name_torch_utils.txt", "env.cannot_import_name"),
+        Example("corpus/env/cannot_import_name_dataloader_old.txt", "env.cannot_import_name"),
+        Example("corpus/env/torch_no_attribute_compiler.txt", "env.missing_attribute"),
+    ),
 )
 def missing_module(ctx: Context) -> RuleHit | None:
     """ModuleNotFoundError / ImportError, including version-skew ``cannot import name``."""
     m = ctx.search(r"No module named '([\w.]+)'")
     if m and ctx.exc_type in ("ModuleNotFoundError", "ImportError", ""):
-        mod = m.group(1)
-        top = mod.split(".")[0]
-        if mod == "torch._C" or mod.startswith("torch._C"):
-            cause = "Python imported the `torch` folder of a PyTorch source checkout (the current directory) instead of the installed package, which has no compiled torch._C there."
-            fixes = [fix("Run from another directory (or build/install the checkout)", "", "cd ~ && python -c 'import torch; print(torch.__file__)'", "module-not-found")]
-        elif top == "torch":
-            cause = f"`{mod}` is not importable: PyTorch is not installed in the interpreter running the script" + (" (or this submodule does not exist in the installed version)" if "." in mod else "") + "."
-            fixes = [
-                fix("Check which interpreter runs and install torch into it", "", "python -c 'import sys; print(sys.executable)'\npython -m pip install torch", "module-not-found"),
-            ]
-        else:
-            if top == "apex":
-                cause = ("NVIDIA apex is not installed. Its mixed-precision part (apex.amp) is deprecated: PyTorch has native AMP in torch.amp "
-                         "(autocast + GradScaler), so the usual fix is to drop apex rather than build it.")
-                fixes = [fix("Replace apex.amp with torch.amp", "", "scaler = torch.amp.GradScaler('cuda')\nwith torch.autocast('cuda', dtype=torch.float16):\n    loss = criterion(model(x), y)\nscaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()", "module-not-found")]
-                return hit("env.module_not_found", "environment_error", f"Module `{mod}` not found", cause, fixes, ("module-not-found", "gradscaler-misuse"), _found(ctx), 0.93)
-            pip_name = _PIP_NAMES.get(mod) or _PIP_NAMES.get(top)
-            local = bool(re.match(r"^(src|models?|utils?|data(sets?)?|config|lib|common|modules|nets?|networks?)$", top))
-            cause = (f"Python cannot find the module `{mod}`. "
-                     + (f"It looks like a module of your own project: the script is run from a directory where `{top}` is not importable (working directory / PYTHONPATH), or the project is not installed." if local
-                        else "The package is not installed in this interpreter's environment" + (f" (its pip name is `{pip_name}`)" if pip_name and pip_name != top else "") + ", or the job runs a different Python than the one you installed into."))
-            if local:
-                fixes = [fix("Run from the project root or install the project", "", "cd /path/to/project && python -m train\n# or: pip install -e .   # or: export PYTHONPATH=$PWD", "module-not-found")]
-            else:
-                fixes = [fix("Install it into the interpreter that runs the job", "Use `python -m pip` so pip and python are the same environment.", f"python -m pip install {pip_name or top}", "module-not-found")]
-        fixes.append(fix("Confirm the environment", "", "which python; python -m pip list | grep -i " + top, "module-not-found"))
-        return hit("env.module_not_found", "environment_error", f"Module `{mod}` not found", cause, fixes, ("module-not-found", "library-version-mismatch"), _found(ctx), 0.93)
-    m = ctx.search(r"cannot import name '(\w+)' from '([\w.]+)'")
+        return _module_not_found(ctx, m.group(1))
+    m = ctx.search(r"cannot import name '(\w+)'(?: from '([\w.]+)')?")
     if m:
-        cause = (f"`{m.group(2)}` exists but has no `{m.group(1)}`: the installed version is older or newer than the code expects (the name was added, moved or removed), "
-                 "or a local file shadows the package.")
+        name, module = m.group(1), m.group(2) or _import_source(ctx, m.group(1))
+        where = f"`{module}`" if module else "the module it is imported from"
+        top = module.split(".")[0] if module else None
+        cause = (f"{where} exists but has no `{name}`: the installed version of {('`' + top + '`') if top else 'that package'} is older or newer "
+                 "than the code expects (the name was added, moved or removed between releases), or a local file shadows the package.")
         fixes = [
-            fix("Check the installed version against the project's requirements", "", f"python -m pip show {m.group(2).split('.')[0]}", "library-version-mismatch"),
-            fix("Install the version the code was written for", "", f"python -m pip install '{m.group(2).split('.')[0]}==<version from requirements>'", "library-version-mismatch"),
+            fix("Check the installed version against the project's requirements", "", f"python -m pip show {top or '<package>'}", "library-version-mismatch"),
+            fix("Install the version the code was written for", "Or update the import to where the name lives in your version.",
+                f"python -m pip install '{top or '<package>'}==<version from requirements>'", "library-version-mismatch"),
         ]
-        return hit("env.cannot_import_name", "environment_error", f"Cannot import `{m.group(1)}` from `{m.group(2)}`", cause, fixes, ("library-version-mismatch", "module-not-found"), _found(ctx), 0.9)
+        return hit("env.cannot_import_name", "environment_error", f"Cannot import `{name}`" + (f" from `{module}`" if module else ""), cause, fixes,
+                   ("library-version-mismatch", "module-not-found"), _found(ctx), 0.9, facts=Facts(names=tuple(x for x in (name, module) if x)))
     m = ctx.search(r"module '([\w.]+)' has no attribute '(\w+)'")
-    if m and m.group(1).split(".")[0] in ("torch", "torchvision", "torchaudio", "numpy", "transformers", "triton"):
-        cause = f"`{m.group(1)}.{m.group(2)}` does not exist in the installed version of {m.group(1).split('.')[0]}: the code targets a different (usually newer) release."
-        fixes = [fix("Upgrade to the version the code expects (or use the older API)", "", f"python -c \"import {m.group(1).split('.')[0]} as m; print(m.__version__)\"", "library-version-mismatch")]
-        return hit("env.missing_attribute", "environment_error", f"`{m.group(1)}.{m.group(2)}` missing in this version", cause, fixes, ("library-version-mismatch",), _found(ctx), 0.88)
+    if m and m.group(1).split(".")[0] in _LIBS:
+        mod, attr = m.groups()
+        top = mod.split(".")[0]
+        cause = f"`{mod}.{attr}` does not exist in the installed version of {top}: the code targets a different release, usually a newer one."
+        fixes = [fix(f"Install the {top} version the code expects (or use the API of your version)", "",
+                     f"python -c \"import {top}; print({top}.__version__)\"\npython -m pip install --upgrade {top}", "library-version-mismatch")]
+        return hit("env.missing_attribute", "environment_error", f"`{mod}.{attr}` missing in this version", cause, fixes, ("library-version-mismatch",),
+                   _found(ctx), 0.88, facts=Facts(names=(mod, attr)))
     return None
+
+
+def _import_source(ctx: Context, name: str) -> str | None:
+    """The module of ``from X import name`` on a traceback source line (old messages omit it)."""
+    for fr in reversed(ctx.failure.frames):
+        m = re.match(r"\s*from\s+([\w.]+)\s+import\s+.*\b" + re.escape(name) + r"\b", fr.source or "")
+        if m:
+            return m.group(1)
+    m = re.search(r"from\s+([\w.]+)\s+import\s+[^\n]*\b" + re.escape(name) + r"\b", ctx.failure.text)
+    return m.group(1) if m else None
+
+
+def _module_not_found(ctx: Context, mod: str) -> RuleHit:
+    """``No module named 'x'``: which kind of module decides the answer."""
+    top = mod.split(".")[0]
+    docs = ("module-not-found", "library-version-mismatch")
+    facts = Facts(names=(mod,))
+    check = fix("Confirm which interpreter runs and what it has", "", f"python -c 'import sys; print(sys.executable)'\npython -m pip list | grep -i {top}", "module-not-found")
+    if mod.startswith("torch._C"):
+        cause = ("Python imported a `torch` folder that has no compiled extension: the current directory (or PYTHONPATH) holds a "
+                 "PyTorch source checkout or an unpacked wheel, and it shadows the installed package.")
+        fixes = [fix("Run from another directory (or build/install the checkout)", "", "cd ~ && python -c 'import torch; print(torch.__file__)'", "module-not-found")]
+        return hit("env.torch_source_tree", "environment_error", "A local `torch` folder shadows the installed PyTorch", cause, fixes, docs, _found(ctx), 0.93, facts=facts)
+    if mod == "torch":
+        cause = "PyTorch is not installed in the interpreter that runs this script (a different Python, virtualenv or conda environment than the one torch was installed into)."
+        fixes = [fix("Install torch into the interpreter that runs the job", "Use `python -m pip` so pip and python are the same environment.",
+                     "python -m pip install torch", "module-not-found"), check]
+        return hit("env.torch_not_installed", "environment_error", "PyTorch is not installed in this interpreter", cause, fixes, docs, _found(ctx), 0.93, facts=facts)
+    if top == "torch":
+        cause = (f"The installed PyTorch has no module `{mod}`: it was removed, renamed or not yet added in this release, so code (yours or "
+                 "a library's, see the importing frame) written for another PyTorch version fails to import it.")
+        fixes = [
+            fix("Update the code or library that imports it", f"Upgrade the package whose frame imports `{mod}`, or replace the import with its current location.", None, "library-version-mismatch"),
+            fix("Or install the PyTorch version the code was written for", "", "python -m pip install 'torch==<version the project pins>'", "library-version-mismatch"),
+        ]
+        return hit("env.torch_submodule_missing", "environment_error", f"`{mod}` does not exist in this PyTorch", cause, fixes, ("library-version-mismatch", "module-not-found"),
+                   _found(ctx), 0.9, facts=facts)
+    if top == "apex":
+        cause = ("NVIDIA apex is not installed. Its mixed-precision part (apex.amp) is superseded by PyTorch's own torch.amp "
+                 "(autocast + GradScaler), so the usual fix is to drop apex rather than build it.")
+        fixes = [fix("Replace apex.amp with torch.amp", "", "scaler = torch.amp.GradScaler('cuda')\nwith torch.autocast('cuda', dtype=torch.float16):\n    loss = criterion(model(x), y)\nscaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()", "module-not-found"), check]
+        return hit("env.apex_missing", "environment_error", f"Module `{mod}` not found", cause, fixes, ("module-not-found", "gradscaler-misuse"), _found(ctx), 0.93, facts=facts)
+    if _LOCAL_PACKAGE.match(top):
+        cause = (f"Python cannot find `{mod}`, which looks like a package of the project itself: the script runs from a directory "
+                 f"where `{top}` is not importable (working directory or PYTHONPATH), or the project is not installed.")
+        fixes = [fix("Run from the project root or install the project", "", "cd /path/to/project && python -m train\n# or: python -m pip install -e .   # or: export PYTHONPATH=$PWD", "module-not-found")]
+        return hit("env.local_module_not_found", "environment_error", f"Project module `{mod}` not found", cause, fixes, docs, _found(ctx), 0.9, facts=facts)
+    pip_name = _PIP_NAMES.get(mod) or _PIP_NAMES.get(top)
+    cause = (f"The package providing `{mod}` is not installed in this interpreter's environment"
+             + (f" (its pip name is `{pip_name}`)" if pip_name and pip_name != top else "") + ", or the job runs a different Python than the one it was installed into.")
+    fixes = [fix("Install it into the interpreter that runs the job", "Use `python -m pip` so pip and python are the same environment.", f"python -m pip install {pip_name or top}", "module-not-found"), check]
+    return hit("env.module_not_found", "environment_error", f"Module `{mod}` not found", cause, fixes, docs, _found(ctx), 0.93,
+               facts=Facts(names=(mod, pip_name) if pip_name else (mod,)))
+
+
+def _torchvision_ops(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
+    op = next(g for g in m.groups() if g)
+    return (f"torchvision's `{op}` operator is missing",
+            f"torchvision's compiled operators (here `torchvision::{op}`) did not load: the installed torchvision was built for a different "
+            "torch release (or CUDA build) than the installed torch, typically after one of them was upgraded alone.",
+            [fix("Install torch and torchvision versions that match, from the same index", "Each torchvision version pairs with exactly one torch version.",
+                 "python -m pip install --force-reinstall torch==<X> torchvision==<matching Y> --index-url https://download.pytorch.org/whl/<cuda tag>", "library-version-mismatch")])
+
+
+def _undefined_symbol(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
+    lib = m.group(1)
+    name = lib.replace("\\", "/").rsplit("/", 1)[-1] if lib else None
+    return ("Compiled module built against another library version",
+            (f"`{name}` " if name else "A compiled module ") + f"needs the symbol `{m.group(2)[:80]}`, which the loaded libraries do not export: "
+            "it was compiled against a different PyTorch (or CUDA) version than the one now installed, or a library it depends on was loaded "
+            "in another version first.",
+            [fix("Rebuild or reinstall that module against the installed torch", "Build from source with --no-build-isolation so it compiles against this torch version, or install a wheel made for this torch/CUDA version pair.",
+                 "python -m pip install --no-build-isolation --force-reinstall <package>", "library-version-mismatch"),
+             fix("Import torch before the extension", "An extension's symbols from libtorch are only available once `import torch` has loaded it; import order matters.",
+                 "import torch  # first\nimport my_extension", "library-version-mismatch")])
+
+
+def _torchvision_cuda(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
+    versions = re.search(r"PyTorch has CUDA Version=([\d.]+) and torchvision has CUDA\s+Version=([\d.]+)", m.string)
+    return ("torch and torchvision built for different CUDA versions",
+            "torch and torchvision come from different CUDA builds" + (f" (torch {versions.group(1)}, torchvision {versions.group(2)})" if versions else "")
+            + ": they were installed from different wheel indexes or one was upgraded alone.",
+            [fix("Install both from the same wheel index", "", "python -m pip install --force-reinstall torch torchvision --index-url https://download.pytorch.org/whl/<cuda tag>", "library-version-mismatch")])
+
+
+def _numpy_abi(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
+    two = "NumPy 2" in m.group(0) or "_ARRAY_API" in m.group(0)
+    return ("NumPy binary mismatch",
+            ("A compiled package (PyTorch itself when older than 2.3, or another extension) was built against NumPy 1.x while NumPy 2 is installed."
+             if two else "PyTorch cannot use NumPy here: NumPy is missing, or its installed version does not match the one PyTorch was built against."),
+            [fix("Pin NumPy below 2, or upgrade the package built for 1.x", "", "python -m pip install 'numpy<2'", "library-version-mismatch")])
+
+
+def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
+    lib = m.group(1)
+    cuda = bool(re.match(r"lib(cudnn|cudart|cublas|cufft|curand|cusparse|nvrtc|nccl|cuda)", lib))
+    return (f"Shared library `{lib}` not found",
+            f"The dynamic loader cannot find `{lib}`, which a compiled module needs: "
+            + ("a CUDA/cuDNN runtime library of the version this build expects is not installed or not on the loader path (for pip wheels it ships in the nvidia-* packages of the same environment)." if cuda
+               else "the library is not installed on this system, or not on the loader path."),
+            [fix("Install the matching runtime or put it on the loader path", "Reinstalling torch from its official index restores the CUDA libraries it ships with.",
+                 f"ldconfig -p | grep {lib.split('.')[0]}\npython -m pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/<cuda tag>", "library-version-mismatch")])
+
+
+def _glibc(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
+    return ("System C/C++ runtime too old",
+            f"A compiled module needs `{m.group(1)}`, which the C/C++ runtime found first does not provide: the system's (or an older environment's) "
+            "libstdc++/glibc is older than the one the binary was built against.",
+            [fix("Use a newer runtime library", "Install a newer libstdc++ in the environment (conda: libstdcxx-ng) and make sure it is loaded before the system one, or use a newer base image.",
+                 "strings $(python -c 'import ctypes.util; print(ctypes.util.find_library(\"stdc++\"))') | grep GLIBCXX | tail -3", "library-version-mismatch")])
+
+
+def _toolchain(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
+    return ("Extension build toolchain missing",
+            "Building a C++/CUDA extension needs the CUDA toolkit (nvcc, found through CUDA_HOME) and a C++ compiler/ninja; "
+            "the build could not find them" + (" (CUDA_HOME is not set and no toolkit was found)." if "CUDA_HOME" in m.group(0) else "."),
+            [fix("Install the CUDA toolkit matching torch.version.cuda and point CUDA_HOME at it", "", "export CUDA_HOME=/usr/local/cuda\npython -m pip install ninja", "library-version-mismatch")])
+
+
+_BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, list[Fix]]]], ...] = (
+    (r"operator torchvision::(\w+) does not exist|No such operator torchvision::(\w+)", "env.torchvision_ops", _torchvision_ops),
+    (r"(?:ImportError: ([^\n:]+\.(?:so|pyd)[\w.]*): )?undefined symbol: (\S+)", "env.undefined_symbol", _undefined_symbol),
+    (r"compiled with different CUDA (?:major )?versions", "env.torchvision_cuda", _torchvision_cuda),
+    (r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|numpy\.core\.multiarray failed to import|_ARRAY_API not found|Numpy is not available", "env.numpy_abi", _numpy_abi),
+    (r"(lib[\w.+-]+\.so[\d.]*): cannot open shared object file", "env.shared_library", _shared_library),
+    (r"`?((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'? not found", "env.glibc", _glibc),
+    (r"CUDA_HOME environment variable is not set|No such file or directory: '[^']*nvcc'|Ninja is required to load C\+\+ extensions|error: command '[^']*(?:gcc|g\+\+|nvcc)' failed", "env.build_toolchain", _toolchain),
+)
 
 
 @rule(
@@ -107,39 +254,35 @@ def missing_module(ctx: Context) -> RuleHit | None:
     category='environment_error',
     docs=("library-version-mismatch", "module-not-found"),
     priority=331,
-    outcomes=('env.binary_mismatch',),
-    examples=(),
+    outcomes=tuple(outcome for _, outcome, _ in _BINARY_ROWS),
+    examples=(
+        Example("realworld/dev/deepsort-old-no-such-operator-nms", "env.torchvision_ops"),
+        Example("realworld/dev/hallo-torchvision-nms-meta-registration", "env.torchvision_ops"),
+        Example("realworld/dev/extcpp-undefined-symbol-parseschema", "env.undefined_symbol"),
+        Example("realworld/dev/pytorch-2056-old-undefined-symbol-nvrtc", "env.undefined_symbol"),
+        Example("realworld/dev/pytorch-8036-undefined-thpvariableclass-import-order", "env.undefined_symbol"),
+        Example("corpus/env/torchvision_cuda_major_mismatch.txt", "env.torchvision_cuda"),
+        Example("corpus/env/torchvision_cuda_major_mismatch_12.txt", "env.torchvision_cuda"),
+        Example("corpus/env/numpy2_abi_import_torch.txt", "env.numpy_abi"),
+        Example("corpus/env/numpy_not_available.txt", "env.numpy_abi"),
+        Example("corpus/env/libcudnn_so_missing.txt", "env.shared_library"),
+        Example("corpus/env/libcudnn_so9_lib64.txt", "env.shared_library"),
+        Example("corpus/env/glibcxx_not_found.txt", "env.glibc"),
+        Example("corpus/env/glibcxx_old_conda.txt", "env.glibc"),
+        Example("corpus/env/cuda_home_not_set.txt", "env.build_toolchain"),
+        Example("corpus/env/cuda_home_not_set_old.txt", "env.build_toolchain"),
+    ),
 )
 def binary_mismatch(ctx: Context) -> RuleHit | None:
-    """ABI and library mismatches: undefined symbols, torchvision ops, NumPy 2, missing shared libraries."""
+    """ABI and library mismatches: undefined symbols, torchvision ops, NumPy 2, missing shared libraries, toolchains."""
     docs = ("library-version-mismatch", "module-not-found")
-    cases = [
-        (r"operator torchvision::(\w+) does not exist|No such operator torchvision::(\w+)", "torchvision does not match torch",
-         "torchvision's compiled operators were built for a different torch release than the one installed; pip upgraded one without the other.",
-         [fix("Install matching torch and torchvision releases together", "Each torchvision release pairs with one torch release.", "pip install torch==2.X.Y torchvision==0.Z.W  # a matching pair", "library-version-mismatch")]),
-        (r"undefined symbol: (\S+)", "Binary extension built against another torch",
-         "A compiled extension (yours or a package's: flash-attn, apex, torch-scatter, mmcv…) was built against a different PyTorch/CUDA version, so a symbol it needs does not exist in the installed libtorch.",
-         [fix("Rebuild/reinstall the extension against the installed torch", "", "pip install --force-reinstall --no-build-isolation <extension>", "library-version-mismatch")]),
-        (r"compiled with different CUDA major versions|PyTorch and torchvision were compiled with different CUDA", "torch and torchvision built for different CUDA versions",
-         "torch and torchvision come from different CUDA builds.", [fix("Install both from the same wheel index", "", "pip install torch torchvision --index-url https://download.pytorch.org/whl/cu126", "library-version-mismatch")]),
-        (r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|numpy\.core\.multiarray failed to import|_ARRAY_API not found|Numpy is not available", "NumPy ABI mismatch",
-         "A compiled package was built against NumPy 1.x but NumPy 2 is installed (or NumPy is missing).",
-         [fix("Pin NumPy below 2 or upgrade the package that was built for 1.x", "", "pip install 'numpy<2'", "library-version-mismatch")]),
-        (r"(lib[\w.+-]+\.so[\d.]*): cannot open shared object file", "Shared library missing",
-         "A shared library the package needs is not on the loader path (CUDA runtime/cuDNN libs of another version, or system libraries missing in a slim container).",
-         [fix("Install the matching runtime or fix LD_LIBRARY_PATH", "", "ldconfig -p | grep <library>", "library-version-mismatch")]),
-        (r"GLIBCX?X?_[\d.]+' not found|version `GLIBC", "System C/C++ library too old",
-         "The binary wheel needs a newer glibc/libstdc++ than this system provides.",
-         [fix("Use a newer base image / conda's libstdcxx, or a wheel built for older systems", "", None, "library-version-mismatch")]),
-        (r"CUDA_HOME environment variable is not set|No such file or directory: '[^']*nvcc'|Ninja is required to load C\+\+ extensions|error: command '[^']*(?:gcc|g\+\+|nvcc)' failed", "Extension build toolchain missing",
-         "Building a C++/CUDA extension needs the CUDA toolkit (nvcc, CUDA_HOME) and a compiler/ninja, which are not available here.",
-         [fix("Install the toolkit matching torch.version.cuda and set CUDA_HOME", "", "export CUDA_HOME=/usr/local/cuda; pip install ninja", "library-version-mismatch")]),
-    ]
-    for pattern, title, cause, fixes in cases:
+    for pattern, outcome, explain in _BINARY_ROWS:
         m = ctx.search(pattern)
         if m:
-            extra = [Fact("detail", m.group(0)[:200])]
-            return hit("env.binary_mismatch", "environment_error", title, cause, fixes, docs, _found(ctx, *extra), 0.9)
+            title, cause, fixes = explain(m)
+            detail = next((g for g in reversed(m.groups()) if g), m.group(0))
+            return hit(outcome, "environment_error", title, cause, fixes, docs, _found(ctx, Fact("detail", m.group(0)[:200])), 0.9,
+                       facts=Facts(names=(detail[:120],)))
     return None
 
 
@@ -148,69 +291,96 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
     category='environment_error',
     docs=("files-and-permissions",),
     priority=332,
-    outcomes=('env.file_not_found', 'env.save_parent_missing', 'env.path_kind', 'env.permission', 'env.disk_full', 'env.too_many_files', 'env.network', 'env.illegal_instruction'),
-    examples=(),
+    outcomes=('env.file_not_found', 'env.save_parent_missing', 'env.path_kind', 'env.permission', 'env.disk_full', 'env.network', 'env.illegal_instruction'),
+    examples=(
+        Example("captured/cpu/dataset-relative-path-not-found", "env.file_not_found"),
+        Example("captured/cpu/torch-save-missing-checkpoint-dir", "env.save_parent_missing"),
+        Example("corpus/env/write_into_missing_dir_captured.txt", "env.save_parent_missing"),
+        Example("captured/cpu/checkpoint-dir-is-a-file", "env.path_kind"),
+        Example("corpus/env/permission_denied_cache.txt", "env.permission"),
+        Example("corpus/env/permission_denied_hf_cache.txt", "env.permission"),
+        Example("corpus/env/disk_full_torch_save.txt", "env.disk_full"),
+        Example("corpus/env/disk_full_dolly.txt", "env.disk_full"),
+        Example("corpus/env/network_name_resolution_facenet.txt", "env.network"),
+        Example("corpus/env/illegal_instruction_kaiming.txt", "env.illegal_instruction"),
+    ),
 )
 def files_and_disk(ctx: Context) -> RuleHit | None:
-    """Files that are missing or unreadable, full disks, descriptor limits, no network for downloads."""
+    """Files that are missing or unreadable, full disks, no network for downloads, CPU instruction sets."""
     docs = ("files-and-permissions",)
     m = ctx.search(r"\[Errno 2\] No such file or directory: '([^']+)'|FileNotFoundError: ([^\n]+)")
     if m and ctx.exc_type in ("FileNotFoundError", "OSError", "IOError", ""):
-        path = m.group(1) or m.group(2)
-        relative = not path.startswith(("/", "~")) and not re.match(r"^[A-Za-z]:[\\/]", path)
-        cause = f"The file `{path}` does not exist" + (" relative to the current working directory — relative paths depend on where the job is started from, not where the script lives." if relative else " on this machine (a path from another machine/cluster, a dataset not downloaded or mounted, or a typo).")
-        if re.search(r"\.(pt|pth|ckpt|bin|safetensors)$", path):
-            cause += " It is a checkpoint: check the run that should have written it."
-        saving = any(re.search(r"save|open\(.*['\"]w|makedirs|mkdir|write", fr.source or "") or (fr.function or "") in ("save", "_open_zipfile_writer") for fr in ctx.failure.frames)
-        parent_missing = saving and "/" in path
-        if parent_missing:
-            cause = f"Writing `{path}` failed because its directory does not exist: torch.save/open do not create parent folders."
-        fixes = [
-            fix("Create the directory before saving", "", "os.makedirs(os.path.dirname(path), exist_ok=True)\ntorch.save(state, path)", "files-and-permissions")] if parent_missing else []
-        fixes += [
-            fix("Build paths from the script's location or a configurable root", "", "from pathlib import Path\nROOT = Path(__file__).resolve().parent\ndata = ROOT / 'data' / 'train.csv'", "files-and-permissions"),
-            fix("Check the path on the machine that runs the job", "", f"ls -l '{path}'; pwd", "files-and-permissions"),
-        ]
-        return hit("env.file_not_found", "environment_error", f"File not found: {path}", cause, fixes, docs, _found(ctx, Fact("path", path)), 0.92)
+        return _file_not_found(ctx, m.group(1) or m.group(2))
     m = ctx.search(r"Parent directory (\S+) does not exist")
     if m:
-        d = m.group(1).rstrip(".")
-        cause = f"torch.save was asked to write into `{d}`, which does not exist: torch.save does not create folders (a run/experiment directory that was never made, or a typo in the output path)."
-        fixes = [fix("Create the directory before saving", "", f"os.makedirs('{d}', exist_ok=True)\ntorch.save(state, path)", "files-and-permissions")]
-        return hit("env.save_parent_missing", "environment_error", "Checkpoint directory does not exist", cause, fixes, docs, _found(ctx, Fact("path", d)), 0.93)
+        return _parent_missing(ctx, m.group(1).rstrip("."), None)
     m = ctx.search(r"\[Errno (20|21|17)\] (Not a directory|Is a directory|File exists): '([^']+)'")
     if m:
         code, what, path = m.groups()
-        story = {"20": f"a path component of `{path}` is a file, not a directory (a file sits where a folder is expected)",
+        story = {"20": f"a component of `{path}` is a file, not a directory (a file sits where a folder is expected)",
                  "21": f"`{path}` is a directory, but the code opens it as a file",
                  "17": f"`{path}` already exists (and is not a directory) where a directory is being created"}[code]
-        cause = f"{what}: {story}. Typical in run/output directories created by an earlier run or a mistyped config path."
-        fixes = [fix("Check what is on disk at that path and fix the path or remove the stale entry", "", f"ls -ld '{path}' '{path.rsplit('/', 1)[0] if '/' in path else '.'}'\nos.makedirs(run_dir, exist_ok=True)  # after removing a stale file of the same name", "files-and-permissions")]
-        return hit("env.path_kind", "environment_error", f"{what}: {path}", cause, fixes, docs, _found(ctx, Fact("path", path)), 0.9)
+        cause = f"{what}: {story}. Typical of output directories left by an earlier run, or a path in the config that names the wrong level."
+        fixes = [fix("Check what is on disk at that path and fix the path or remove the stale entry", "", f"ls -ld '{path}' '{path.rsplit('/', 1)[0] if '/' in path else '.'}'", "files-and-permissions")]
+        return hit("env.path_kind", "environment_error", f"{what}: {path}", cause, fixes, docs, _found(ctx, Fact("path", path)), 0.9, facts=Facts(names=(path,)))
     m = ctx.search(r"\[Errno 13\] Permission denied: '([^']+)'")
     if m:
-        cause = f"The process may not read or write `{m.group(1)}`: a shared/read-only location, another user's cache directory, or a file created by a different user (e.g. root in a container)."
-        fixes = [fix("Write to a directory you own; point caches there", "", "export TORCH_HOME=$HOME/.cache/torch HF_HOME=$HOME/.cache/huggingface", "files-and-permissions")]
-        return hit("env.permission", "environment_error", f"Permission denied: {m.group(1)}", cause, fixes, docs, _found(ctx, Fact("path", m.group(1))), 0.92)
+        path = m.group(1)
+        cache = bool(re.search(r"[/\\]\.cache\b|cache", path, re.I))
+        cause = (f"The process may not write or read `{path}`"
+                 + (": it is a cache location (under a home directory the job's user does not own, or a read-only root in a container)." if cache else
+                    ": a read-only or shared location, or a file created by another user (e.g. root in a container)."))
+        fixes = [fix("Point caches and outputs at a directory the job's user owns", "", "export HOME=$PWD XDG_CACHE_HOME=$PWD/.cache TORCH_HOME=$PWD/.cache/torch HF_HOME=$PWD/.cache/huggingface" if cache else f"ls -ld '{path}'; id", "files-and-permissions")]
+        return hit("env.permission", "environment_error", f"Permission denied: {path}", cause, fixes, docs, _found(ctx, Fact("path", path)), 0.92, facts=Facts(names=(path,)))
     if ctx.search(r"No space left on device|\[Errno 28\]|file write failed|PytorchStreamWriter failed writing"):
         shm = ctx.search(r"/dev/shm")
-        cause = ("The disk (or /dev/shm) is full" + (" — here it is shared memory, used by DataLoader workers and NCCL" if shm else "") + ". Checkpoints, logs and caches "
-                 "(torch compile caches, dataset caches) fill disks quickly during long runs; a checkpoint written while the disk fills is left truncated.")
+        saving = any("serialization.py" in f.file for f in ctx.failure.frames) or bool(ctx.search(r"PytorchStreamWriter"))
+        cause = ("The disk" + (" holding /dev/shm (shared memory, used by DataLoader workers and NCCL)" if shm else "") + " is full"
+                 + (": torch.save ran out of space while writing a checkpoint, so that file is incomplete." if saving else ": a write failed for lack of space.")
+                 + " Checkpoints, logs and caches accumulate during long runs.")
         fixes = [
             fix("Free space and keep only the last N checkpoints", "", "df -h . /dev/shm /tmp", "files-and-permissions"),
             fix("Save atomically so a full disk cannot corrupt the previous checkpoint", "", "torch.save(state, tmp); os.replace(tmp, path)", "corrupt-checkpoint"),
         ]
         return hit("env.disk_full", "environment_error", "No space left on device", cause, fixes, ("files-and-permissions", "corrupt-checkpoint"), _found(ctx), 0.92)
-    if ctx.search(r"\[Errno 24\] Too many open files"):
-        cause = "The process hit its open-file limit (ulimit -n): many DataLoader workers, files opened without closing, or tensor sharing through file descriptors."
-        fixes = [fix("Raise the limit or use the file_system sharing strategy", "", "ulimit -n 65536\n# torch.multiprocessing.set_sharing_strategy('file_system')", "files-and-permissions")]
-        return hit("env.too_many_files", "environment_error", "Too many open files", cause, fixes, ("files-and-permissions", "dataloader-shared-memory"), _found(ctx), 0.88)
     if ctx.search(r"We couldn't connect to 'https?://huggingface\.co'|Failed to establish a new connection|Temporary failure in name resolution|urlopen error|Connection refused|Max retries exceeded with url|offline mode is enabled|LocalEntryNotFoundError"):
-        cause = "The code tried to download something (pretrained weights, a tokenizer, a dataset) and the network is unreachable — typical on compute nodes without internet."
-        fixes = [fix("Download once where there is network, then load from a local path/cache", "Set HF_HUB_OFFLINE=1 / TORCH_HOME to the pre-filled cache on the cluster.", "export HF_HUB_OFFLINE=1 HF_HOME=/shared/hf_cache", "files-and-permissions")]
+        hf = bool(ctx.search(r"huggingface|hf_hub|LocalEntryNotFoundError"))
+        cause = ("The code tried to download something (pretrained weights, a tokenizer, a dataset) and the host could not be reached: "
+                 "no network or DNS on this machine (typical of compute nodes), or a proxy/firewall in the way.")
+        fixes = [fix("Download once where there is network, then load from a local path or pre-filled cache", "",
+                     "export HF_HUB_OFFLINE=1 HF_HOME=/shared/hf_cache" if hf else "export TORCH_HOME=/shared/torch_cache   # pre-filled on a machine with network", "files-and-permissions")]
         return hit("env.network", "environment_error", "No network for a download", cause, fixes, docs, _found(ctx), 0.85)
     if ctx.search(r"Illegal instruction"):
-        cause = "The process executed a CPU instruction this processor lacks: a binary built for newer CPUs (AVX2/AVX-512) runs on an older one."
-        fixes = [fix("Install builds for this CPU (or build from source without -march=native)", "", None, "library-version-mismatch")]
+        cause = "The process executed a CPU instruction this processor lacks: a binary built for newer CPUs (AVX2/AVX-512) runs on an older or virtualised one."
+        fixes = [fix("Install builds for this CPU (or build from source without -march=native)", "Check the CPU flags against what the build requires.", "grep -o -w 'avx2\\|avx512f' /proc/cpuinfo | sort -u", "library-version-mismatch")]
         return hit("env.illegal_instruction", "environment_error", "Illegal CPU instruction", cause, fixes, ("library-version-mismatch",), _found(ctx), 0.75)
     return None
+
+
+def _file_not_found(ctx: Context, path: str) -> RuleHit:
+    """A missing file: reading it, or writing into a directory that does not exist."""
+    writing = any(re.search(r"save|open\([^)]*['\"][wa]b?['\"]|makedirs|mkdir|write", fr.source or "") or (fr.function or "") in ("save", "_open_zipfile_writer")
+                  for fr in ctx.failure.frames)
+    if writing and re.search(r"[/\\]", path):
+        return _parent_missing(ctx, re.split(r"[/\\][^/\\]*$", path)[0], path)
+    relative = not path.startswith(("/", "~")) and not re.match(r"^[A-Za-z]:[\\/]", path)
+    cause = f"The file `{path}` does not exist" + (
+        " relative to the current working directory: relative paths depend on where the job is started from, not where the script lives." if relative
+        else " on this machine (a path from another machine, a dataset not downloaded or mounted, or a typo).")
+    if re.search(r"\.(pt|pth|ckpt|bin|safetensors)$", path):
+        cause += " It is a checkpoint: check the run that should have written it."
+    fixes = [
+        fix("Check the path on the machine that runs the job", "", f"ls -l '{path}'; pwd", "files-and-permissions"),
+        fix("Build paths from the script's location or a configurable root", "", "from pathlib import Path\nROOT = Path(__file__).resolve().parent\npath = ROOT / 'relative/path'", "files-and-permissions"),
+    ]
+    return hit("env.file_not_found", "environment_error", f"File not found: {path}", cause, fixes, ("files-and-permissions",),
+               _found(ctx, Fact("path", path)), 0.92, facts=Facts(names=(path,)))
+
+
+def _parent_missing(ctx: Context, directory: str, path: str | None) -> RuleHit:
+    """Writing a file into a directory that was never created."""
+    cause = (f"Writing {('`' + path + '`') if path else 'the file'} failed because the directory `{directory}` does not exist: "
+             "torch.save and open() do not create parent folders (an output/run directory that was never made, or a typo in the path).")
+    fixes = [fix("Create the directory before writing", "", f"os.makedirs('{directory}', exist_ok=True)", "files-and-permissions")]
+    return hit("env.save_parent_missing", "environment_error", "Output directory does not exist", cause, fixes, ("files-and-permissions",),
+               _found(ctx, Fact("path", directory)), 0.93, facts=Facts(names=tuple(x for x in (directory, path) if x)))

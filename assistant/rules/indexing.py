@@ -1,4 +1,4 @@
-"""Index errors on tensors: embeddings, out-of-bounds indices, dimensions that do not exist, CPU loss targets."""
+"""Index errors on tensors: embeddings, out-of-bounds indices, dimensions that do not exist, loss targets out of range."""
 
 from __future__ import annotations
 
@@ -6,10 +6,15 @@ import re
 
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit
-from assistant.types import Fact, RuleHit
+from assistant.types import Fact, Facts, RuleHit
 
 _DOCS = ("index-out-of-range", "device-side-assert")
 
+
+def _mentions(ctx: Context, pattern: str, flags: int = 0) -> bool:
+    """Whether the messages or any frame (file, function, source line) match ``pattern``."""
+    rx = re.compile(pattern, flags)
+    return bool(ctx.search(pattern, flags)) or any(rx.search(f"{f.file} {f.function or ''} {f.source or ''}") for f in ctx.failure.frames)
 
 
 @rule(
@@ -17,77 +22,144 @@ _DOCS = ("index-out-of-range", "device-side-assert")
     category='index_error',
     docs=_DOCS,
     priority=290,
-    outcomes=('index.out_of_range_self', 'index.out_of_bounds', 'index.dim_out_of_range', 'index.target_oob', 'index.too_many', 'index.zero_dim', 'index.gather_shape', 'index.embedding'),
-    examples=(),
+    outcomes=('index.embedding', 'index.out_of_range_self', 'index.out_of_bounds', 'index.off_by_one', 'index.negative', 'index.dim_out_of_range',
+              'index.target_oob', 'index.target_negative', 'index.too_many', 'index.zero_dim', 'index.gather_shape', 'index.select_vector',
+              'index.float_indices'),
+    examples=(
+        Example("realworld/dev/keqa-embedding-index-out-of-range", "index.embedding"),
+        Example("captured/cpu/embedding-unk-token-out-of-vocab", "index.embedding"),
+        Example("corpus/indexing/embedding_out_of_range.txt", "index.embedding"),
+        Example("corpus/indexing/index_select_out_of_range.txt", "index.out_of_range_self"),
+        Example("corpus/indexing/index_out_of_bounds_far.txt", "index.out_of_bounds"),
+        Example("captured/cpu/one-hot-labels-one-based", "index.off_by_one"),
+        Example("captured/cuda/index-error-task-head-out-of-range", "index.off_by_one"),
+        Example("corpus/indexing/index_out_of_bounds.txt", "index.off_by_one"),
+        Example("corpus/indexing/index_negative_out_of_bounds.txt", "index.negative"),
+        Example("realworld/dev/flowgrpo-dim-out-of-range-rank-prefix", "index.dim_out_of_range"),
+        Example("captured/cpu/gather-dim-out-of-range", "index.dim_out_of_range"),
+        Example("corpus/indexing/dim_out_of_range.txt", "index.dim_out_of_range"),
+        Example("corpus/indexing/ce_target_out_of_bounds.txt", "index.target_oob"),
+        Example("corpus/indexing/ce_target_negative.txt", "index.target_negative"),
+        Example("corpus/indexing/too_many_indices.txt", "index.too_many"),
+        Example("corpus/indexing/zero_dim_index.txt", "index.zero_dim"),
+        Example("corpus/indexing/gather_index_rank.txt", "index.gather_shape"),
+        Example("corpus/indexing/gather_index_too_large.txt", "index.gather_shape"),
+        Example("corpus/indexing/index_select_matrix_index.txt", "index.select_vector"),
+        Example("corpus/indexing/float_index_tensor.txt", "index.float_indices"),
+    ),
 )
 def tensor_index(ctx: Context) -> RuleHit | None:
     """Out-of-range indices and dimensions in tensor operations (CPU messages are precise)."""
     if ctx.search(r"index out of range in self"):
-        name, kind = ctx.layer
-        embedding = kind == "Embedding" or any("embedding" in (f.function or "") or "sparse.py" in f.file for f in ctx.failure.frames) or bool(ctx.search(r"embedding", re.I))
-        what = f"`{name}`" if name else "the embedding"
-        if embedding:
-            cause = (f"An input id is outside {what}'s table: nn.Embedding(num_embeddings, dim) accepts ids 0 … num_embeddings-1. The usual reasons: "
-                     "the tokenizer/vocabulary has more entries than num_embeddings (special or added tokens, a different tokenizer), an unknown-token or padding id "
-                     "set to len(vocab), or negative ids (e.g. -100 label padding fed as input).")
-            fixes = [
-                fix("Compare the largest id with num_embeddings", "", f"print(ids.min().item(), ids.max().item(), model.{name or 'embedding'}.num_embeddings)", "index-out-of-range"),
-                fix("Size the embedding from the vocabulary", "After adding tokens to a Hugging Face tokenizer call model.resize_token_embeddings(len(tokenizer)).", "self.embed = nn.Embedding(len(vocab), dim, padding_idx=vocab['<pad>'])", "index-out-of-range"),
-            ]
-            return hit("index.embedding", "index_error", "Embedding index out of range", cause, fixes, _DOCS, _found(ctx), 0.93)
-        cause = "index_select/an indexing op received an index >= the size of the indexed dimension (or a negative one)."
-        fixes = [fix("Check the index range", "", "assert idx.min() >= 0 and idx.max() < t.size(dim)", "index-out-of-range")]
-        return hit("index.out_of_range_self", "index_error", "Index out of range", cause, fixes, _DOCS, _found(ctx), 0.88)
+        return _index_self(ctx)
     m = ctx.search(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)")
     if m:
-        idx, dim, size = (int(g) for g in m.groups())
-        fact = Fact("index", f"index {idx} on dimension {dim} of size {size} (valid: {-size}…{size - 1})")
-        cause = f"Index {idx} was used on dimension {dim}, which has size {size} (valid indices are 0…{size - 1}, or -{size}…-1)."
-        if idx == size:
-            cause += " It is exactly one past the end — an off-by-one: 1-based indices/labels, or using a length (len(x), x.size(0)) as an index."
-        elif idx < 0:
-            cause += " A negative index this large usually comes from a padding or sentinel value (-1, -100) used as a real index."
-        fixes = [
-            fix("Check how the index is computed", "Print the index and the size at the failing line.", "print(idx, t.shape)", "index-out-of-range"),
-            fix("Use 0-based indices / clamp only if the semantics allow it", "", "labels = labels - 1  # if they were 1-based", "index-out-of-range"),
-        ]
-        return hit("index.out_of_bounds", "index_error", f"Index {idx} out of bounds for size {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.93)
+        return _out_of_bounds(ctx, *(int(g) for g in m.groups()))
     m = ctx.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)")
     if m:
-        lo, hi, got = (int(g) for g in m.groups())
-        ndim = hi + 1
-        src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
-        op = re.search(r"\.(\w+)\((?:dim\s*=\s*)?-?\d", src)
-        opname = f"`{op.group(1)}`" if op else "The operation"
-        cause = (f"{opname} asked for dimension {got}, but the tensor has only {ndim} dimension(s) (valid: {lo}…{hi}, i.e. the last one is dim={hi} or dim=-1). "
-                 + ("The tensor is probably missing a dimension the code assumes (a batch or sequence axis), or was squeezed/flattened earlier." if got >= ndim else ""))
-        fixes = [
-            fix(f"Use a dimension that exists: dim={hi} (or dim=-1)" + (f" in {opname}" if op else ""), "If the tensor really should have more dimensions, fix where it lost them instead.", src.replace(f"({got},", f"({hi},") if op and f"({got}," in src else f"x.{op.group(1) if op else 'sum'}(dim=-1)", "index-out-of-range"),
-            fix("Print the tensor's shape at the failing line", "", "print(x.shape, x.dim())", "index-out-of-range"),
-            fix("Add the missing batch dimension, or use a negative dim that works for both", "", "x = x.unsqueeze(0)        # single sample -> batch of 1\nprobs = logits.softmax(dim=-1)", "index-out-of-range"),
-        ]
-        return hit("index.dim_out_of_range", "index_error", f"Dimension {got} out of range for a {ndim}-D tensor", cause, fixes, _DOCS, _found(ctx, Fact("shape", f"tensor has {ndim} dimension(s), dimension {got} requested")), 0.92)
+        return _dim_out_of_range(ctx, *(int(g) for g in m.groups()))
     m = ctx.search(r"Target (-?\d+) is out of bounds")
     if m:
-        t = int(m.group(1))
-        cause = (f"A class label {t} is outside the range the loss accepts (0 … C-1, where C is the number of logits per sample). "
-                 + ("A label equal to C usually means labels are numbered 1…C, or the final layer has one output too few." if t > 0 else "Negative labels (padding) need ignore_index."))
-        fixes = [
-            fix("Compare the label range with the output layer size", "", "print(y.min().item(), y.max().item(), logits.shape[-1])", "device-side-assert"),
-            fix("Make the final layer's out_features equal to the number of classes, and labels 0-based", "", "self.head = nn.Linear(hidden, num_classes)\nloss = F.cross_entropy(logits, y - 1)  # if labels are 1-based", "device-side-assert"),
-        ]
-        return hit("index.target_oob", "index_error", f"Class label {t} out of range", cause, fixes, ("device-side-assert", "index-out-of-range"), _found(ctx), 0.93)
+        return _target_oob(ctx, int(m.group(1)))
     m = ctx.search(r"too many indices for tensor of dimension (\d+)")
     if m:
-        cause = f"The code indexes with more subscripts than the tensor has dimensions ({m.group(1)}): the tensor has fewer dimensions than expected (e.g. labels of shape (N,) indexed as y[:, 0])."
+        ndim = int(m.group(1))
+        cause = (f"The code indexes with more subscripts than the tensor has dimensions ({ndim}): the tensor has fewer dimensions than the "
+                 "indexing assumes (for example labels of shape (N,) indexed as y[:, 0], or a tensor squeezed earlier).")
         fixes = [fix("Print the shape and index accordingly", "", "print(t.shape)", "index-out-of-range")]
-        return hit("index.too_many", "index_error", "Too many indices", cause, fixes, _DOCS, _found(ctx), 0.9)
+        return hit("index.too_many", "index_error", "Too many indices", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(numbers={"ndim": ndim}))
     if ctx.search(r"invalid index of a 0-dim tensor"):
-        cause = "A 0-dimensional (scalar) tensor was indexed like a sequence — typically `loss.data[0]` from old code."
+        cause = "A 0-dimensional (scalar) tensor was indexed like a sequence — typically `loss.data[0]` or `loss[0]` from code written for very old PyTorch releases."
         fixes = [fix("Use .item() to read a scalar", "", "value = loss.item()", "index-out-of-range")]
         return hit("index.zero_dim", "index_error", "Indexing a 0-dim tensor", cause, fixes, _DOCS, _found(ctx), 0.92)
-    if ctx.search(r"Index tensor must have the same number of dimensions as input tensor|index_select\(\): Index is supposed to be a vector|gather\(\): Expected dtype int64 for index|Expected index .* to be smaller than self"):
-        cause = "gather/index_select/scatter got an index tensor of the wrong rank or dtype: gather needs an int64 index with as many dimensions as the input."
-        fixes = [fix("Shape the index like the input (unsqueeze) and make it int64", "", "out = x.gather(1, idx.long().unsqueeze(1)).squeeze(1)", "index-out-of-range")]
-        return hit("index.gather_shape", "index_error", "Index tensor has the wrong shape for gather/index_select", cause, fixes, _DOCS, _found(ctx), 0.9)
+    if ctx.search(r"Index tensor must have the same number of dimensions as input tensor|expected index \[[\d, ]*\] to be (?:smaller than|no larger than) self"):
+        cause = ("gather/scatter got an index tensor whose shape does not fit the input: the index needs as many dimensions as the input, and "
+                 "outside the gathered dimension no size larger than the input's.")
+        fixes = [fix("Shape the index like the input (unsqueeze the gathered axis)", "", "out = x.gather(1, idx.unsqueeze(1)).squeeze(1)  # one element per row", "index-out-of-range")]
+        return hit("index.gather_shape", "index_error", "Index tensor has the wrong shape for gather/scatter", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(call="gather"))
+    if ctx.search(r"index_select\(\): Index is supposed to be a vector"):
+        cause = "index_select takes a 1-D index tensor (a list of positions along one dimension), but the index has more dimensions."
+        fixes = [fix("Flatten the index, or use advanced indexing / gather for multi-dimensional indices", "", "rows = x.index_select(0, idx.flatten())  # or x[idx]", "index-out-of-range")]
+        return hit("index.select_vector", "index_error", "index_select needs a 1-D index", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(call="index_select"))
+    if ctx.search(r"tensors used as indices must be long, int, byte or bool tensors"):
+        cause = ("A tensor used as an index holds floating-point values: indices must be integer (positions) or bool (a mask). Index "
+                 "tensors become float when computed with float arithmetic (division, rounding, a float constructor).")
+        fixes = [fix("Convert the index to int64 (or build a bool mask)", "", "y = x[idx.long()]", "index-out-of-range")]
+        return hit("index.float_indices", "index_error", "Index tensor is floating point", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(argument="index"))
     return None
+
+
+def _index_self(ctx: Context) -> RuleHit:
+    name, kind = ctx.layer
+    embedding = kind == "Embedding" or _mentions(ctx, r"embedding|sparse\.py", re.I)
+    if embedding:
+        what = f"`{name}`" if name else "the embedding"
+        cause = (f"An input id is outside {what}'s table: nn.Embedding(num_embeddings, dim) accepts ids 0 … num_embeddings-1. The usual reasons: "
+                 "the vocabulary/tokenizer has more entries than num_embeddings (added or special tokens, a different vocabulary), an unknown-token or "
+                 "padding id set to len(vocab), or negative ids (a padding/ignore value fed as input).")
+        fixes = [fix("Compare the id range with num_embeddings", "", f"print(ids.min().item(), ids.max().item(), model.{name or 'embedding'}.num_embeddings)", "index-out-of-range")]
+        if _mentions(ctx, r"transformers|tokenizer", re.I):
+            fixes.append(fix("Resize the embeddings after adding tokens", "", "model.resize_token_embeddings(len(tokenizer))", "index-out-of-range"))
+        else:
+            fixes.append(fix("Size the embedding from the vocabulary", "", "self.embed = nn.Embedding(len(vocab), dim, padding_idx=pad_id)", "index-out-of-range"))
+        return hit("index.embedding", "index_error", "Embedding index out of range", cause, fixes, _DOCS, _found(ctx), 0.93,
+                   facts=Facts(layer=name, layer_kind="Embedding", argument="input"))
+    cause = "index_select (or an indexing operation built on it) received an index >= the size of the indexed dimension, or a negative one."
+    fixes = [fix("Check the index range against the dimension size", "", "assert idx.min() >= 0 and idx.max() < t.size(dim), (idx.min(), idx.max(), t.shape)", "index-out-of-range")]
+    return hit("index.out_of_range_self", "index_error", "Index out of range", cause, fixes, _DOCS, _found(ctx), 0.88, facts=Facts(call="index_select"))
+
+
+def _out_of_bounds(ctx: Context, idx: int, dim: int, size: int) -> RuleHit:
+    fact = Fact("index", f"index {idx} on dimension {dim} of size {size} (valid: {-size}…{size - 1})")
+    values = Facts(numbers={"index": idx, "dim": dim, "size": size})
+    base = f"Index {idx} was used on dimension {dim}, which has size {size} (valid indices are 0…{size - 1}, or -{size}…-1)."
+    src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    if src:
+        base += f" The failing line is `{src}`."
+    check = fix("Check how the index is computed", "Print the index range and the size at the failing line.", "print(idx.min(), idx.max(), t.shape)", "index-out-of-range")
+    if idx == size:
+        cause = base + (" It is exactly one past the end — an off-by-one: 1-based indices or labels, a count (len(x), x.size(0)) used as an "
+                        "index, or a table built one entry too small.")
+        fixes = [check, fix("Use 0-based indices, or size the indexed tensor for the largest index", "", "labels = labels - 1  # if they are 1-based", "index-out-of-range")]
+        return hit("index.off_by_one", "index_error", f"Index {idx} is one past the end (size {size})", cause, fixes, _DOCS, _found(ctx, fact), 0.93, facts=values)
+    if idx < 0:
+        cause = base + " A negative index this large usually comes from a padding or sentinel value (-1, -100) used as a real index."
+        fixes = [check, fix("Mask sentinel values out before indexing", "", "valid = idx >= 0\nout = t[idx[valid]]", "index-out-of-range")]
+        return hit("index.negative", "index_error", f"Negative index {idx} out of bounds for size {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.92, facts=values)
+    cause = base + f" The index is {idx - size + 1} beyond the last position: it refers to a larger tensor than this one (a different vocabulary, class count or sequence length)."
+    fixes = [check, fix("Build the indexed tensor for the full index range, or remap the indices", "", None, "index-out-of-range")]
+    return hit("index.out_of_bounds", "index_error", f"Index {idx} out of bounds for size {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.92, facts=values)
+
+
+def _dim_out_of_range(ctx: Context, lo: int, hi: int, got: int) -> RuleHit:
+    ndim = hi + 1
+    src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    op = re.search(r"\.(\w+)\((?:dim\s*=\s*)?\(?-?\d", src)
+    opname = f"`{op.group(1)}`" if op else "The operation"
+    cause = (f"{opname} asked for dimension {got}, but the tensor has only {ndim} dimension(s) (valid: {lo}…{hi}, i.e. the last one is dim={hi} or dim=-1). "
+             + ("The tensor is probably missing a dimension the code assumes (a batch, channel or sequence axis), or was squeezed/flattened earlier." if got >= ndim
+                else "A negative dimension counts from the end and also has to exist."))
+    fixes = [
+        fix(f"Use a dimension that exists: dim={hi} (or dim=-1)" + (f" in {opname}" if op else ""), "If the tensor really should have more dimensions, fix where it lost them instead.", None, "index-out-of-range"),
+        fix("Print the tensor's shape at the failing line", "", "print(x.shape, x.dim())", "index-out-of-range"),
+    ]
+    values = Facts(numbers={"ndim": ndim, "dim": got}, call=op.group(1) if op else None)
+    return hit("index.dim_out_of_range", "index_error", f"Dimension {got} out of range for a {ndim}-D tensor", cause, fixes, _DOCS,
+               _found(ctx, Fact("shape", f"tensor has {ndim} dimension(s), dimension {got} requested")), 0.92, facts=values)
+
+
+def _target_oob(ctx: Context, t: int) -> RuleHit:
+    docs = ("device-side-assert", "index-out-of-range")
+    values = Facts(numbers={"target": t}, argument="target")
+    if t < 0:
+        cause = (f"A class label is {t}: the loss accepts 0 … C-1 only. Negative labels are padding/ignore markers; the loss skips them only when "
+                 "they equal its ignore_index (default -100).")
+        fixes = [fix(f"Pass ignore_index={t} (or map the marker to -100)", "", f"loss = F.cross_entropy(logits, y, ignore_index={t})", "index-out-of-range")]
+        return hit("index.target_negative", "index_error", f"Negative class label {t}", cause, fixes, docs, _found(ctx), 0.93, facts=values)
+    cause = (f"A class label {t} is outside the range the loss accepts (0 … C-1, where C is the number of logits per sample): the labels "
+             f"reach {t} but the model produces at most {t} classes — labels numbered from 1, or an output layer with too few classes.")
+    fixes = [
+        fix("Compare the label range with the output layer size", "", "print(y.min().item(), y.max().item(), logits.shape[-1])", "device-side-assert"),
+        fix("Make the output size equal to the number of classes, and labels 0-based", "", "self.head = nn.Linear(hidden, num_classes)", "device-side-assert"),
+    ]
+    return hit("index.target_oob", "index_error", f"Class label {t} out of range", cause, fixes, docs, _found(ctx), 0.93, facts=values)

@@ -1,20 +1,43 @@
-"""Out-of-memory failures: CUDA (every message generation) and host RAM."""
+"""Out-of-memory failures: CUDA (every message generation, bare log lines and prose) and host RAM."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from assistant.parse.messages import fmt_bytes, parse_bytes
-from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit, location_fact
-from assistant.types import Fact, Facts, RuleHit
+from assistant.rules.registry import Example, rule
+from assistant.types import Fact, Facts, Fix, RuleHit
+
+_GiB = 1 << 30
 
 _CUDA_OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|cuda runtime error \(2\) ?: ?out of memory|CUDA error: out of memory"
-    r"|HIP out of memory|MPS backend out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
+    r"CUDA out of memory|OutOfMemoryError|cuda runtime err(?:or)? ?\(2\) ?: ?out of memory|CUDA error: out of memory"
+    r"|HIP out of memory|MPS backend out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
+    r"|THCudaCheck FAIL[^\n]*error=2 : out of memory"
+    # Bare log lines and prose: "cuda runtime error: out of memory", "my GPU runs out of memory".
+    r"|\b(?:cuda|gpu)\b[^\n.]{0,30}\bout of memory",
     re.IGNORECASE,
 )
 _DOCS = ("cuda-oom", "cuda-oom-fragmentation", "memory-growth-training-loop", "memory-profiling")
+
+# Prose that says memory rises step after step (a leak of references), not one big step.
+_GROWTH = re.compile(
+    r"keeps? (?:increasing|growing|going up|rising)|(?:increas|grow)\w* (?:every|each|with each|per|after each) (?:iteration|step|epoch|batch)"
+    r"|more memory with each|gradually (?:increas|fill|grow)\w*|memory leak|after (?:a few|several|some|\d+k?) (?:iterations|steps|training steps)"
+    r"|after \d+k? iteration",
+    re.IGNORECASE,
+)
+# Prose that says the failure happens even with the smallest batch.
+_BATCH_ONE = re.compile(r"batch[ _-]?size\W{0,3}(?:=|of|to|is|:|改为|设为|设置为|为)?\s*1(?![\d.])|batchsize\s*=?\s*1(?![\d.])|\bbs\s*=\s*1(?![\d.])", re.IGNORECASE)
+# A description that says "OOM" (or "爆显存", GPU memory blown) without CUDA's own wording.
+_PROSE_OOM = re.compile(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of memory|爆显存|显存不足")
+_HOST_WORDS = re.compile(r"\bRAM\b|CPU memory|host memory|system memory|^\s*Killed\s*$", re.M)
+# A failing line that computes attention scores (q @ k^T) or names attention.
+_ATTENTION_LINE = re.compile(r"(?:@|matmul|bmm|einsum)[^\n]*(?:transpose\(\s*-2\s*,\s*-1\s*\)|transpose\(\s*-1\s*,\s*-2\s*\)|\.mT\b)|\battn\w*\s*=|attention", re.IGNORECASE)
+# A failing line that moves or loads data onto the GPU (before any training step).
+_TRANSFER_LINE = re.compile(r"\.cuda\(|\.to\(|torch\.load\(|load_state_dict\(|\b(?:cuda\.)?FloatTensor\(")
 
 
 def _size_after(pattern: str, text: str) -> int | None:
@@ -22,29 +45,85 @@ def _size_after(pattern: str, text: str) -> int | None:
     return parse_bytes(m.group(1)) if m else None
 
 
-def _oom_numbers(text: str) -> dict[str, int | None]:
-    """Read every number the allocator reports, in the 2.x wording and the 1.x parenthesised one."""
-    n: dict[str, int | None] = {}
-    n["tried"] = _size_after(r"Tried to allocate ([\d.]+ ?\w+)", text)
-    n["capacity"] = _size_after(r"total capacity of ([\d.]+ ?\w+)", text) or _size_after(r"([\d.]+ ?\w+) total capacity", text)
-    n["free"] = _size_after(r"of which ([\d.]+ ?\w+) is free", text) or _size_after(r"([\d.]+ ?\w+) free\b", text)
-    n["this_process"] = _size_after(r"this process has ([\d.]+ ?\w+) memory in use", text)
-    n["allocated"] = _size_after(r"([\d.]+ ?\w+) is allocated by PyTorch", text) or _size_after(r"([\d.]+ ?\w+) already allocated", text)
-    n["unallocated"] = _size_after(r"([\d.]+ ?\w+) is reserved by PyTorch but unallocated", text)
+def _first(*values: int | None) -> int | None:
+    """The first value that was read (0 is a reading, unlike None)."""
+    return next((v for v in values if v is not None), None)
+
+
+@dataclass(frozen=True)
+class OomNumbers:
+    """What the allocator's message says, in bytes (None when the wording does not give it)."""
+
+    tried: int | None
+    capacity: int | None
+    free: int | None
+    this_process: int | None
+    allocated: int | None
+    unallocated: int | None  # reserved by PyTorch but not handed to a tensor (cached blocks)
+    others: int | None  # other processes on the same GPU (listed or inferred)
+    gpu: int | None
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.tried, self.capacity, self.allocated))
+
+
+def _oom_numbers(text: str) -> OomNumbers:
+    """Read every number the allocator reports, in the 2.x wording and the 1.x parenthesised ones."""
+    tried = _size_after(r"Tried to allocate ([\d.]+ ?\w+)", text)
+    cap = _first(_size_after(r"total capacity of ([\d.]+ ?\w+)", text), _size_after(r"total capacty of ([\d.]+ ?\w+)", text),
+                 _size_after(r"([\d.]+ ?\w+) total capacity", text))
+    free = _first(_size_after(r"of which ([\d.]+ ?\w+) is free", text), _size_after(r"([\d.]+ ?\w+) free\b", text))
+    if free is None and re.search(r"of which 0 bytes is free|; 0 bytes free", text):
+        free = 0
+    this_process = _size_after(r"this process has ([\d.]+ ?\w+) memory in use", text)
+    allocated = _first(_size_after(r"([\d.]+ ?\w+) is allocated by PyTorch", text), _size_after(r"([\d.]+ ?\w+) already allocated", text))
+    unallocated = _size_after(r"([\d.]+ ?\w+) is reserved by PyTorch but unallocated", text)
     reserved_total = _size_after(r"([\d.]+ ?\w+) reserved in total by PyTorch", text)
-    if n["unallocated"] is None and reserved_total is not None and n["allocated"] is not None:
-        n["unallocated"] = max(0, reserved_total - n["allocated"])
-    n["reserved"] = reserved_total
+    if unallocated is None and reserved_total is not None and allocated is not None:
+        unallocated = max(0, reserved_total - allocated)
+    if unallocated is None:
+        # Early 1.x: "...; N free; M cached)" where "cached" is the allocator's unused cache.
+        unallocated = _size_after(r"([\d.]+ ?\w+) cached\)", text)
     gpu = re.search(r"GPU (\d+)", text)
-    n["gpu"] = int(gpu.group(1)) if gpu else None
-    others = 0
-    own = n["this_process"]
-    for m in re.finditer(r"Process (\d+) has ([\d.]+ ?\w+) memory in use", text):
-        size = parse_bytes(m.group(2)) or 0
-        if own is None or abs(size - own) > (1 << 20):
-            others += size
-    n["others"] = others or None
-    return n
+    reserved = allocated + unallocated if allocated is not None and unallocated is not None else reserved_total
+    listed = [parse_bytes(m.group(1)) or 0 for m in re.finditer(r"Process \d+ has ([\d.]+ ?\w+) memory in use", text)]
+    if this_process is None and reserved is not None:
+        # In containers PyTorch cannot recognise its own pid and lists itself as "Process N":
+        # the entry about as large as what PyTorch reserved (plus its CUDA context) is this process.
+        own = next((s for s in listed if reserved <= s <= reserved + 2 * _GiB), None)
+        if own is not None:
+            listed.remove(own)
+    elif this_process is not None:
+        listed = [s for s in listed if abs(s - this_process) > (1 << 20)]
+    others: int | None = sum(listed) or None
+    if others is None and cap and free is not None:
+        # No per-process list: whatever is neither free nor this process's must belong to someone else.
+        used_here = this_process if this_process is not None else reserved
+        if used_here is not None:
+            outside = cap - free - used_here
+            # The CUDA context and a desktop take some memory; only a large remainder is another process.
+            others = outside if outside >= max(0.25 * cap, 1.5 * _GiB) else None
+    return OomNumbers(tried, cap, free, this_process, allocated, unallocated, others, int(gpu.group(1)) if gpu else None)
+
+
+def _common_fixes(in_eval: bool, batch_one: bool) -> list[Fix]:
+    """Remedies for a working set that does not fit, in the order that usually pays off."""
+    fixes = []
+    if in_eval:
+        fixes.append(fix("Run evaluation without autograd", "Inference inside torch.no_grad() (or torch.inference_mode()) keeps no activations for backward.", "with torch.inference_mode():\n    out = model(x)", "cuda-oom"))
+    if not batch_one:
+        fixes.append(fix("Reduce the batch size (keep the effective batch with gradient accumulation)", "Activation memory grows linearly with batch size; accumulate gradients over several smaller steps to keep the optimisation the same.", "loss = criterion(model(x_small), y_small) / accum_steps\nloss.backward()\nif (step + 1) % accum_steps == 0:\n    optimizer.step(); optimizer.zero_grad(set_to_none=True)", "cuda-oom"))
+    fixes += [
+        fix("Use mixed precision", "bf16/fp16 autocast roughly halves activation memory.", "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)", "cuda-oom"),
+        fix("Trade compute for memory with activation checkpointing", "Recompute activations in backward instead of storing them.", "from torch.utils.checkpoint import checkpoint\nh = checkpoint(self.block, h, use_reentrant=False)", "cuda-oom"),
+        fix("Don't keep references that hold the graph", "`total_loss += loss` or storing outputs in a list keeps every step's graph alive; store `loss.item()` / `out.detach()` instead, and `del` large temporaries.", "running_loss += loss.item()", "memory-growth-training-loop"),
+    ]
+    return fixes
+
+
+def _measure_fix() -> Fix:
+    return fix("Measure before changing more", "Print the allocator's view at the failing step and record an allocation history to see which tensors hold memory.", "print(torch.cuda.memory_summary())\ntorch.cuda.memory._record_memory_history()\n# ... run the step ...\ntorch.cuda.memory._dump_snapshot('oom.pickle')  # open at pytorch.org/memory_viz", "memory-profiling")
 
 
 @rule(
@@ -52,27 +131,69 @@ def _oom_numbers(text: str) -> dict[str, int | None]:
     category='cuda_oom',
     docs=_DOCS,
     priority=200,
-    outcomes=('memory.cuda_oom',),
-    examples=(),
+    outcomes=('memory.cuda_oom', 'memory.cuda_oom_impossible', 'memory.cuda_oom_other_processes', 'memory.cuda_oom_fragmented',
+              'memory.cuda_oom_bare', 'memory.cuda_oom_batch_one', 'memory.cuda_oom_growth', 'memory.mps_oom'),
+    examples=(
+        Example('captured/cuda/cuda-oom-eval-without-no-grad', 'memory.cuda_oom'),
+        Example('captured/cuda/cuda-oom-big-vocab-backward', 'memory.cuda_oom'),
+        Example('realworld/dev/taggui-oom-expandable-segments', 'memory.cuda_oom'),
+        Example('realworld/dev/d2-1563-oom-reserved-in-total-logger', 'memory.cuda_oom_fragmented'),
+        Example('corpus/memory/oom_container_own_process_listed.txt', 'memory.cuda_oom'),
+        Example('corpus/memory/oom_batch1_with_numbers.txt', 'memory.cuda_oom'),
+        Example('captured/cuda/cuda-oom-similarity-matrix', 'memory.cuda_oom_impossible'),
+        Example('corpus/memory/oom_impossible_request_other_process.txt', 'memory.cuda_oom_impossible'),
+        Example('corpus/memory/oom_impossible_grid_sample.txt', 'memory.cuda_oom_impossible'),
+        Example('corpus/memory/oom_other_process_old_wording.txt', 'memory.cuda_oom_other_processes'),
+        Example('corpus/memory/oom_other_process_holds_gpu_h200.txt', 'memory.cuda_oom_other_processes'),
+        Example('captured/cuda/cuda-oom-fragmentation', 'memory.cuda_oom_fragmented'),
+        Example('captured/cuda/cuda-oom-seqlen-curriculum', 'memory.cuda_oom_fragmented'),
+        Example('corpus/memory/oom_fragmented_cached_wording.txt', 'memory.cuda_oom_fragmented'),
+        Example('realworld/dev/detnet-old-oom-0.3', 'memory.cuda_oom_bare'),
+        Example('realworld/dev/ncrfpp-old-oom-backward', 'memory.cuda_oom_bare'),
+        Example('corpus/memory/oom_thc_size1_tensor.txt', 'memory.cuda_oom_bare'),
+        Example('corpus/memory/oom_cuda_error_out_of_memory_bare.txt', 'memory.cuda_oom_bare'),
+        Example('corpus/memory/oom_batch1_prose_tdn.txt', 'memory.cuda_oom_batch_one'),
+        Example('corpus/memory/oom_batch1_prose_pika.txt', 'memory.cuda_oom_batch_one'),
+        Example('corpus/memory/oom_batch1_prose_after_first_epoch.txt', 'memory.cuda_oom_batch_one'),
+        Example('corpus/memory/oom_batch1_prose_vram_chinese.txt', 'memory.cuda_oom_batch_one'),
+        Example('corpus/memory/oom_growth_prose_training_loop.txt', 'memory.cuda_oom_growth'),
+        Example('corpus/memory/oom_growth_prose_loss_accumulation.txt', 'memory.cuda_oom_growth'),
+        Example('corpus/memory/oom_growth_prose_each_iteration.txt', 'memory.cuda_oom_growth'),
+        Example('corpus/memory/oom_growth_prose_testing.txt', 'memory.cuda_oom_growth'),
+        Example('corpus/memory/mps_oom_backward.txt', 'memory.mps_oom'),
+        Example('corpus/memory/mps_oom_sampling.txt', 'memory.mps_oom'),
+        Example('corpus/memory/mps_oom_m2_laptop.txt', 'memory.mps_oom'),
+    ),
 )
 def cuda_oom(ctx: Context) -> RuleHit | None:
-    """CUDA out of memory, with advice ordered by what the allocator's numbers show."""
-    if not ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or ctx.search(r"DefaultCPUAllocator"):
+    """CUDA out of memory, with advice ordered by what the allocator's numbers (or the user's words) show."""
+    raw = ctx.failure.text or ctx.text
+    # "OOM even with batch size 1": the batch-size remark is what makes a bare "OOM" a GPU memory question.
+    prose = bool(_PROSE_OOM.search(raw) and _BATCH_ONE.search(raw) and not _HOST_WORDS.search(raw))
+    if not (ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or prose) or ctx.search(r"DefaultCPUAllocator"):
         return None
     if re.search(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS", ctx.message):
         return None  # shown as a cuBLAS / cuDNN error; those rules explain the OOM behind it
+    mps = ctx.search(r"MPS backend out of memory \(MPS allocated: ([\d.]+ ?\w+), other allocations: ([\d.]+ ?\w+), max allowed: ([\d.]+ ?\w+)\)")
+    if mps:
+        return _mps_oom(ctx, mps)
     num = _oom_numbers(ctx.text)
-    tried, cap, free, alloc, unalloc, others = (num[k] for k in ("tried", "capacity", "free", "allocated", "unallocated", "others"))
-    gpu = f"GPU {num['gpu']}" if num["gpu"] is not None else "the GPU"
+    batch_one = bool(_BATCH_ONE.search(raw))
+    # Only the function name and the file's own name: a directory called "test" says nothing about the code.
+    in_eval = any(re.search(r"\b(eval|valid|predict|infer|generate|test)", (fr.function or "") + " " + fr.file.replace("\\", "/").rsplit("/", 1)[-1], re.I)
+                  for fr in ctx.failure.user_frames)
+    if not num.any:
+        return _oom_without_numbers(ctx, raw, batch_one, in_eval)
+    return _oom_with_numbers(ctx, num, batch_one, in_eval)
+
+
+def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: bool) -> RuleHit:
+    """The allocator printed its numbers: decide between impossible, crowded, fragmented and full."""
+    tried, cap, free, alloc, unalloc, others = num.tried, num.capacity, num.free, num.allocated, num.unallocated, num.others
+    gpu = f"GPU {num.gpu}" if num.gpu is not None else "the GPU"
     in_backward = any("backward" in (fr.function or "") or ".backward(" in (fr.source or "") for fr in ctx.failure.frames)
-    in_eval = any(re.search(r"\b(eval|valid|predict|infer|generate|test)", (fr.function or "") + " " + (fr.file or ""), re.I) for fr in ctx.failure.user_frames)
     found = [error_fact(ctx)]
-    parts: list[str] = []
     if tried is not None:
-        parts.append(f"PyTorch asked for {fmt_bytes(tried)} more on {gpu}")
-        if cap:
-            parts[-1] += f" (total capacity {fmt_bytes(cap)}"
-            parts[-1] += f", {fmt_bytes(free)} free)" if free is not None else ")"
         found.append(Fact("memory", f"requested {fmt_bytes(tried)}" + (f" with {fmt_bytes(free)} free of {fmt_bytes(cap)}" if free is not None and cap else "")))
     if alloc is not None:
         found.append(Fact("memory", f"allocated by PyTorch (live tensors): {fmt_bytes(alloc)}"))
@@ -80,66 +201,167 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
         share = f" = {unalloc / cap:.0%} of capacity" if cap else ""
         found.append(Fact("memory", f"reserved by PyTorch but unallocated (cached, fragmented): {fmt_bytes(unalloc)}{share}"))
     if others:
-        found.append(Fact("memory", f"other processes hold {fmt_bytes(others)} on {gpu}"))
+        found.append(Fact("memory", f"held outside this process on {gpu}: {fmt_bytes(others)}"))
     loc = location_fact(ctx)
     if loc:
         found.append(loc)
 
-    fragmented = bool(unalloc and tried and cap and unalloc >= 0.5 * tried and unalloc >= 0.05 * cap)
-    huge_request = bool(tried and cap and tried >= 0.25 * cap)
     impossible = bool(tried and cap and tried > cap)
-    crowded = bool(others and cap and others >= 0.1 * cap)
+    crowded = bool(others and cap and others >= 0.1 * cap and not impossible)
+    # Fragmentation: much of the card sits in PyTorch's cache, and cache plus free memory would cover the request.
+    fragmented = bool(unalloc and tried and cap and unalloc >= 0.5 * tried and unalloc >= 0.05 * cap and unalloc + (free or 0) >= tried
+                      and not impossible and not crowded)
+    huge_request = bool(tried and cap and tried >= 0.25 * cap)
+    src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    attention = bool(_ATTENTION_LINE.search(src))
 
-    fixes = []
+    fixes: list[Fix] = []
     if impossible:
+        outcome = "memory.cuda_oom_impossible"
         cause = (f"A single allocation of {fmt_bytes(tried)} is larger than {gpu}'s entire memory ({fmt_bytes(cap)}): "
                  "no setting can make it fit. One tensor in this step is far bigger than intended, usually from a "
                  "shape bug (an accidental broadcast or outer product, a sequence length or batch dimension in the wrong place) "
-                 "or from materialising something that should be streamed.")
-        fixes.append(fix("Find the tensor and check its shape", "Print the shapes going into the failing line; a size that multiplies two large dimensions (B×B, L×L) is the usual culprit.", "print({name: t.shape for name, t in locals().items() if torch.is_tensor(t)})", "cuda-oom"))
-        fixes.append(fix("Process it in chunks", "Split the batch or sequence and loop, or use an operation that does not materialise the full result (e.g. scaled_dot_product_attention instead of an explicit L×L attention matrix).", "outputs = torch.cat([model(chunk) for chunk in batch.split(8)])", "cuda-oom"))
+                 "or from materialising at once something that should be processed in pieces.")
+        fixes.append(fix("Find the tensor and check its shape", "Print the shapes going into the failing line; a size that multiplies two large dimensions (N×N, L×L, H×W×D) is the usual culprit.", "print({name: t.shape for name, t in locals().items() if torch.is_tensor(t)})", "cuda-oom"))
+        fixes.append(fix("Process it in chunks", "Split the batch, rows or spatial extent and loop, or use an operation that never materialises the full intermediate result.", "outputs = torch.cat([f(chunk) for chunk in x.split(1024)])", "cuda-oom"))
     elif crowded:
-        cause = (f"Other processes already hold {fmt_bytes(others)} of {gpu}'s {fmt_bytes(cap)}, so this process runs out "
-                 "early. Another training job, a notebook kernel that still holds tensors, or a stray worker shares the card.")
-        fixes.append(fix("Free the GPU or pick another one", "Check `nvidia-smi` for the other processes; stop them, or select a free GPU with CUDA_VISIBLE_DEVICES.", "CUDA_VISIBLE_DEVICES=1 python train.py", "cuda-oom"))
+        outcome = "memory.cuda_oom_other_processes"
+        cause = (f"About {fmt_bytes(others)} of {gpu}'s {fmt_bytes(cap)} is used by something other than this process's PyTorch tensors"
+                 + (f" (this process's PyTorch holds only {fmt_bytes((alloc or 0) + (unalloc or 0))})" if alloc is not None else "")
+                 + ", so this process runs out early. Most likely another process shares the card: a second training job, a notebook "
+                 "kernel that still holds tensors, or other ranks and workers that created a CUDA context on the same GPU.")
+        fixes.append(fix("Free the GPU or pick another one", "Check `nvidia-smi` for the other processes; stop them, or select a free GPU with CUDA_VISIBLE_DEVICES. In distributed jobs, call torch.cuda.set_device(local_rank) so ranks do not all use GPU 0.", "nvidia-smi\nCUDA_VISIBLE_DEVICES=1 python train.py", "cuda-oom"))
     elif fragmented:
-        cause = (f"{fmt_bytes(unalloc)} is reserved by PyTorch's caching allocator but unallocated — more than enough in total "
-                 f"for the {fmt_bytes(tried)} request, but split into blocks too small to hold it. This is fragmentation, "
+        outcome = "memory.cuda_oom_fragmented"
+        enough = ("more than enough in total for" if unalloc >= tried else  # type: ignore[operator]
+                  f"together with the {fmt_bytes(free)} still free, enough in total for")
+        cause = (f"{fmt_bytes(unalloc)} is reserved by PyTorch's caching allocator but unallocated — {enough} "
+                 f"the {fmt_bytes(tried)} request, but split into blocks too small to hold it. This is fragmentation, "
                  "typical of varying batch shapes or sequence lengths and of many tensors freed in between.")
         fixes.append(fix("Enable expandable segments", "Lets the allocator grow segments instead of leaving gaps, which removes most fragmentation. Set it before the process starts (or before the first CUDA allocation).", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py", "cuda-oom-fragmentation"))
-        fixes.append(fix("Keep shapes steady", "Pad or bucket sequences to a few fixed lengths so freed blocks can be reused for the next batch.", None, "cuda-oom-fragmentation"))
+        fixes.append(fix("Keep shapes steady", "Pad or bucket inputs to a few fixed sizes so freed blocks can be reused for the next batch.", None, "cuda-oom-fragmentation"))
     else:
-        used = alloc if alloc is not None else None
-        cause = (f"Live tensors fill {gpu}" + (f": {fmt_bytes(used)} is allocated by PyTorch" if used else "")
+        outcome = "memory.cuda_oom"
+        cause = (f"Live tensors fill {gpu}" + (f": {fmt_bytes(alloc)} is allocated by PyTorch" if alloc else "")
                  + (f" out of {fmt_bytes(cap)}" if cap else "")
                  + (f", and the next allocation of {fmt_bytes(tried)} does not fit" if tried else "")
-                 + ". The model, its optimizer state and the activations kept for backward at this batch size need more memory than the card has"
+                 + ". The model, its optimizer state and the activations kept for backward at this input size need more memory than the card has"
                  + (" — this failed during backward, when activations and gradients coexist." if in_backward else ".")
-                 + (" Fragmentation is not the problem here (little memory is reserved but unused), so allocator settings will not help." if unalloc is not None and not fragmented else ""))
+                 + (" Fragmentation is not the problem here (little memory is reserved but unused), so allocator settings will not help." if unalloc is not None else ""))
         if huge_request:
-            cause += f" The single request of {fmt_bytes(tried)} is {tried / cap:.0%} of the card: look at the tensor created on the failing line first."
-    if in_eval and not impossible:
-        fixes.append(fix("Run evaluation without autograd", "Inference inside torch.no_grad() (or torch.inference_mode()) keeps no activations for backward.", "with torch.inference_mode():\n    out = model(x)", "cuda-oom"))
+            cause += f" The single request of {fmt_bytes(tried)} is {tried / cap:.0%} of the card: look at the tensor created on the failing line first."  # type: ignore[operator]
+    if batch_one and not impossible:
+        cause += (" You report that it fails even with batch size 1, so the memory that does not shrink with the batch dominates: "
+                  "the weights, gradients and optimizer state, or a single very large input.")
     if not impossible:
-        fixes.append(fix("Reduce the batch size (keep the effective batch with gradient accumulation)", "Activation memory grows linearly with batch size; accumulate gradients over several smaller steps to keep the optimisation the same.", "loss = criterion(model(x_small), y_small) / accum_steps\nloss.backward()\nif (step + 1) % accum_steps == 0:\n    optimizer.step(); optimizer.zero_grad(set_to_none=True)", "cuda-oom"))
-        fixes.append(fix("Use mixed precision", "bf16/fp16 autocast roughly halves activation memory.", "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)", "cuda-oom"))
-        fixes.append(fix("Trade compute for memory with activation checkpointing", "Recompute activations in backward instead of storing them.", "from torch.utils.checkpoint import checkpoint\nh = checkpoint(self.block, h, use_reentrant=False)", "cuda-oom"))
-        fixes.append(fix("Don't keep references that hold the graph", "`total_loss += loss` or storing outputs in a list keeps every step's graph alive; store `loss.item()` / `out.detach()` instead, and `del` large temporaries.", "running_loss += loss.item()", "memory-growth-training-loop"))
-    if not fragmented and not impossible and unalloc is None:
+        fixes += _common_fixes(in_eval, batch_one)
+    if unalloc is None and not fragmented and not impossible:
         fixes.append(fix("If memory is reserved but unused, try expandable segments", "Only if torch.cuda.memory_summary() shows a large gap between reserved and allocated memory.", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "cuda-oom-fragmentation"))
-    fixes.append(fix("Measure before changing more", "Print the allocator's view at the failing step and record an allocation history to see which tensors hold memory.", "print(torch.cuda.memory_summary())\ntorch.cuda.memory._record_memory_history()\n# ... run the step ...\ntorch.cuda.memory._dump_snapshot('oom.pickle')  # open at pytorch.org/memory_viz", "memory-profiling"))
-    src = " ".join(fr.source or "" for fr in ctx.failure.user_frames[-2:])
-    if re.search(r"transpose\(-2, ?-1\)|\.mT\b|softmax|attn|attention|scores", src) and not impossible:
-        cause += (" The failing line computes attention scores, whose memory grows quadratically with sequence length (B×heads×T×T): "
+    fixes.append(_measure_fix())
+    if attention and not impossible:
+        cause += (" The failing line computes attention scores, whose memory grows quadratically with sequence length (batch×heads×T×T): "
                   "doubling T quadruples that tensor.")
         fixes.insert(0, fix("Use fused attention or shorter sequences", "scaled_dot_product_attention never materialises the T×T matrix (flash/memory-efficient kernels); otherwise cap or bucket sequence length.", "out = F.scaled_dot_product_attention(q, k, v, is_causal=True)", "cuda-oom"))
-    title = "CUDA out of memory" + (" (fragmentation)" if fragmented else " (single oversized allocation)" if impossible else " (another process holds the GPU)" if crowded else "")
+    titles = {"memory.cuda_oom_fragmented": " (fragmentation)", "memory.cuda_oom_impossible": " (single oversized allocation)",
+              "memory.cuda_oom_other_processes": " (another process holds the GPU)"}
     docs = ("cuda-oom-fragmentation", "cuda-oom", "memory-profiling") if fragmented else _DOCS
-    numbers = {k: float(v) for k, v in (("requested_bytes", tried), ("capacity_bytes", cap), ("allocated_bytes", alloc),
+    numbers = {k: float(v) for k, v in (("requested_bytes", tried), ("capacity_bytes", cap), ("free_bytes", free), ("allocated_bytes", alloc),
                                           ("reserved_unallocated_bytes", unalloc), ("other_processes_bytes", others)) if v is not None}
-    ruled_out = impossible or (unalloc is not None and not fragmented)
-    values = Facts(numbers=numbers, flags=frozenset({"fragmentation_ruled_out"} if ruled_out else set()))
-    return hit("memory.cuda_oom", "cuda_oom", title, cause, fixes, docs, found, 0.95, facts=values)
+    flags = set()
+    if impossible or (unalloc is not None and not fragmented):
+        flags.add("fragmentation_ruled_out")
+    if batch_one:
+        flags.add("batch_size_one")
+    values = Facts(numbers=numbers, devices=(f"cuda:{num.gpu}",) if num.gpu is not None else (), flags=frozenset(flags))
+    return hit(outcome, "cuda_oom", "CUDA out of memory" + titles.get(outcome, ""), cause, fixes, docs, found, 0.95, facts=values)
+
+
+def _mps_oom(ctx: Context, m: re.Match[str]) -> RuleHit:
+    """Apple-silicon GPU (MPS): unified memory shared with the system, capped by PyTorch's watermark."""
+    mps_alloc, other, cap = (parse_bytes(m.group(i)) or 0 for i in (1, 2, 3))
+    tried = _size_after(r"Tried to allocate ([\d.]+ ?\w+)", ctx.text)
+    found = [error_fact(ctx), Fact("memory", f"MPS tensors {m.group(1)}, other allocations {m.group(2)}, limit {m.group(3)}")]
+    loc = location_fact(ctx)
+    if loc:
+        found.append(loc)
+    share = ("Most of it is held by other allocations (MPS buffers outside PyTorch's tensors, such as cached graphs or other libraries on the "
+             "same GPU), not by live tensors." if other > mps_alloc else "Most of it is held by this process's live tensors.")
+    # Quote the message's own figures (MPS prints decimal units): re-formatting them would not match what the user sees.
+    asked = re.search(r"Tried to allocate ([\d.]+ ?\w+)", ctx.text)
+    cause = (f"The Apple-silicon GPU (MPS) ran out of its allowed memory: {m.group(1)} in tensors plus {m.group(2)} of other allocations, "
+             f"against the {m.group(3)} that PyTorch lets MPS use" + (f", so a further {asked.group(1)} does not fit" if asked else "") + f". {share} "
+             "MPS shares the machine's unified memory with the system and every other program, and PyTorch caps it at a fraction of RAM.")
+    fixes = [
+        fix("Reduce what one step holds", "Smaller batches, shorter sequences or lower resolution; run inference under torch.inference_mode().", "with torch.inference_mode():\n    out = model(x_small)", "cuda-oom"),
+        fix("Use half precision on MPS", "float16 weights and activations halve the footprint.", "model = model.to('mps', dtype=torch.float16)", "cuda-oom"),
+        fix("Free cached MPS memory between phases", "Release cached blocks after large one-off steps and close other memory-hungry programs.", "torch.mps.empty_cache()\nprint(torch.mps.current_allocated_memory() / 2**30, torch.mps.driver_allocated_memory() / 2**30)", "memory-profiling"),
+        fix("Raise the cap only with care", "PYTORCH_MPS_HIGH_WATERMARK_RATIO above its default lets MPS take more of the unified memory; 0.0 removes the limit and can make the whole system swap or freeze.", "PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0 python run.py", "cuda-oom"),
+    ]
+    numbers = {k: float(v) for k, v in (("mps_allocated_bytes", mps_alloc), ("other_allocations_bytes", other), ("capacity_bytes", cap), ("requested_bytes", tried)) if v is not None}
+    return hit("memory.mps_oom", "cuda_oom", "MPS (Apple GPU) out of memory", cause, fixes, ("cuda-oom", "memory-profiling"), found, 0.9,
+               facts=Facts(numbers=numbers, devices=("mps",), flags=frozenset({"fragmentation_ruled_out"})))
+
+
+def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool) -> RuleHit:
+    """A bare OOM line (old releases, CUDA's own error) or the user's description of one."""
+    found = [error_fact(ctx)]
+    loc = location_fact(ctx)
+    if loc:
+        found.append(loc)
+    src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    growth = _GROWTH.search(raw)
+    if growth:
+        found.append(Fact("symptom", f"memory rises over time: “{growth.group(0)}”"))
+        cause = ("GPU memory that rises step after step until it runs out means something from every iteration stays alive. "
+                 "Usually a tensor that still carries its autograd graph is kept across iterations — a running total built from the loss tensor "
+                 "instead of its Python number, predictions or outputs appended to a list without detaching, recurrent hidden states carried "
+                 "into the next batch with their history — or a GPU-side cache or list that only grows. Each kept graph pins all of that step's "
+                 "activations. (The caching allocator also makes nvidia-smi look high, but that figure levels off; a true leak does not.)")
+        fixes = [
+            fix("Confirm the growth and find the step that adds to it", "Print torch.cuda.memory_allocated() at the same point of every iteration: a steady rise is a leak of references; a flat allocated figure with a rising reserved one is only caching.", "for step, batch in enumerate(loader):\n    ...\n    if step % 50 == 0:\n        print(step, torch.cuda.memory_allocated() / 2**20, torch.cuda.memory_reserved() / 2**20)", "memory-growth-training-loop"),
+            fix("Keep numbers, not graphs, across iterations", "Accumulate `loss.item()`; store `out.detach().cpu()` for metrics; detach recurrent state between batches.", "running_loss += loss.item()\npreds.append(logits.detach().cpu())\nhidden = hidden.detach()", "memory-growth-training-loop"),
+            fix("Evaluate without autograd", "Validation or test loops without torch.no_grad() build graphs that nothing frees until the references go.", "with torch.no_grad():\n    out = model(x)", "memory-growth-training-loop"),
+            _measure_fix(),
+        ]
+        return hit("memory.cuda_oom_growth", "cuda_oom", "GPU memory grows every iteration until out of memory", cause, fixes,
+                   ("memory-growth-training-loop", "cuda-oom", "memory-profiling"), found, 0.8,
+                   facts=Facts(flags=frozenset({"memory_growth"})))
+    if batch_one:
+        found.append(Fact("symptom", "out of memory even with batch size 1"))
+        cause = ("Out of memory even at batch size 1 means the part that does not scale with the batch is too large for the card: "
+                 "the weights plus their gradients and optimizer state (Adam keeps two extra values per parameter, so fp32 training needs "
+                 "about four times the model size), or one input so large (resolution, volume, sequence length) that a single sample's "
+                 "activations do not fit. If it only fails after a while (e.g. at the first evaluation), a pass without torch.no_grad() or "
+                 "references kept across steps are the likelier cause.")
+        fixes = [
+            fix("Estimate what the model alone needs", "Weights + gradients + optimizer state; compare with the card's memory before touching the data.", "n = sum(p.numel() for p in model.parameters())\nprint(n * 16 / 2**30, 'GiB for fp32 weights+grads+Adam')\nprint(torch.cuda.get_device_properties(0).total_memory / 2**30, 'GiB on the card')", "cuda-oom"),
+            fix("Shrink the per-sample cost", "Lower the input resolution or crop / tile it, shorten sequences, or process a volume in patches.", None, "cuda-oom"),
+            *_common_fixes(in_eval, True)[:-1],
+            fix("Check that nothing else holds the card", "Another process (or a previous run still alive) leaves less memory than the card's size.", "nvidia-smi", "cuda-oom"),
+            _measure_fix(),
+        ]
+        return hit("memory.cuda_oom_batch_one", "cuda_oom", "CUDA out of memory even at batch size 1", cause, fixes, _DOCS, found, 0.8,
+                   facts=Facts(flags=frozenset({"batch_size_one"})))
+    cause = ("CUDA ran out of memory, but this message carries no allocator numbers (an old release, or CUDA's own error rather than "
+             "PyTorch's allocator), so it cannot tell a too-large working set from memory held by another process or from fragmentation.")
+    if _TRANSFER_LINE.search(src):
+        cause += (" The failing line moves or loads data onto the GPU, before any training step: the card is most likely already occupied "
+                  "(another process, an earlier run still alive), or what is being loaded is larger than the card.")
+    elif any("backward" in (fr.function or "") or ".backward(" in (fr.source or "") for fr in ctx.failure.frames):
+        cause += " It failed in backward, where saved activations and gradients coexist: the step's working set is the likely culprit."
+    fixes = [
+        fix("See who holds the GPU", "nvidia-smi lists every process and its memory; a card that is already full before your job starts explains an early failure.", "nvidia-smi", "cuda-oom"),
+        *_common_fixes(in_eval, False),
+        fix("Get the allocator's numbers", "Current PyTorch releases print requested, free, allocated and reserved memory in the error itself; otherwise print the summary before the failing step.", "print(torch.cuda.memory_summary())", "memory-profiling"),
+    ]
+    return hit("memory.cuda_oom_bare", "cuda_oom", "CUDA out of memory", cause, fixes, _DOCS, found, 0.85)
+
+
+_CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes"
+                        r"|Torch: not enough memory: you tried to allocate (\d+)GB")
+_OOM_KILLER = re.compile(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^\s*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b", re.M)
+_HOST_GROWTH = re.compile(r"(?:RAM|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing)"
+                          r"|(?:RAM|memory) leak", re.IGNORECASE)
 
 
 @rule(
@@ -147,42 +369,123 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
     category='cpu_oom',
     docs=("cpu-oom", "memory-profiling"),
     priority=201,
-    outcomes=('memory.cpu_oom',),
-    examples=(),
+    outcomes=('memory.cpu_oom', 'memory.cpu_oom_absurd_size', 'memory.cpu_oom_numpy', 'memory.cpu_oom_killed', 'memory.cpu_oom_memoryerror',
+              'memory.cpu_oom_growth'),
+    examples=(
+        Example('captured/cpu/cpu-oom-full-similarity-matrix', 'memory.cpu_oom'),
+        Example('realworld/dev/fooocus-cpu-alloc-windows-not-enough', 'memory.cpu_oom'),
+        Example('realworld/dev/mxfold2-cpu-alloc-132gb-long-sequence', 'memory.cpu_oom'),
+        Example('realworld/dev/vrt-cpu-alloc-116gb', 'memory.cpu_oom'),
+        Example('corpus/memory/cpu_alloc_old_th_buy_new_ram.txt', 'memory.cpu_oom'),
+        Example('corpus/memory/cpu_alloc_mask2former_eval.txt', 'memory.cpu_oom'),
+        Example('corpus/memory/cpu_alloc_absurd_size_torch_empty.txt', 'memory.cpu_oom_absurd_size'),
+        Example('corpus/memory/cpu_alloc_absurd_torch_empty_2_13.txt', 'memory.cpu_oom_absurd_size'),
+        Example('corpus/memory/numpy_array_memory_error_crop.txt', 'memory.cpu_oom_numpy'),
+        Example('corpus/memory/numpy_array_memory_error_dataset.txt', 'memory.cpu_oom_numpy'),
+        Example('corpus/memory/numpy_array_memory_error_old_wording.txt', 'memory.cpu_oom_numpy'),
+        Example('corpus/memory/numpy_array_memory_error_2_13.txt', 'memory.cpu_oom_numpy'),
+        Example('corpus/memory/killed_progress_bar.txt', 'memory.cpu_oom_killed'),
+        Example('corpus/memory/killed_after_start_training.txt', 'memory.cpu_oom_killed'),
+        Example('corpus/memory/oom_killer_dmesg.txt', 'memory.cpu_oom_killed'),
+        Example('corpus/memory/memoryerror_torch_load.txt', 'memory.cpu_oom_memoryerror'),
+        Example('corpus/memory/host_ram_growth_prose_killed.txt', 'memory.cpu_oom_growth'),
+        Example('corpus/memory/host_ram_growth_prose_crash.txt', 'memory.cpu_oom_growth'),
+        Example('corpus/memory/host_ram_growth_prose_system_memory.txt', 'memory.cpu_oom_growth'),
+    ),
 )
 def cpu_oom(ctx: Context) -> RuleHit | None:
-    """Host RAM exhausted: the CPU allocator's message, numpy's MemoryError, or the kernel's OOM killer."""
-    m = ctx.search(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes")
-    killer = ctx.search(r"Out of memory: Kill|oom-kill|Killed process|^Killed$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b", re.M)
-    numpy = ctx.search(r"Unable to allocate ([\d.]+ \w+) for an array with shape (\([^)]*\))")
+    """Host RAM exhausted: the CPU allocator, numpy, Python's MemoryError, the kernel's OOM killer, or RAM that keeps growing."""
     if ctx.search(r"DataLoader worker .* killed by signal"):
-        return None
-    if not (m or numpy or killer or ctx.exc_type == "MemoryError"):
+        return None  # the data rules explain worker deaths
+    raw = ctx.failure.text or ctx.text
+    m = ctx.search(_CPU_ALLOC.pattern)
+    numpy = ctx.search(r"Unable to allocate (?:([\d.]+ \w+) for an )?array with shape (\([^)]*\))(?: and data type (\w+))?")
+    torchrun = re.search(r"ChildFailedError|elastic\.multiprocessing", raw)
+    killer = None if torchrun else (_OOM_KILLER.search(raw))
+    growth = _HOST_GROWTH.search(raw)
+    memoryerror = ctx.exc_type in ("MemoryError", "_ArrayMemoryError")
+    if not (m or numpy or killer or memoryerror or growth):
         return None
     found = [error_fact(ctx)]
+    numbers: dict[str, float] = {}
+    shape: tuple[int, ...] = ()
+    common = _host_fixes()
     if m:
-        size = int(m.group(1))
-        found.append(Fact("memory", f"requested {fmt_bytes(size)} of host memory in one allocation"))
-        cause = (f"A single CPU allocation of {fmt_bytes(size)} failed: the machine (or the process's memory limit) cannot provide it. "
-                 + ("That is larger than any real machine's RAM, so the requested shape itself is wrong (an overflowing or mistaken size)." if size > (1 << 42)
-                    else "Either the tensor is much larger than intended, or the dataset/model already fills RAM."))
+        # The pre-1.2 wording rounds the size down to whole GB ("0GB" means less than one).
+        size = int(m.group(1)) if m.group(1) else int(m.group(2)) * _GiB
+        shown = fmt_bytes(size) if m.group(1) or size else "less than 1 GB"
+        numbers["requested_bytes"] = float(size)
+        found.append(Fact("memory", f"requested {shown} of host memory in one allocation"))
+        if size > (1 << 42):
+            outcome = "memory.cpu_oom_absurd_size"
+            cause = (f"A single CPU allocation of {fmt_bytes(size)} was requested — more than any machine's RAM, so no amount of memory fixes it: "
+                     "the requested shape itself is wrong (a dimension that overflowed, was multiplied in by mistake, or came from the wrong variable).")
+            fixes = [common[0], common[1]]
+        else:
+            outcome = "memory.cpu_oom"
+            cause = (f"A single CPU allocation of {shown} failed: the machine (or the process's memory limit) cannot provide it at this point. "
+                     "Either that tensor is much larger than intended, or the data and model already held in RAM leave no room for it.")
+            fixes = list(common)
+            if "not enough memory" in m.group(0) or re.search(r"alloc_cpu\.cpp:\d+\] data\.|[A-Z]:\\|\.\.\\c10", raw):
+                # The Windows allocator's wording: its limit is RAM plus the page file.
+                fixes.insert(1, fix("On Windows, enlarge the page file (virtual memory)", "Windows fails allocations once RAM plus the page file is committed; a larger page file (or closing other programs) gives the process room, at the cost of speed.", None, "cpu-oom"))
     elif numpy:
-        cause = f"NumPy could not allocate {numpy.group(1)} for an array of shape {numpy.group(2)}: host RAM is exhausted by the data being loaded."
-        found.append(Fact("memory", f"numpy array of {numpy.group(1)}, shape {numpy.group(2)}"))
+        outcome = "memory.cpu_oom_numpy"
+        what = f"{numpy.group(1)} for an array" if numpy.group(1) else "an array"
+        cause = (f"NumPy could not allocate {what} of shape {numpy.group(2)}" + (f" ({numpy.group(3)})" if numpy.group(3) else "")
+                 + ": host RAM cannot hold it. Check whether that shape is intended — an unexpectedly large dimension or a float64 default "
+                 "is common — and whether the data has to be in memory all at once.")
+        found.append(Fact("memory", f"numpy array of shape {numpy.group(2)}" + (f", {numpy.group(1)}" if numpy.group(1) else "")))
+        if numpy.group(1) and parse_bytes(numpy.group(1).replace(". ", " ")):
+            numbers["requested_bytes"] = float(parse_bytes(numpy.group(1).replace(". ", " ")) or 0)
+        shape = tuple(int(d) for d in re.findall(r"\d+", numpy.group(2)))
+        fixes = [fix("Use a smaller dtype or load lazily", "float32 (or uint8 for images) halves or quarters the footprint of float64; np.load(..., mmap_mode='r') reads pages on demand.", "arr = np.load('data.npy', mmap_mode='r')\nx = arr[i].astype(np.float32)", "cpu-oom"), *common]
     elif killer:
-        cause = ("The Linux OOM killer ended the process (signal 9 / exit 137): host RAM ran out. No Python error is printed because the "
-                 "process is killed from outside; the usual culprits are whole datasets loaded into memory, DataLoader workers each "
-                 "copying large Python objects, or a checkpoint loaded fully into RAM.")
-        found.append(Fact("signal", killer.group(0)))
+        outcome = "memory.cpu_oom_killed"
+        cause = ("The process was killed from outside (SIGKILL, shown as `Killed` or exit code 137/-9), which is what the Linux OOM killer does "
+                 "when host RAM (or the container's memory limit) runs out. No Python traceback is printed because the process never gets to "
+                 "raise one. Typical culprits: a whole dataset or a large checkpoint loaded into RAM, DataLoader workers that each copy large "
+                 "Python objects, or memory that grows every step.")
+        found.append(Fact("signal", killer.group(0).strip()[:200]))
+        fixes = [
+            fix("Confirm it was the OOM killer", "The kernel log names the killed process and its resident memory; watch RSS while the job runs to see whether it grows steadily or jumps at one step.", "dmesg -T | grep -i -E 'killed process|out of memory'\nwatch -n 5 free -h", "cpu-oom"),
+            *common,
+        ]
+    elif memoryerror:
+        outcome = "memory.cpu_oom_memoryerror"
+        cause = ("Python raised MemoryError: an allocation on the host failed while building Python/NumPy objects"
+                 + (" (here while unpickling a file with torch.load: the whole file is read into RAM first)" if ctx.search(r"unpickler|torch\.load|pickle") or "torch.load" in raw else "")
+                 + ". Either the object is larger than the free RAM, or the data being read is not what it should be (a corrupt or wrong file "
+                 "can claim a huge size).")
+        fixes = [fix("Load large checkpoints without copying them into RAM", "mmap=True maps tensor storage from the file; map_location keeps tensors off the GPU until needed.", "state = torch.load('ckpt.pt', mmap=True, map_location='cpu', weights_only=True)", "cpu-oom"), *common]
     else:
-        cause = "Python raised MemoryError: host RAM is exhausted."
+        outcome = "memory.cpu_oom_growth"
+        found.append(Fact("symptom", f"host memory grows over time: “{growth.group(0)}”"))  # type: ignore[union-attr]
+        cause = ("Host RAM that keeps rising during training until the process is killed means something accumulates every step: tensors or "
+                 "arrays appended to Python lists (metrics, predictions, losses kept as tensors with their graph), caches in the Dataset, or "
+                 "DataLoader workers whose copy-on-access pages grow as they touch Python objects (lists of dicts or strings).")
+        fixes = [
+            fix("Measure RSS per step to find what grows", "Log the process's resident memory; with tracemalloc, compare snapshots to see which lines allocate the growth.", "import psutil, os\nprint(psutil.Process(os.getpid()).memory_info().rss / 2**30, 'GiB')", "cpu-oom"),
+            fix("Store numbers, not tensors", "Accumulate `loss.item()` and detached CPU copies; clear lists you only need per epoch.", "losses.append(loss.item())", "memory-growth-training-loop"),
+            fix("Reduce per-worker copies", "Store dataset metadata in numpy arrays instead of Python lists/dicts and lower num_workers to see if growth stops.", "DataLoader(ds, num_workers=2, persistent_workers=True)", "cpu-oom"),
+        ]
     loc = location_fact(ctx)
     if loc:
         found.append(loc)
-    fixes = [
-        fix("Check the size you asked for", "Compute numel × element size of the tensor on the failing line; a wrong dimension (e.g. using a vocabulary size or a sample count where a feature size belongs) is common.", "print(shape, torch.Size(shape).numel() * torch.finfo(torch.float32).bits // 8 / 2**30, 'GiB')", "cpu-oom"),
-        fix("Compute in chunks", "Pairwise/similarity matrices and big intermediate results can be computed block by block (e.g. 1024 rows at a time) instead of all at once.", "for rows in x.split(1024):\n    sims = rows @ y.T   # (1024, M) at a time\n    ...", "cpu-oom"),
-        fix("Stream data instead of loading it all", "Read samples lazily in Dataset.__getitem__, use memory-mapped arrays (np.load(..., mmap_mode='r')), and load checkpoints with mmap.", "state = torch.load('ckpt.pt', mmap=True, weights_only=True)", "cpu-oom"),
-        fix("Reduce per-worker copies", "Each DataLoader worker may copy Python lists of samples (copy-on-access); store metadata in numpy arrays and lower num_workers.", "DataLoader(ds, num_workers=2, persistent_workers=True)", "cpu-oom"),
+    titles = {"memory.cpu_oom_absurd_size": "Host allocation larger than any machine's RAM", "memory.cpu_oom_numpy": "NumPy could not allocate an array (host out of memory)",
+              "memory.cpu_oom_killed": "Process killed (host out of memory)", "memory.cpu_oom_memoryerror": "MemoryError (host out of memory)",
+              "memory.cpu_oom_growth": "Host memory grows until the process dies"}
+    return hit(outcome, "cpu_oom", titles.get(outcome, "Host (CPU) out of memory"), cause, fixes, ("cpu-oom", "memory-profiling"), found, 0.9,
+               facts=Facts(numbers=numbers, shapes=(shape,) if shape else (), dtypes=(numpy.group(3),) if numpy and numpy.group(3) else (),
+                           flags=frozenset({"host_memory"})))
+
+
+def _host_fixes() -> list[Fix]:
+    """Generic host-memory remedies (the failing line decides which one matters)."""
+    return [
+        fix("Check the size you asked for", "Compute numel × element size of the tensor on the failing line; a wrong or swapped dimension is the usual reason for an unexpectedly large allocation.", "print(t.shape, t.numel() * t.element_size() / 2**30, 'GiB')", "cpu-oom"),
+        fix("Compute in chunks or smaller batches", "Large intermediate results can be produced block by block (a smaller batch size, tiles or rows) instead of all at once.", "outputs = [f(chunk) for chunk in x.split(1024)]   # one block at a time", "cpu-oom"),
+        fix("Stream data instead of loading it all", "Read samples lazily in Dataset.__getitem__, use memory-mapped arrays, and load checkpoints with mmap.", "state = torch.load('ckpt.pt', mmap=True, weights_only=True)", "cpu-oom"),
+        fix("Reduce per-worker copies", "Each DataLoader worker may duplicate Python objects it touches; store metadata in numpy arrays and lower num_workers.", "DataLoader(ds, num_workers=2, persistent_workers=True)", "cpu-oom"),
+        fix("If the size is intended, give the job more RAM", "Check free memory where the job runs (`free -g`), and the container's or scheduler's memory limit, which can be far below the machine's RAM.", "free -g", "cpu-oom"),
     ]
-    return hit("memory.cpu_oom", "cpu_oom", "Host (CPU) out of memory", cause, fixes, ("cpu-oom", "memory-profiling"), found, 0.9)

@@ -4,11 +4,38 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.registry import Example, rule
 from assistant.rules.base import Context, error_fact, fix, hit, location_fact
-from assistant.types import Fact, RuleHit
+from assistant.rules.registry import Example, rule
+from assistant.types import Fact, Facts, RuleHit
 
 _DOCS = ("spawn-pickling", "cuda-fork-reinit")
+
+# Every wording of "this object cannot be pickled", old and new Python, plus h5py's own.
+_UNPICKLABLE = re.compile(
+    r"Can't pickle local object '(?P<local>[^']+)'"
+    r"|Can't get local object '(?P<local2>[^']+)'"
+    r"|Can't pickle <function (?P<func>[^>]+?)(?: at 0x[0-9a-f]+)?>"
+    r"|Can't pickle <lambda>"
+    r"|Can't pickle (?P<attr>\w[\w.]*): attribute lookup"
+    r"|cannot pickle '(?P<res>[\w.]+)' object"
+    r"|can't pickle (?P<res2>[\w.]+) objects"
+    r"|(?P<h5py>h5py objects cannot be pickled)"
+)
+# Unpicklable things that are open handles (reopen them lazily in the worker) vs. thread machinery.
+_HANDLE_TYPES = re.compile(r"TextIOWrapper|BufferedReader|BufferedWriter|FileIO|socket|Connection|Environment|Cursor|h5py|SSLContext|mmap|ZipFile|TarFile", re.I)
+_LOCK_TYPES = re.compile(r"lock|RLock|Condition|Thread|_local|Event|Semaphore|queue|SimpleQueue|generator|coroutine", re.I)
+
+
+_CUDA_CALL = re.compile(r"(\.cuda)\(|(\.to)\(\s*['\"]cuda|(device)\s*=\s*['\"]cuda|(torch\.cuda\.\w+)")
+
+
+def _cuda_call_name(m: re.Match[str] | None) -> str | None:
+    """``.cuda``, ``.to``, ``device='cuda'`` or ``torch.cuda.<fn>`` for the CUDA call found on the user's line."""
+    if not m:
+        return None
+    if m.group(3):
+        return "device='cuda'"
+    return m.group(1) or m.group(2) or m.group(4)
 
 
 def _found(ctx: Context, *extra: Fact) -> list[Fact]:
@@ -20,8 +47,15 @@ def _found(ctx: Context, *extra: Fact) -> list[Fact]:
 
 
 def _mp_context(ctx: Context) -> bool:
+    """The failure happened while starting or talking to another process (not while saving a checkpoint)."""
     files = " ".join(f.file for f in ctx.failure.frames)
-    return bool(re.search(r"multiprocessing|spawn\.py|popen_|reduction\.py|dataloader\.py|forkserver", files)) or bool(ctx.failure.wrapper) or bool(ctx.search(r"spawn|DataLoader|multiprocessing", re.I))
+    return (bool(re.search(r"multiprocessing|spawn\.py|popen_|reduction\.py|dataloader\.py|forkserver", files)) or bool(ctx.failure.wrapper)
+            or bool(ctx.search(r"spawn|DataLoader|multiprocessing|h5py objects", re.I)))
+
+
+def _in_loader(ctx: Context) -> bool:
+    return "DataLoader worker" in (ctx.failure.wrapper or "") or bool(ctx.search(r"DataLoader worker|worker\.py|_worker_loop")) or any(
+        "dataloader.py" in f.file or "worker.py" in f.file for f in ctx.failure.frames)
 
 
 @rule(
@@ -29,23 +63,42 @@ def _mp_context(ctx: Context) -> bool:
     category='multiprocessing_error',
     docs=("cuda-fork-reinit", "dataloader-worker-crash"),
     priority=110,
-    outcomes=('mp.cuda_fork',),
-    examples=(),
+    outcomes=('mp.cuda_fork', 'mp.cuda_fork_process'),
+    examples=(
+        Example("captured/cuda/mp-dataloader-cuda-in-getitem-fork", "mp.cuda_fork"),
+        Example("corpus/multiprocessing/cuda_fork_dataloader_getitem_gpu.txt", "mp.cuda_fork"),
+        Example("corpus/multiprocessing/cuda_fork_process_gpu.txt", "mp.cuda_fork_process"),
+        Example("corpus/multiprocessing/cuda_fork_oneline_pycls.txt", "mp.cuda_fork_process"),
+        Example("corpus/multiprocessing/cuda_fork_dataloading_4dhumans.txt", "mp.cuda_fork_process"),
+    ),
 )
 def cuda_fork(ctx: Context) -> RuleHit | None:
     """CUDA initialised in the parent, then used in a fork()ed child (DataLoader workers, multiprocessing)."""
     if not ctx.search(r"Cannot re-initialize CUDA in forked subprocess|CUDA initialization error.*fork|cuInit.*fork"):
         return None
-    in_loader = "DataLoader worker" in (ctx.failure.wrapper or "") or bool(ctx.search(r"DataLoader worker|worker\.py|_worker_loop"))
-    cause = ("The parent process initialised CUDA and then fork()ed a child that also uses CUDA; a CUDA context cannot be carried across fork. "
-             + ("Here the children are DataLoader workers (fork is the default start method on Linux), and the Dataset touches the GPU — moving "
-                "samples to 'cuda' in __getitem__, creating CUDA tensors in __init__, or running a GPU model/transform in the worker."
-                if in_loader else "Start children with 'spawn', or don't touch CUDA in the parent before forking."))
+    line = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    cuda_call = _CUDA_CALL.search(line)
+    facts = Facts(call=_cuda_call_name(cuda_call), names=("fork",))
+    keep_cpu = fix("Keep datasets and transforms on the CPU; move batches to the GPU in the training loop", "Use pin_memory=True for fast host-to-device copies.",
+                   "loader = DataLoader(ds, num_workers=4, pin_memory=True)\nfor x, y in loader:\n    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)", "cuda-fork-reinit")
+    if _in_loader(ctx):
+        cause = ("The parent process had already initialised CUDA and then fork()ed DataLoader workers (fork is the default start method on Linux); "
+                 "a CUDA context cannot be carried into a forked child, so the first CUDA call inside a worker fails. The Dataset touches the GPU: "
+                 "moving samples to 'cuda' in __getitem__, holding CUDA tensors created in __init__, or running a GPU model or transform in the worker."
+                 + (f" The failing line `{line}` is such a CUDA call." if cuda_call else ""))
+        fixes = [keep_cpu,
+                 fix("Or start the workers with spawn", "Everything the workers receive must then be picklable.",
+                     "DataLoader(ds, num_workers=4, multiprocessing_context='spawn')", "cuda-fork-reinit")]
+        return hit("mp.cuda_fork", "multiprocessing_error", "CUDA used in a forked DataLoader worker", cause, fixes, ("cuda-fork-reinit", "dataloader-worker-crash"), _found(ctx), 0.95, facts=facts)
+    cause = ("A child process created with fork() used CUDA after the parent had already initialised it; CUDA state cannot cross a fork. "
+             "Either the children must be started with 'spawn' (or 'forkserver'), or the parent must not touch CUDA (no .cuda(), no "
+             "torch.cuda.* calls, no CUDA tensors) before it creates the children. If the children are DataLoader workers, keep the dataset on the CPU.")
     fixes = [
-        fix("Keep datasets on the CPU; move batches to the GPU in the training loop", "Use pin_memory=True for fast host-to-device copies.", "loader = DataLoader(ds, num_workers=4, pin_memory=True)\nfor x, y in loader:\n    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)", "cuda-fork-reinit"),
-        fix("Or start workers with spawn", "Everything the workers need must then be picklable.", "DataLoader(ds, num_workers=4, multiprocessing_context='spawn')\n# or: torch.multiprocessing.set_start_method('spawn', force=True)", "cuda-fork-reinit"),
+        fix("Start child processes with spawn, once, under the main guard", "set_start_method must run before any pool, queue or DataLoader is created.",
+            "import torch.multiprocessing as mp\n\nif __name__ == '__main__':\n    mp.set_start_method('spawn', force=True)\n    main()", "cuda-fork-reinit"),
+        keep_cpu,
     ]
-    return hit("mp.cuda_fork", "multiprocessing_error", "CUDA used in a forked subprocess", cause, fixes, ("cuda-fork-reinit", "dataloader-worker-crash"), _found(ctx), 0.95)
+    return hit("mp.cuda_fork_process", "multiprocessing_error", "CUDA used in a forked subprocess", cause, fixes, ("cuda-fork-reinit",), _found(ctx), 0.93, facts=facts)
 
 
 @rule(
@@ -54,64 +107,155 @@ def cuda_fork(ctx: Context) -> RuleHit | None:
     docs=_DOCS,
     priority=320,
     also=('cpu_oom',),
-    outcomes=('mp.unpicklable', 'mp.spawn_global', 'mp.main_attribute', 'mp.bootstrap', 'mp.daemonic', 'mp.child_died', 'mp.shared_memory', 'mp.child_killed'),
-    examples=(),
+    outcomes=('mp.unpicklable', 'mp.unpicklable_handle', 'mp.unpicklable_lock', 'mp.spawn_global', 'mp.main_attribute', 'mp.main_attribute_guarded', 'mp.bootstrap',
+              'mp.daemonic', 'mp.child_died', 'mp.child_killed'),
+    examples=(
+        Example("captured/cpu/dataloader-spawn-lambda-collate", "mp.unpicklable"),
+        Example("corpus/multiprocessing/spawn_lambda_collate_script.txt", "mp.unpicklable"),
+        Example("corpus/multiprocessing/spawn_local_dataset_class.txt", "mp.unpicklable"),
+        Example("corpus/multiprocessing/local_lambda_win_mutualnet.txt", "mp.unpicklable"),
+        Example("corpus/multiprocessing/local_lambda_maml.txt", "mp.unpicklable"),
+        Example("corpus/multiprocessing/h5py_pickle_spawn_win_sst.txt", "mp.unpicklable_handle"),
+        Example("corpus/multiprocessing/spawn_open_file_in_dataset.txt", "mp.unpicklable_handle"),
+        Example("corpus/multiprocessing/spawn_thread_lock_in_dataset.txt", "mp.unpicklable_lock"),
+        Example("corpus/multiprocessing/rlock_old_wording_win_process.txt", "mp.unpicklable_lock"),
+        Example("captured/cpu/mp-spawn-global-set-under-main-guard", "mp.spawn_global"),
+        Example("corpus/multiprocessing/spawn_main_class_not_importable.txt", "mp.main_attribute"),
+        Example("corpus/multiprocessing/main_attribute_builtin_win_htr.txt", "mp.main_attribute"),
+        Example("corpus/multiprocessing/spawn_class_under_main_guard.txt", "mp.main_attribute_guarded"),
+        Example("corpus/multiprocessing/mp_main_attribute_guarded_cogltx.txt", "mp.main_attribute_guarded"),
+        Example("captured/cpu/spawn-dataloader-missing-main-guard", "mp.bootstrap"),
+        Example("corpus/multiprocessing/pool_inside_dataloader_worker.txt", "mp.daemonic"),
+        Example("corpus/multiprocessing/spawn_child_exit_code.txt", "mp.child_died"),
+        Example("corpus/multiprocessing/spawn_child_sigsegv.txt", "mp.child_died"),
+        Example("corpus/multiprocessing/spawn_child_sigkill.txt", "mp.child_killed"),
+    ),
 )
 def pickling(ctx: Context) -> RuleHit | None:
     """spawn/forkserver needs picklable arguments; classes defined in interactive __main__ cannot be found."""
     saving = any("serialization.py" in f.file for f in ctx.failure.frames) or any("torch.save" in (f.source or "") for f in ctx.failure.frames)
     if saving:
         return None
-    m = ctx.search(r"Can't pickle (?:local object '([^']+)'|<function ([^>]+?)(?: at 0x[0-9a-f]+)?>|<lambda>|(\w[\w.]*): attribute lookup)|Can't get local object '([^']+)'|cannot pickle '(\w+)' object")
+    m = _UNPICKLABLE.search(ctx.text)
     if m and _mp_context(ctx):
-        obj = next((g for g in m.groups() if g), "<lambda>")
-        lam = "lambda" in obj
-        cause = (f"With the spawn/forkserver start method (default on macOS and Windows, and what multiprocessing_context='spawn' selects) every object sent to a child "
-                 f"is pickled, and `{obj}` cannot be: " + ("lambdas and functions defined inside other functions have no importable name." if lam or "<locals>" in obj else "it holds an unpicklable resource (an open file, a lock, a generator, a CUDA handle)."))
-        fixes = [
-            fix("Define functions at module top level", "Replace lambdas/local functions (collate_fn, worker_init_fn, transforms) with named top-level functions or functools.partial.", "def collate(batch):\n    ...\nDataLoader(ds, num_workers=2, collate_fn=collate)", "spawn-pickling"),
-            fix("Open resources lazily inside the worker", "Create file handles / database connections in __getitem__ or worker_init_fn, not in __init__.", None, "spawn-pickling"),
-        ]
-        return hit("mp.unpicklable", "multiprocessing_error", f"Cannot pickle {obj} for a child process", cause, fixes, _DOCS, _found(ctx, Fact("object", f"unpicklable: {obj}")), 0.93)
+        return _unpicklable(ctx, m)
     name_err = ctx.exc_type == "NameError" and (ctx.failure.wrapper or "").startswith("spawned process")
     if name_err:
         var = re.search(r"name '(\w+)' is not defined", ctx.message)
         v = var.group(1) if var else "a global"
-        cause = (f"`{v}` is undefined inside the spawned worker. With the spawn start method each child re-imports your script as a module, so "
+        cause = (f"`{v}` is undefined inside the spawned process. With the spawn start method each child re-imports your script as a module, so "
                  f"globals assigned under `if __name__ == '__main__':` (like `{v}`) or in a notebook cell do not exist there.")
         fixes = [
             fix(f"Pass `{v}` to the worker explicitly via args=", "", f"mp.spawn(train_worker, args=(nprocs, {v}), nprocs=nprocs)\n\ndef train_worker(rank, nprocs, {v.lower()}): ...", "spawn-pickling"),
             fix("Or define it at module level (outside the __main__ guard)", "Constants and config loading that every process needs belong at import level.", None, "spawn-pickling"),
         ]
-        return hit("mp.spawn_global", "multiprocessing_error", f"`{v}` undefined in a spawned process", cause, fixes, _DOCS, _found(ctx), 0.93)
-    m = ctx.search(r"Can't get attribute '(\w+)' on <module '(__main__|__mp_main__)'")
+        return hit("mp.spawn_global", "multiprocessing_error", f"`{v}` undefined in a spawned process", cause, fixes, _DOCS, _found(ctx), 0.93, facts=Facts(names=(v,)))
+    m = ctx.search(r"Can't get attribute '(\w+)' on <module '(__main__|__mp_main__)'(?: from '([^']+)')?")
     if m:
-        cause = (f"A spawned child re-imports the main module to find `{m.group(1)}`, but it is not importable there: it was defined in a notebook/REPL cell "
-                 "or inside `if __name__ == '__main__':`.")
-        fixes = [fix("Move the class/function into a .py module and import it", "", "# my_data.py\nclass MyDataset(Dataset): ...\n# notebook:\nfrom my_data import MyDataset", "spawn-pickling")]
-        return hit("mp.main_attribute", "multiprocessing_error", f"Child process cannot find `{m.group(1)}`", cause, fixes, _DOCS, _found(ctx), 0.93)
+        return _main_attribute(ctx, m.group(1), m.group(3))
     if ctx.search(r"An attempt has been made to start a new process before the\s+current process has finished its bootstrapping phase"):
-        cause = ("With spawn, each child imports your script again; code at module level that creates workers (a DataLoader loop, mp.spawn) runs again in the child. "
-                 "The script lacks the `if __name__ == '__main__':` guard.")
+        cause = ("With spawn, each child imports your script again; module-level code that creates processes (a DataLoader loop with workers, a Pool, "
+                 "mp.spawn) then runs again inside the child. The script lacks the `if __name__ == '__main__':` guard around its entry point.")
         fixes = [fix("Guard the entry point", "", "def main():\n    ...\n\nif __name__ == '__main__':\n    main()", "spawn-pickling")]
         return hit("mp.bootstrap", "multiprocessing_error", "Missing `if __name__ == '__main__'` guard", cause, fixes, _DOCS, _found(ctx), 0.95)
     if ctx.search(r"daemonic processes are not allowed to have children"):
-        cause = "A DataLoader worker (a daemon process) tried to start its own processes — e.g. a DataLoader with workers inside a Dataset, or a multiprocessing Pool in __getitem__."
-        fixes = [fix("Use num_workers=0 for the inner loader / avoid pools in workers", "", None, "spawn-pickling")]
-        return hit("mp.daemonic", "multiprocessing_error", "Nested processes inside a DataLoader worker", cause, fixes, _DOCS, _found(ctx), 0.9)
+        cause = ("A daemon process tried to start processes of its own. DataLoader workers are daemons, so a multiprocessing Pool, a DataLoader with "
+                 "num_workers > 0, or a library that parallelises with processes cannot be used inside __getitem__ or a transform.")
+        fixes = [
+            fix("Don't start processes inside the Dataset", "Let the DataLoader's workers provide the parallelism; do the work serially in __getitem__, or use threads.",
+                "from concurrent.futures import ThreadPoolExecutor   # threads are allowed in a worker", "spawn-pickling"),
+            fix("Or precompute the expensive part before training", "", None, "spawn-pickling"),
+        ]
+        return hit("mp.daemonic", "multiprocessing_error", "Processes started inside a DataLoader worker", cause, fixes, _DOCS, _found(ctx), 0.9)
     m = ctx.search(r"process (\d+) terminated with (?:signal (SIG\w+)|exit code (-?\d+))")
     if m and ctx.search(r"ProcessExitedException|torch\.multiprocessing|spawn"):
-        sig = m.group(2)
-        if sig == "SIGKILL":
-            cause = f"Spawned process {m.group(1)} was killed with SIGKILL and printed no Python error: most likely the Linux OOM killer (host RAM exhausted)."
-            fixes = [fix("Check dmesg for the OOM killer and reduce per-process memory", "", "dmesg -T | grep -i 'killed process'", "cpu-oom")]
-            return hit("mp.child_killed", "cpu_oom", f"Child process {m.group(1)} killed (SIGKILL)", cause, fixes, ("cpu-oom", "spawn-pickling"), _found(ctx), 0.75)
-        cause = (f"Spawned process {m.group(1)} died " + (f"from {sig}" if sig else f"with exit code {m.group(3)}") + " without a Python traceback: a crash in native code "
-                 "(segfault in an extension, NCCL/CUDA abort) or an explicit sys.exit in the child.")
-        fixes = [fix("Run that rank's code in a single process to see its error", "", None, "spawn-pickling")]
-        return hit("mp.child_died", "multiprocessing_error", f"Child process {m.group(1)} died", cause, fixes, _DOCS, _found(ctx), 0.8)
-    if ctx.search(r"unable to open shared memory object|Too many open files.*shared|received 0 items of ancdata"):
-        cause = "Sharing tensors between processes exhausted file descriptors / shared-memory handles."
-        fixes = [fix("Switch to the file_system sharing strategy, or raise ulimit -n", "", "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory")]
-        return hit("mp.shared_memory", "multiprocessing_error", "Shared memory handles exhausted", cause, fixes, ("dataloader-shared-memory", "spawn-pickling"), _found(ctx), 0.88)
+        return _child_exit(ctx, m)
     return None
+
+
+def _unpicklable(ctx: Context, m: re.Match[str]) -> RuleHit:
+    obj = next((g for g in (m.group("local"), m.group("local2"), m.group("func"), m.group("attr"), m.group("res"), m.group("res2")) if g), None)
+    if m.group("h5py"):
+        obj = "h5py object"
+    obj = obj or "<lambda>"
+    start = ("With the spawn/forkserver start method (the default on Windows and macOS, and what multiprocessing_context='spawn' selects) every object "
+             "sent to a child process, including the Dataset and the collate/worker_init functions of a DataLoader, is pickled")
+    facts = Facts(names=(obj,))
+    found = _found(ctx, Fact("object", f"unpicklable: {obj}"))
+    if _HANDLE_TYPES.search(obj):
+        what = "an open HDF5 file or dataset handle" if "h5py" in obj else f"an open handle (`{obj}`)"
+        cause = (f"{start}, and {what} cannot be: it refers to an operating-system resource of this process. The Dataset (or something it references) "
+                 "opened the file in __init__, in the parent, before the workers were started.")
+        fixes = [
+            fix("Open the file lazily, inside the worker", "Keep only the path in __init__; open on first use in __getitem__ (each worker then gets its own handle).",
+                "class H5Set(Dataset):\n    def __init__(self, path):\n        self.path, self.f = path, None\n    def __getitem__(self, i):\n"
+                "        if self.f is None:\n            self.f = h5py.File(self.path, 'r')\n        return torch.from_numpy(self.f['x'][i])", "spawn-pickling"),
+            fix("Or read what you need in __init__ and close the handle", "Small metadata (lengths, labels) can be read once, then the file closed before the DataLoader starts.",
+                "with open(path) as f:\n    self.lines = f.readlines()   # the handle is not kept", "spawn-pickling"),
+            fix("Or open it in worker_init_fn", "", "def worker_init(_):\n    info = torch.utils.data.get_worker_info()\n    info.dataset.f = h5py.File(info.dataset.path, 'r')\n\n"
+                "DataLoader(ds, num_workers=4, worker_init_fn=worker_init)", "spawn-pickling"),
+        ]
+        return hit("mp.unpicklable_handle", "multiprocessing_error", f"Cannot pickle {obj} for a worker process", cause, fixes, _DOCS, found, 0.93, facts=facts)
+    if _LOCK_TYPES.search(obj):
+        cause = (f"{start}, and `{obj}` cannot be: locks, threads, queues and generators belong to one process. Something reachable from the Dataset "
+                 "or the objects passed to the child keeps one as an attribute (a cache guarded by a lock, a logger/writer thread, a trainer object).")
+        fixes = [
+            fix("Don't keep thread objects on what you send to workers", "Create the lock/thread lazily inside the worker, or drop it when pickling.",
+                "def __getstate__(self):\n    state = self.__dict__.copy()\n    state.pop('lock', None)\n    return state\n\n"
+                "def __setstate__(self, state):\n    self.__dict__.update(state)\n    self.lock = threading.Lock()", "spawn-pickling"),
+            fix("Pass workers only the data they need", "Hand the Dataset plain paths and arrays, not a trainer, a logger or a model wrapper.", None, "spawn-pickling"),
+        ]
+        return hit("mp.unpicklable_lock", "multiprocessing_error", f"Cannot pickle {obj} for a worker process", cause, fixes, _DOCS, found, 0.92, facts=facts)
+    cause = (f"{start}, and `{obj}` cannot be: lambdas and functions or classes defined inside another function have no importable name, "
+             "so the child could not find them.")
+    fixes = [
+        fix("Define functions and classes at module top level", "Replace lambdas and nested functions/classes (collate_fn, worker_init_fn, transforms, Dataset classes) "
+            "with named top-level ones; use functools.partial to bind arguments.",
+            "def collate(batch):\n    ...\n\nDataLoader(ds, num_workers=2, collate_fn=collate)\n# with arguments: collate_fn=functools.partial(pad_collate, pad_id=0)", "spawn-pickling"),
+        fix("Guard the entry point", "Under spawn, the child re-imports the script; module-level code must not start training.",
+            "if __name__ == '__main__':\n    main()", "spawn-pickling"),
+    ]
+    return hit("mp.unpicklable", "multiprocessing_error", f"Cannot pickle {obj} for a child process", cause, fixes, _DOCS, found, 0.93, facts=facts)
+
+
+def _main_attribute(ctx: Context, name: str, script: str | None) -> RuleHit:
+    loader = _in_loader(ctx)
+    tail = " The DataLoader worker died because of it, which is why the traceback ends with the worker exiting." if loader else ""
+    facts = Facts(names=(name,))
+    if script:
+        where = script.replace("\\", "/").rsplit("/", 1)[-1]
+        cause = (f"A spawned child process re-imported `{where}` (as `__mp_main__`) to find `{name}`, and the module has no such name. The child imports "
+                 f"the script without running the `if __name__ == '__main__':` block, so `{name}` is defined inside that block (or created at run time) "
+                 "rather than at module level." + tail)
+        fixes = [
+            fix(f"Define `{name}` at module level, above the `if __name__ == '__main__':` guard", "Only the code that starts the work belongs under the guard.",
+                f"class {name}(...):        # or def {name}(...):\n    ...\n\ndef main():\n    ...\n\nif __name__ == '__main__':\n    main()", "spawn-pickling"),
+        ]
+        return hit("mp.main_attribute_guarded", "multiprocessing_error", f"`{name}` is defined under the __main__ guard", cause, fixes, _DOCS, _found(ctx), 0.93, facts=facts)
+    cause = (f"A spawned child process needs `{name}` from the main module, but that module cannot be re-imported in the child: `{name}` was defined in "
+             "a notebook cell, an interactive session, a debugger console or `python -c`." + tail)
+    fixes = [
+        fix(f"Move `{name}` into a .py module and import it", "", f"# my_data.py\nclass {name}(...): ...\n\n# notebook / script:\nfrom my_data import {name}", "spawn-pickling"),
+        fix("Or use num_workers=0 / no process pool while working interactively", "", "DataLoader(ds, batch_size=32, num_workers=0)", "spawn-pickling"),
+    ]
+    return hit("mp.main_attribute", "multiprocessing_error", f"Child process cannot find `{name}`", cause, fixes, _DOCS, _found(ctx), 0.93, facts=facts)
+
+
+def _child_exit(ctx: Context, m: re.Match[str]) -> RuleHit:
+    sig, code = m.group(2), m.group(3)
+    facts = Facts(numbers={"process": float(m.group(1)), **({"exit_code": float(code)} if code else {})}, names=(sig,) if sig else ())
+    if sig == "SIGKILL":
+        cause = (f"Spawned process {m.group(1)} was killed with SIGKILL and printed no Python error. Nobody sends SIGKILL by accident: it is almost "
+                 "always the Linux OOM killer (host RAM exhausted) or a container/job-scheduler memory limit.")
+        fixes = [
+            fix("Check the kernel log for the OOM killer", "", "dmesg -T | grep -i -E 'out of memory|killed process'\njournalctl -k | grep -i 'out of memory'", "cpu-oom"),
+            fix("Reduce per-process host memory", "Each process holds its own copy of the model and data on the host; load data lazily and use fewer processes or DataLoader workers.", None, "cpu-oom"),
+        ]
+        return hit("mp.child_killed", "cpu_oom", f"Child process {m.group(1)} killed (SIGKILL)", cause, fixes, ("cpu-oom", "spawn-pickling"), _found(ctx), 0.75, facts=facts)
+    how = f"from {sig}" if sig else f"with exit code {code}"
+    cause = (f"Spawned process {m.group(1)} died {how} without a Python traceback reaching the parent: "
+             + ("a crash in native code (a C/CUDA extension, a library that segfaults)." if sig else
+                "an explicit sys.exit/os._exit in the child, or a crash whose message was printed by the child itself (look above for its output)."))
+    fixes = [fix("Run that process's code alone to see its error", "Call the worker function directly (rank 0, nprocs=1) in the main process; for native crashes enable faulthandler.",
+                 "import faulthandler; faulthandler.enable()\nworker(0)", "spawn-pickling")]
+    return hit("mp.child_died", "multiprocessing_error", f"Child process {m.group(1)} died", cause, fixes, _DOCS, _found(ctx), 0.8, facts=facts)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.registry import Example, rule
+from assistant.rules.registry import FALLBACK, Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit
-from assistant.types import RuleHit
+from assistant.types import Fact, Facts, RuleHit
 
 _DOCS = ("python-errors", "module-misuse")
 _BUILTIN = {
@@ -16,14 +16,22 @@ _BUILTIN = {
 }
 
 
-
 @rule(
     'python.module_misuse',
     category='python_error',
     docs=_DOCS[::-1],
     priority=340,
     outcomes=('python.super_init', 'python.missing_argument', 'python.too_many_args', 'python.wrapper_attribute', 'python.empty_params', 'python.no_forward'),
-    examples=(),
+    examples=(
+        Example("captured/cpu/module-missing-super-init", "python.super_init"),
+        Example("captured/cpu/forward-missing-mask-argument", "python.missing_argument"),
+        Example("realworld/dev/foundationpose-forward-missing-L-stale-code", "python.missing_argument"),
+        Example("realworld/dev/torchsummaryx-forward-missing-idx-scale", "python.missing_argument"),
+        Example("corpus/python/forward_too_many_args_captured.txt", "python.too_many_args"),
+        Example("corpus/python/dataparallel_attribute_captured.txt", "python.wrapper_attribute"),
+        Example("captured/cpu/layers-in-plain-list-empty-optimizer", "python.empty_params"),
+        Example("corpus/python/module_missing_forward_captured.txt", "python.no_forward"),
+    ),
 )
 def module_misuse(ctx: Context) -> RuleHit | None:
     """nn.Module mistakes that surface as Python errors."""
@@ -37,39 +45,53 @@ def module_misuse(ctx: Context) -> RuleHit | None:
         who = f"`{cls}`" if cls else "the Module subclass"
         cause = (f"{who}'s __init__ assigns a layer/parameter before calling super().__init__(), so nn.Module's bookkeeping "
                  "(the registries of submodules and parameters) does not exist yet.")
-        fixes = [fix("Call super().__init__() first in __init__", "", f"class {cls or 'Net'}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(10, 2)", "module-misuse")]
-        return hit("python.super_init", "python_error", "super().__init__() not called", cause, fixes, _DOCS[::-1], _found(ctx), 0.95)
+        fixes = [fix("Call super().__init__() first in __init__", "", f"class {cls or 'Net'}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        ...", "module-misuse")]
+        return hit("python.super_init", "python_error", "super().__init__() not called", cause, fixes, _DOCS[::-1], _found(ctx), 0.95,
+                   facts=Facts(names=(cls,) if cls else ()))
     m = ctx.search(r"(forward|__init__|__call__|\w+)\(\) missing (\d+) required positional arguments?: ([^\n]+)")
     if m:
         fn, n, names = m.groups()
+        args = tuple(re.findall(r"'(\w+)'", names))
         cause = f"`{fn}()` was called without {n} required argument(s): {names.strip()}."
         if fn == "forward":
-            cause += " The model's forward signature and the call site disagree (e.g. the DataLoader yields a tuple that is passed as one argument, or a second input such as a mask/lengths was added to forward but not to the call)."
-        fixes = [fix("Match the call to the signature", "Unpack batches explicitly: `x, y = batch; model(x)`; or give the new argument a default.", "def forward(self, x, mask=None): ...", "module-misuse")]
-        return hit("python.missing_argument", "python_error", f"{fn}() missing argument(s)", cause, fixes, _DOCS[::-1], _found(ctx), 0.9)
+            cause += (" The model's forward signature and the call site disagree: the call passes fewer inputs than forward() "
+                      "declares (an input added to forward but not to every caller, or a batch passed as one object).")
+        fixes = [fix("Match the call to the signature", "Update every call site to pass the required inputs (or the code that calls it, if it is a stale copy), or give the new parameter a default.",
+                     f"def {fn}(self, ..., {args[0] if args else 'arg'}=None): ...", "module-misuse")]
+        return hit("python.missing_argument", "python_error", f"{fn}() missing argument(s)", cause, fixes, _DOCS[::-1], _found(ctx), 0.9,
+                   facts=Facts(call=fn, names=args, numbers={"missing": float(n)}))
     m = ctx.search(r"(\w+)\(\) takes (\d+) positional arguments? but (\d+) (?:were|was) given")
     if m:
         fn, want, got = m.groups()
-        cause = f"`{fn}()` accepts {int(want) - 1 if fn in ('forward', '__init__') else want} argument(s) (besides self) but was called with {int(got) - 1 if fn in ('forward', '__init__') else got}."
+        method = fn in ("forward", "__init__") or bool(ctx.search(r"\w+\." + re.escape(fn) + r"\(\) takes"))
+        want_n, got_n = (int(want) - 1, int(got) - 1) if method else (int(want), int(got))
+        cause = f"`{fn}()` accepts {want_n} argument(s){' besides self' if method else ''} but was called with {got_n}."
         if fn == "forward":
-            cause += " Often the whole batch tuple, or an extra target/label, is passed to the model."
-        fixes = [fix("Match the call to the signature", "", "outputs = model(inputs)   # not model(inputs, labels)", "module-misuse")]
-        return hit("python.too_many_args", "python_error", f"{fn}() got too many arguments", cause, fixes, _DOCS[::-1], _found(ctx), 0.9)
-    m = ctx.search(r"'(DataParallel|DistributedDataParallel|OptimizedModule)' object has no attribute '(\w+)'")
+            cause += " The call passes more inputs to the model than its forward() declares (for example a target or a whole batch tuple)."
+        fixes = [fix("Match the call to the signature", "Pass only the inputs forward() declares, or extend the signature if the extra input is needed.",
+                     None, "module-misuse")]
+        return hit("python.too_many_args", "python_error", f"{fn}() got too many arguments", cause, fixes, _DOCS[::-1], _found(ctx), 0.9,
+                   facts=Facts(call=fn, numbers={"accepted": float(want_n), "given": float(got_n)}))
+    m = ctx.search(r"'(DataParallel|DistributedDataParallel|OptimizedModule|FullyShardedDataParallel)' object has no attribute '(\w+)'")
     if m:
-        cause = f"`{m.group(2)}` is an attribute of your model, but the model is wrapped in {m.group(1)}; the wrapper forwards calls, not attributes."
-        inner = "model.module" if m.group(1) != "OptimizedModule" else "model._orig_mod"
-        fixes = [fix(f"Reach through the wrapper: {inner}.{m.group(2)}", "", f"{inner}.{m.group(2)}", "module-misuse")]
-        return hit("python.wrapper_attribute", "python_error", f"{m.group(1)} has no attribute `{m.group(2)}`", cause, fixes, _DOCS[::-1], _found(ctx), 0.92)
+        wrapper, attr = m.groups()
+        cause = f"`{attr}` is an attribute of your model, but the model is wrapped in {wrapper}; the wrapper forwards calls, not attributes."
+        inner = "model._orig_mod" if wrapper == "OptimizedModule" else "model.module"
+        fixes = [fix(f"Reach through the wrapper: {inner}.{attr}", "", f"{inner}.{attr}", "module-misuse")]
+        return hit("python.wrapper_attribute", "python_error", f"{wrapper} has no attribute `{attr}`", cause, fixes, _DOCS[::-1], _found(ctx), 0.92,
+                   facts=Facts(names=(wrapper, attr)))
     if ctx.search(r"optimizer got an empty parameter list"):
-        cause = ("The optimizer received no parameters: model.parameters() is empty because the layers are kept in a plain Python list/dict (not registered) "
-                 "or created in forward() instead of __init__, or a filter like `if p.requires_grad` removed everything.")
-        fixes = [fix("Register layers with nn.ModuleList / nn.ModuleDict", "", "self.blocks = nn.ModuleList([Block() for _ in range(4)])", "module-misuse")]
+        cause = ("The optimizer received no parameters: the model's parameters() is empty because its layers are kept in a plain "
+                 "Python list/dict (not registered) or created in forward() instead of __init__, or a filter removed every parameter.")
+        fixes = [fix("Register layers with nn.ModuleList / nn.ModuleDict", "", "self.blocks = nn.ModuleList([Block() for _ in range(n)])", "module-misuse")]
         return hit("python.empty_params", "python_error", "Optimizer got no parameters", cause, fixes, _DOCS[::-1], _found(ctx), 0.93)
-    if ctx.search(r'Module \[(\w+)\] is missing the required "forward" function'):
-        cause = "The module has no forward() method — usually a typo (`foward`, `Forward`) or wrong indentation placing it outside the class."
-        fixes = [fix("Define forward(self, x) inside the class", "", None, "module-misuse")]
-        return hit("python.no_forward", "python_error", "Module without forward()", cause, fixes, _DOCS[::-1], _found(ctx), 0.93)
+    m = ctx.search(r'Module \[(\w+)\] is missing the required "forward" function')
+    if m:
+        cause = (f"`{m.group(1)}` defines no forward() method that nn.Module can find: the method is misspelled or indented "
+                 "outside the class, so calling the module reaches nn.Module's placeholder.")
+        fixes = [fix(f"Define forward(self, ...) inside `{m.group(1)}`", "", None, "module-misuse")]
+        return hit("python.no_forward", "python_error", "Module without forward()", cause, fixes, _DOCS[::-1], _found(ctx), 0.93,
+                   facts=Facts(names=(m.group(1),)))
     return None
 
 
@@ -77,56 +99,97 @@ def module_misuse(ctx: Context) -> RuleHit | None:
     'python.python_exception',
     category='python_error',
     docs=_DOCS,
-    priority=910,
-    outcomes=('python.builtin',),
-    examples=(),
+    priority=FALLBACK + 10,
+    outcomes=('python.builtin', 'python.key_error', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
+              'python.index_error', 'python.name_error', 'python.recursion'),
+    examples=(
+        Example("corpus/python/valueerror_config_float_captured.txt", "python.builtin"),
+        Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
+        Example("corpus/python/attributeerror_nonetype_missing_return_captured.txt", "python.none_attribute"),
+        Example("corpus/python/attributeerror_typo_captured.txt", "python.attribute_error"),
+        Example("corpus/python/typeerror_tensor_not_callable_captured.txt", "python.type_error"),
+        Example("corpus/python/indexerror_dataset_len_captured.txt", "python.index_error"),
+        Example("corpus/python/nameerror_undefined_criterion_captured.txt", "python.name_error"),
+        Example("corpus/python/recursionerror_forward_calls_self_captured.txt", "python.recursion"),
+    ),
 )
 def python_exception(ctx: Context) -> RuleHit | None:
-    """Fallback for built-in Python exceptions raised by user code."""
+    """Fallback for built-in Python exceptions raised by user code, one answer per exception family."""
     exc = ctx.exc_type
     if exc not in _BUILTIN:
         return None
     frame = ctx.user_frame
-    found = _found(ctx)
+    src = frame.source if frame and frame.source else ""
     msg = ctx.message.strip().splitlines()[0] if ctx.message.strip() else ""
     at = f" in {ctx.where()}" if frame else ""
+    found = _found(ctx)
+    title = f"Python {exc}" + (f" in {frame.function}" if frame and frame.function else "")
     if exc == "KeyError":
-        key = msg
-        src = frame.source if frame and frame.source else ""
-        m = re.search(r"(\w+)\[", src)
-        container = m.group(1) if m else "a dict"
-        cause = f"The key {key} is not in `{container}`{at}. " + (
-            "It reads a configuration: the config file/arguments lack this entry, or it is spelled differently." if re.search(r"cfg|config|conf|args|opt|hparams|params|settings", container, re.I) else
-            "It indexes a batch/sample dict: the Dataset returns different keys than the training loop expects." if re.search(r"batch|sample|item|data|inputs", container, re.I) else
-            "Print the available keys to see what is there.")
-        fixes = [fix("Print the keys that exist at that point", "", f"print(list({container if container != 'a dict' else 'd'}.keys()))", "python-errors"),
-                 fix("Use an explicit default where the key is optional", "", f"value = {container if container != 'a dict' else 'd'}.get({key}, default)", "python-errors")]
-    elif exc == "AttributeError":
-        m = re.search(r"'(\w+)' object has no attribute '(\w+)'", msg)
+        return _key_error(ctx, msg, src, at, found, title)
+    if exc == "AttributeError":
+        m = re.search(r"'([\w.]+)' object has no attribute '(\w+)'", msg)
         if m and m.group(1) == "NoneType":
-            cause = f"Something that should be an object is None{at} when `.{m.group(2)}` is accessed: a function that returned nothing (missing `return`), a failed load (cv2.imread returns None for a bad path), or an optional value never set."
-        elif m:
-            cause = f"A `{m.group(1)}` object has no attribute `{m.group(2)}`{at}: a typo, a different type than expected, or an API that changed between versions."
-        else:
-            cause = f"An attribute lookup failed{at}: {msg}."
-        fixes = [fix("Print the object's type at the failing line", "", "print(type(obj))", "python-errors")]
-    elif exc == "TypeError":
+            cause = (f"A value that should be an object is None{at} when `.{m.group(2)}` is read: the call that produced it "
+                     "returned nothing on this path (a missing `return`, a loader that returns None on failure, an optional value never set).")
+            fixes = [fix("Trace where the value comes from and check it", "Find the assignment of the object on the failing line and "
+                         "make that path return a value (or fail loudly when it cannot).", "assert obj is not None, 'loader returned None'", "python-errors")]
+            return hit("python.none_attribute", "python_error", title, cause, fixes, _DOCS, found, 0.75,
+                       facts=Facts(names=("NoneType", m.group(2))))
+        hint = re.search(r"Did you mean: '(\w+)'", msg)
+        cause = ((f"A `{m.group(1)}` object has no attribute `{m.group(2)}`{at}: " if m else f"An attribute lookup failed{at} ({msg}): ")
+                 + (f"a misspelling of `{hint.group(1)}`." if hint else "the object is of a different type than the code assumes, the name is misspelled, or the API differs in the installed version."))
+        fixes = [fix("Check the object's type and attributes at the failing line", "", "print(type(obj), [a for a in dir(obj) if not a.startswith('_')])", "python-errors")]
+        return hit("python.attribute_error", "python_error", title, cause, fixes, _DOCS, found, 0.72,
+                   facts=Facts(names=(m.group(1), m.group(2)) if m else ()))
+    if exc == "TypeError":
         cause = f"A value of the wrong type reached the call{at}: {msg}."
-        if "not callable" in msg:
-            cause += " A name that should be a function/layer was overwritten by a value (e.g. a tensor assigned to `self.relu` or a variable named like a module)."
-        if "unexpected keyword argument" in msg:
-            cause += " The installed library version may not support that argument (API changed)."
+        call = None
+        nc = re.search(r"'(\w+)' object is not callable", msg)
+        if nc:
+            cause += f" A name used as a function holds a `{nc.group(1)}` value (a variable or attribute that shadows a function/layer)."
+            call = nc.group(1)
+        kw = re.search(r"got an unexpected keyword argument '(\w+)'", msg)
+        if kw:
+            cause += f" The function called does not accept `{kw.group(1)}` in the installed version (its signature differs)."
         fixes = [fix("Check the types and the signature of what is called", "", "print(type(x)); help(fn)", "python-errors")]
-    elif exc == "IndexError":
-        cause = f"A Python sequence was indexed past its end{at}: {msg}." + (" Inside a Dataset this usually means __len__ reports more items than the data has." if "list index" in msg or "tuple index" in msg else "")
+        return hit("python.type_error", "python_error", title, cause, fixes, _DOCS, found, 0.7,
+                   facts=Facts(call=call, argument=kw.group(1) if kw else None))
+    if exc == "IndexError":
+        in_dataset = bool(frame and frame.function == "__getitem__")
+        cause = (f"A Python sequence was indexed past its end{at}: {msg}."
+                 + (" It happens in a Dataset's __getitem__: __len__ reports more items than the underlying list holds." if in_dataset else ""))
         fixes = [fix("Check the lengths involved", "", "print(len(seq), idx)", "python-errors")]
-    elif exc == "NameError":
-        cause = f"A name is used before it is defined{at}: {msg} (a typo, a missing import, or a variable defined only in one branch)."
+        return hit("python.index_error", "python_error", title, cause, fixes, _DOCS, found, 0.7)
+    if exc == "NameError":
+        name = re.search(r"name '(\w+)' is not defined", msg)
+        cause = (f"`{name.group(1)}` is used{at} but never defined in that scope" if name else f"A name is used before it is defined{at}: {msg}") \
+            + " (a typo, a missing import, or a variable defined only in another function or branch)."
         fixes = [fix("Define or import it before use", "", None, "python-errors")]
-    elif exc == "RecursionError":
-        cause = f"Infinite recursion{at}: typically a forward() that calls self(...) or a property that reads itself."
-        fixes = [fix("Look at the repeating frames in the traceback", "", None, "python-errors")]
+        return hit("python.name_error", "python_error", title, cause, fixes, _DOCS, found, 0.75,
+                   facts=Facts(names=(name.group(1),) if name else ()))
+    if exc == "RecursionError":
+        cause = (f"Infinite recursion{at}: a function keeps calling itself" + (f" (`{src}`)" if src else "")
+                 + ", for example a forward() that calls the module itself or a property that reads itself.")
+        fixes = [fix("Look at the repeating frames in the traceback", "The repeated line is the call that should go to a sub-layer or a different method.", None, "python-errors")]
+        return hit("python.recursion", "python_error", title, cause, fixes, _DOCS, found, 0.75)
+    cause = f"{exc} raised{at}: {msg}" + ("" if msg.endswith(".") else ".") + " This is an error in the program's own logic or data, not a PyTorch failure."
+    fixes = [fix("Start from the last frame in your code", "Inspect the values on that line (a debugger: python -m pdb, or breakpoint()).", "python -m pdb -c continue train.py", "python-errors")]
+    return hit("python.builtin", "python_error", title, cause, fixes, _DOCS, found, 0.7)
+
+
+def _key_error(ctx: Context, key: str, src: str, at: str, found: list[Fact], title: str) -> RuleHit:
+    """KeyError: name the key and the container the user's line indexes."""
+    m = re.search(r"(\w+)\[", src)
+    container = m.group(1) if m else None
+    if container and re.search(r"cfg|config|conf|args|opt|hparams|params|settings", container, re.I):
+        kind = " It reads a configuration: the config file or arguments lack this entry, or spell it differently."
+    elif container and re.search(r"batch|sample|item|data|inputs", container, re.I):
+        kind = " It indexes a batch/sample dict: the data pipeline produces different keys than this code expects."
     else:
-        cause = f"{exc} raised{at}: {msg}" + ("" if msg.endswith(".") else ".") + " This is an error in the program's own logic or data, not a PyTorch failure."
-        fixes = [fix("Start from the last frame in your code", "Inspect the values on that line (a debugger: python -m pdb, or breakpoint()).", "python -m pdb -c continue train.py", "python-errors")]
-    return hit("python.builtin", "python_error", f"Python {exc}" + (f" in {frame.function}" if frame and frame.function else ""), cause, fixes, _DOCS, found, 0.7)
+        kind = ""
+    cause = f"The key {key} is not in {'`' + container + '`' if container else 'the dictionary'}{at}." + kind
+    name = container or "d"
+    fixes = [fix("Print the keys that exist at that point", "", f"print(list({name}.keys()))", "python-errors"),
+             fix("Use an explicit default where the key is optional", "", f"value = {name}.get({key or 'key'}, default)", "python-errors")]
+    return hit("python.key_error", "python_error", title, cause, fixes, _DOCS, found, 0.75,
+               facts=Facts(names=tuple(x for x in (key.strip("'\""), container) if x)))

@@ -14,9 +14,25 @@ _MATMUL = (
     re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
     re.compile(r"size mismatch, m1: \[(\d+) x (\d+)\], m2: \[(\d+) x (\d+)\]"),
     re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]"),
-    re.compile(r"mat1 dim 1 must match mat2 dim 0.*?\((\d+)x(\d+)\).*?\((\d+)x(\d+)\)"),
 )
+_BMM = re.compile(r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] but got: \[(\d+), (\d+)\]")
+_MATMUL_0D = re.compile(r"both arguments to matmul need to be at least 1D, but they are (\d)D and (\d)D")
 
+
+def _cap(text: str) -> str:
+    """The sentence with its first letter upper-cased (labels like `fc` stay as written)."""
+    return text[:1].upper() + text[1:]
+
+
+def _frames_mention(ctx: Context, pattern: str) -> bool:
+    """Whether the message or any frame (file, function, source line) matches ``pattern``."""
+    rx = re.compile(pattern)
+    return bool(ctx.search(pattern)) or any(rx.search(f"{f.file} {f.function or ''} {f.source or ''}") for f in ctx.failure.frames)
+
+
+def _shape_of(text: str | None) -> tuple[int, ...]:
+    """A shape read from ``[1, 2]`` / ``(1, 2)`` / ``torch.Size([1, 2])``; () when unreadable."""
+    return (parse_shape(text) or ()) if text else ()
 
 
 @rule(
@@ -24,216 +40,427 @@ _MATMUL = (
     category='shape_mismatch',
     docs=("matmul-shape-mismatch", "overfit-one-batch"),
     priority=270,
-    outcomes=('shapes.matmul', 'shapes.matmul_generic'),
-    examples=(),
+    outcomes=('shapes.matmul', 'shapes.matmul_operands', 'shapes.matmul_no_sizes', 'shapes.bmm', 'shapes.matmul_scalar', 'shapes.matmul_rank'),
+    examples=(
+        Example("captured/cpu/linear-after-conv-flatten", "shapes.matmul"),
+        Example("realworld/dev/hybridsn-old-size-mismatch-cuda", "shapes.matmul"),
+        Example("realworld/dev/pytorchbook-old-size-mismatch-jupyter", "shapes.matmul"),
+        Example("realworld/dev/seass-old-size-mismatch-cpu", "shapes.matmul"),
+        Example("corpus/shapes/mm_operands.txt", "shapes.matmul_operands"),
+        Example("corpus/shapes/mat1_dim_no_sizes_addmm_facesr.txt", "shapes.matmul_no_sizes"),
+        Example("corpus/shapes/mat1_dim_no_sizes_title_dlwithpytorch.txt", "shapes.matmul_no_sizes"),
+        Example("corpus/shapes/bmm_batch2.txt", "shapes.bmm"),
+        Example("corpus/shapes/matmul_0d.txt", "shapes.matmul_scalar"),
+        Example("corpus/shapes/mm_vector_operand.txt", "shapes.matmul_rank"),
+        Example("corpus/shapes/bmm_2d_operand.txt", "shapes.matmul_rank"),
+    ),
 )
 def matmul_mismatch(ctx: Context) -> RuleHit | None:
-    """``mat1 and mat2 shapes cannot be multiplied (AxB and CxD)`` and its older spellings."""
+    """``mat1 and mat2 shapes cannot be multiplied (AxB and CxD)``, its older spellings, bmm and 0-D matmul."""
     m = next((p.search(ctx.text) for p in _MATMUL if p.search(ctx.text)), None)
-    if not m:
-        if ctx.search(r"mat1 dim 1 must match mat2 dim 0|both arguments to matmul need to be at least 1D|Expected size for first two dimensions of batch2 tensor"):
-            return _generic_shape(ctx, "shapes.matmul_generic", "matmul", ("matmul-shape-mismatch", "broadcast-size-mismatch"))
-        return None
-    rows, got, inner, out = (int(g) for g in m.groups())
+    if m:
+        rows, got, inner, out = (int(g) for g in m.groups())
+        _, kind = ctx.layer
+        # Without frames (a pasted message line) the addmm/mat1-mat2 wording almost always comes from nn.Linear.
+        linear_like = kind == "Linear" or (kind is None and any("linear" in (f.function or "") or "linear.py" in f.file for f in ctx.failure.frames)) or not ctx.failure.frames
+        return _linear_mismatch(ctx, rows, got, inner, out) if linear_like else _operand_mismatch(ctx, rows, got, inner, out)
+    if ctx.search(r"mat1 dim 1 must match mat2 dim 0"):
+        # Releases around 1.5-1.9 printed this without the sizes.
+        name, kind = ctx.layer
+        label = f"`{name}`" if name else "a Linear layer"
+        cause = ("A matrix product's inner dimensions differ: the first operand's last dimension does not equal the second operand's first. "
+                 f"Through addmm/linear this is {label} whose in_features differs from the number of features in its input — typically a "
+                 "flattened feature map whose size changed with the input resolution, or a head sized for another backbone. This release does not print the sizes.")
+        fixes = [
+            fix("Print the input shape and the layer's in_features", "The input's last dimension must equal in_features.", f"print(x.shape, model.{name or 'fc'}.in_features)", "matmul-shape-mismatch"),
+            fix("Let PyTorch infer in_features", "nn.LazyLinear sizes itself on the first forward pass.", f"self.{name or 'fc'} = nn.LazyLinear(out_features)", "matmul-shape-mismatch"),
+        ]
+        return hit("shapes.matmul_no_sizes", "shape_mismatch", "Matrix product inner dimensions differ", cause, fixes, ("matmul-shape-mismatch",),
+                   _with_location(ctx, [error_fact(ctx)]), 0.88, facts=Facts(layer=name, layer_kind=kind, call="addmm"))
+    b = ctx.search(_BMM.pattern)
+    if b:
+        want_batch, want_inner, got_batch, got_inner = (int(g) for g in b.groups())
+        parts = []
+        if want_batch != got_batch:
+            parts.append(f"the batch sizes differ ({want_batch} vs {got_batch})")
+        if want_inner != got_inner:
+            parts.append(f"the first operand's last dimension is {want_inner} but the second operand's middle dimension is {got_inner}")
+        cause = ("A batched matrix product (bmm/baddbmm) multiplies B×n×m by B×m×p, so the second operand must start with "
+                 f"[{want_batch}, {want_inner}] but it starts with [{got_batch}, {got_inner}]: {' and '.join(parts) or 'the leading sizes differ'}.")
+        if want_inner != got_inner:
+            cause += " A missing transpose of the second operand (k instead of k.transpose(1, 2)) gives exactly this."
+        fixes = [
+            fix("Print both operand shapes before the product", "Both must be 3-D with the same batch size, and the inner sizes must agree.", "print(a.shape, b.shape)", "matmul-shape-mismatch"),
+            fix("Transpose the second operand's last two axes if it is stored as B×p×m", "", "out = torch.bmm(a, b.transpose(1, 2))", "matmul-shape-mismatch"),
+        ]
+        found = [error_fact(ctx), Fact("shape", f"second operand starts with [{got_batch}, {got_inner}], expected [{want_batch}, {want_inner}]")]
+        values = Facts(numbers={"batch_expected": want_batch, "inner_expected": want_inner, "batch_got": got_batch, "inner_got": got_inner}, call="bmm")
+        return hit("shapes.bmm", "shape_mismatch", "Batched matrix product sizes do not fit", cause, fixes, ("matmul-shape-mismatch",),
+                   _with_location(ctx, found), 0.9, facts=values)
+    z = ctx.search(_MATMUL_0D.pattern)
+    if z:
+        da, db = int(z.group(1)), int(z.group(2))
+        which = "first" if da == 0 else "second"
+        cause = (f"matmul got a {da}-D and a {db}-D operand: the {which} one is a 0-D scalar tensor (for example the result of a "
+                 "full reduction such as .sum()/.mean(), or an element picked out by indexing), and a matrix product needs at least one dimension on both sides.")
+        fixes = [
+            fix("Multiply element-wise if scaling by a scalar was intended", "`*` broadcasts a 0-D tensor over the other operand.", "out = s * v", "matmul-shape-mismatch"),
+            fix("Otherwise keep the dimension the reduction removed", "Reduce with keepdim=True, or unsqueeze the scalar back to the shape the product needs.", "s = x.sum(dim=-1, keepdim=True)", "matmul-shape-mismatch"),
+        ]
+        values = Facts(numbers={"ndim_a": da, "ndim_b": db}, call="matmul")
+        return hit("shapes.matmul_scalar", "shape_mismatch", "matmul with a 0-D tensor", cause, fixes, ("matmul-shape-mismatch",),
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=values)
+    r = ctx.search(r"\b(self|mat2) must be a matrix|\b(batch1|batch2) must be a 3D tensor")
+    if r:
+        arg = r.group(1) or r.group(2)
+        which = "first" if arg in ("self", "batch1") else "second"
+        if r.group(1):
+            cause = (f"torch.mm multiplies two 2-D matrices, but its {which} operand is not 2-D: a vector (1-D) or a batched tensor (3-D+) "
+                     "reached a function that only takes matrices.")
+            fixes = [fix("Use torch.matmul (or @), which handles vectors and batches", "Or unsqueeze a vector into a 1×n matrix first.", "out = a @ b  # torch.matmul", "matmul-shape-mismatch")]
+        else:
+            cause = (f"torch.bmm multiplies two batches of matrices (B×n×m and B×m×p), but its {which} operand is not 3-D: a single matrix or a "
+                     "tensor with extra axes reached it.")
+            fixes = [fix("Give both operands a batch axis, or use torch.matmul", "matmul broadcasts a single matrix against a batch.", "out = torch.matmul(a, b)  # or a.unsqueeze(0).expand(b.size(0), -1, -1)", "matmul-shape-mismatch")]
+        fixes.append(fix("Print both operand shapes", "", "print(a.shape, b.shape)", "matmul-shape-mismatch"))
+        return hit("shapes.matmul_rank", "shape_mismatch", f"Operand `{arg}` has the wrong number of dimensions", cause, fixes, ("matmul-shape-mismatch",),
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(argument=arg, call="bmm" if r.group(2) else "mm"))
+    return None
+
+
+def _matmul_facts(ctx: Context, rows: int, got: int, inner: int, out: int) -> Facts:
+    # evidence.py reads shapes as ((rows, got), (inner, out)): keep this exact layout.
     name, kind = ctx.layer
-    conjecture = ""
-    linear_like = kind == "Linear" or (kind is None and any("linear" in (f.function or "") or "linear.py" in f.file for f in ctx.failure.frames)) or not ctx.failure.frames
+    return Facts(shapes=((rows, got), (inner, out)), numbers={"rows": rows, "got_features": got, "in_features": inner, "out_features": out},
+                 layer=name, layer_kind=kind)
+
+
+def _linear_mismatch(ctx: Context, rows: int, got: int, inner: int, out: int) -> RuleHit:
+    name, _ = ctx.layer
     label = f"`{name}`" if name else "the Linear layer"
-    found = [error_fact(ctx), Fact("shape", f"input to the product: {rows}×{got}; weight (transposed): {inner}×{out}")]
-    if linear_like:
-        found.append(Fact("layer", f"{label}: in_features={inner}, out_features={out}; it received {got} features per row (batch of {rows})"))
-        cause = (f"{label[0].upper() + label[1:]} was built with in_features={inner} but the tensor reaching it has {got} features "
-                 f"(shape {rows}×{got}). The size of the flattened input does not match what the layer was constructed for.")
-        explain = flatten_explanations(got, inner)
-        if explain:
-            conjecture = (f"If the input is a flattened convolutional feature map, the numbers fit {explain[0]}: the feature map is "
+    found = [error_fact(ctx), Fact("shape", f"input to the product: {rows}×{got}; weight (transposed): {inner}×{out}"),
+             Fact("layer", f"{label}: in_features={inner}, out_features={out}; it received {got} features per row (batch of {rows})")]
+    cause = (f"{_cap(label)} was built with in_features={inner} but the tensor reaching it has {got} features "
+             f"(shape {rows}×{got}). The size of the flattened input does not match what the layer was constructed for.")
+    conjecture = ""
+    explain = flatten_explanations(got, inner)
+    if explain:
+        conjecture = (f"If the input is a flattened convolutional feature map, the numbers fit {explain[0]}: the feature map is "
                       f"{'smaller' if got < inner else 'larger'} than the layer assumed (different image size, or a conv/pool without padding changed H×W).")
-        elif got % inner == 0 or inner % got == 0:
-            ratio = got // inner if got % inner == 0 else inner // got
-            cause += f" One size is exactly {ratio}× the other: a dimension was probably merged into the features (or split off) by a view/flatten — check which axes you flatten."
-        fixes = [
-            fix(f"Make the layer match the data: nn.Linear({got}, {out})", f"If {got} features per sample is correct, build the layer with in_features={got}.", f"self.{name or 'fc'} = nn.Linear({got}, {out})", "matmul-shape-mismatch"),
-            fix("Let PyTorch infer in_features", "nn.LazyLinear infers in_features on the first forward pass, so changing the input resolution no longer breaks the head.", f"self.{name or 'fc'} = nn.LazyLinear({out})", "matmul-shape-mismatch"),
-            fix("Or compute the flatten size from a dummy input", "Run the feature extractor once on a tensor of the real input size and read the flattened size instead of hard-coding it.", "with torch.no_grad():\n    n_features = self.features(torch.zeros(1, *input_shape)).flatten(1).shape[1]", "matmul-shape-mismatch"),
-            fix("Flatten only the non-batch dimensions", "x.flatten(1) (or x.view(x.size(0), -1)) keeps the batch axis intact; a hard-coded view can fold the batch into the features.", "x = torch.flatten(x, 1)", "matmul-shape-mismatch"),
-        ]
-        title = f"Linear layer expects {inner} input features but got {got}"
-    else:
-        cause = (f"A matrix product multiplies a {rows}×{got} by a {inner}×{out} matrix; the inner sizes {got} and {inner} must be equal.")
-        if out == rows:
-            cause += f" The other order ({inner}×{out} @ {rows}×{got}) would be valid: the operands may be swapped."
-        elif got == out:
-            cause += " The second operand looks transposed: try `.T` / `.transpose(-2, -1)` on it."
-        fixes = [
-            fix("Print both operand shapes and fix the one that is wrong", "Check which operand's layout differs from what the code assumes (transposed, batch-first vs sequence-first).", "print(a.shape, b.shape)", "matmul-shape-mismatch"),
-            fix("Transpose or reorder the operands", "Use b.transpose(-2, -1) or swap a and b so the inner dimensions agree.", None, "matmul-shape-mismatch"),
-        ]
-        title = f"Matrix product inner dimensions differ ({got} vs {inner})"
-    values = Facts(shapes=((rows, got), (inner, out)), numbers={"rows": rows, "got_features": got, "in_features": inner, "out_features": out},
-                   layer=name, layer_kind=kind)
-    return hit("shapes.matmul", "shape_mismatch", title, cause, fixes, ("matmul-shape-mismatch", "overfit-one-batch"), _with_location(ctx, found), 0.95,
-               facts=values, conjecture=conjecture)
+    elif got % inner == 0 or inner % got == 0:
+        ratio = got // inner if got % inner == 0 else inner // got
+        cause += f" One size is exactly {ratio}× the other: a dimension was probably merged into the features (or split off) by a view/flatten — check which axes you flatten."
+    fixes = [
+        fix(f"Make the layer match the data: nn.Linear({got}, {out})", f"The layer was built for {inner} features but receives {got}; if {got} per sample is correct, build it with in_features={got}.", f"self.{name or 'fc'} = nn.Linear({got}, {out})", "matmul-shape-mismatch"),
+        fix("Let PyTorch infer in_features", "nn.LazyLinear infers in_features on the first forward pass, so changing the input resolution no longer breaks the head.", f"self.{name or 'fc'} = nn.LazyLinear({out})", "matmul-shape-mismatch"),
+        fix("Or compute the flatten size from a dummy input", "Run the feature extractor once on a tensor of the real input size and read the flattened size instead of hard-coding it.", "with torch.no_grad():\n    n_features = self.features(torch.zeros(1, *input_shape)).flatten(1).shape[1]", "matmul-shape-mismatch"),
+        fix("Flatten only the non-batch dimensions", "x.flatten(1) (or x.view(x.size(0), -1)) keeps the batch axis intact; a hard-coded view can fold the batch into the features.", "x = torch.flatten(x, 1)", "matmul-shape-mismatch"),
+    ]
+    return hit("shapes.matmul", "shape_mismatch", f"Linear layer expects {inner} input features but got {got}", cause, fixes,
+               ("matmul-shape-mismatch", "overfit-one-batch"), _with_location(ctx, found), 0.95,
+               facts=_matmul_facts(ctx, rows, got, inner, out), conjecture=conjecture)
+
+
+def _operand_mismatch(ctx: Context, rows: int, got: int, inner: int, out: int) -> RuleHit:
+    found = [error_fact(ctx), Fact("shape", f"first operand {rows}×{got}, second operand {inner}×{out}")]
+    cause = f"A matrix product multiplies a {rows}×{got} by a {inner}×{out} matrix; the inner sizes {got} and {inner} must be equal."
+    if out == rows:
+        cause += f" The other order ({inner}×{out} @ {rows}×{got}) would be valid: the operands may be swapped."
+    elif got == out:
+        cause += " The second operand looks transposed: its last dimension matches instead of its first."
+    fixes = [
+        fix(f"Find which operand is wrong: {rows}x{got} @ {inner}x{out}", f"The first operand's columns ({got}) must equal the second operand's rows ({inner}); check which layout differs from what the code assumes (transposed, batch-first vs sequence-first, a layer sized for another input).", "print(a.shape, b.shape)", "matmul-shape-mismatch"),
+        fix("Transpose or reorder the operands", "Use b.transpose(-2, -1) or swap a and b so the inner dimensions agree.", None, "matmul-shape-mismatch"),
+    ]
+    if out == inner:
+        fixes.insert(1, fix(f"If the second operand is a {inner}x{out} weight, size it for {got} inputs", f"A square {inner}x{out} weight built for {inner} features receives {got}-dimensional rows.", f"nn.Linear({got}, {out})", "matmul-shape-mismatch"))
+    return hit("shapes.matmul_operands", "shape_mismatch", f"Matrix product inner dimensions differ ({got} vs {inner})", cause, fixes,
+               ("matmul-shape-mismatch",), _with_location(ctx, found), 0.93, facts=_matmul_facts(ctx, rows, got, inner, out))
 
 
 _CONV_CHANNELS = re.compile(
     r"weight(?: of size)? ?\[([\d, ]+)\],? (?:so )?expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels"
 )
+_CONV_RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input to (conv\w+|\w+pool\w*|\w+), but got input of size: \[([\d, ]*)\]")
+_CONV_RANK_OLD = re.compile(r"Expected (\d+)-dimensional input for \d+-dimensional weight ?(\[[\d, ]+\]|[\d ]+?),? but got (?:\d+-dimensional )?input of size \[([\d, ]*)\]")
+_NORM_RANK = re.compile(r"expected (\d)D or (\d)D input \(got (\d)D input\)|expected (\d)D input \(got (\d)D input\)")
+_TOO_SMALL_KERNEL = re.compile(r"Calculated padded input size per channel: \(([\d x]+)\)\. Kernel size: \(([\d x]+)\)")
+_TOO_SMALL_OUTPUT = re.compile(r"Given input size: \(([\dx]+)\)\. Calculated output size: \(([\dx]+)\)\. Output size is too small")
+_CONV_DOCS = ("conv-input-mismatch", "overfit-one-batch")
 
 
 @rule(
     'shapes.conv_input',
     category='shape_mismatch',
-    docs=("conv-input-mismatch", "overfit-one-batch"),
+    docs=_CONV_DOCS,
     priority=271,
-    outcomes=('shapes.conv_channels', 'shapes.conv_rank', 'shapes.norm_rank', 'shapes.conv_too_small'),
-    examples=(),
+    outcomes=('shapes.conv_channels', 'shapes.conv_channels_last', 'shapes.conv_gray_to_rgb', 'shapes.conv_rgb_to_gray',
+              'shapes.conv_missing_axis', 'shapes.conv_rank', 'shapes.conv_rank_extra', 'shapes.norm_rank', 'shapes.norm_rank_other',
+              'shapes.conv_too_small'),
+    examples=(
+        Example("corpus/shapes/conv_prev_layer_channels.txt", "shapes.conv_channels"),
+        Example("corpus/shapes/conv_channels_last.txt", "shapes.conv_channels_last"),
+        Example("captured/cpu/conv-grayscale-input-rgb-model", "shapes.conv_gray_to_rgb"),
+        Example("realworld/dev/scda-conv-1-channel-png8", "shapes.conv_gray_to_rgb"),
+        Example("corpus/shapes/conv_rgb_into_gray.txt", "shapes.conv_rgb_to_gray"),
+        Example("corpus/shapes/conv_old_no_batch_histloss.txt", "shapes.conv_missing_axis"),
+        Example("corpus/shapes/conv_old_no_batch_retinanet.txt", "shapes.conv_missing_axis"),
+        Example("corpus/shapes/conv_rank_2d.txt", "shapes.conv_rank"),
+        Example("corpus/shapes/conv_rank_5d.txt", "shapes.conv_rank_extra"),
+        Example("corpus/shapes/conv_old_extra_dim_convnext.txt", "shapes.conv_rank_extra"),
+        Example("captured/cpu/single-image-missing-batch-dim", "shapes.norm_rank"),
+        Example("corpus/shapes/batchnorm2d_rank.txt", "shapes.norm_rank"),
+        Example("corpus/shapes/batchnorm1d_4d_input.txt", "shapes.norm_rank_other"),
+        Example("corpus/shapes/conv_kernel_too_big.txt", "shapes.conv_too_small"),
+        Example("corpus/shapes/maxpool_output_too_small.txt", "shapes.conv_too_small"),
+    ),
 )
 def conv_input(ctx: Context) -> RuleHit | None:
     """Convolution channel/rank/size errors, e.g. grayscale images into an RGB model."""
-    m = _CONV_CHANNELS.search(ctx.text)
-    name, _ = ctx.layer
-    label = f"`{name}`" if name else "the convolution"
-    docs = ("conv-input-mismatch", "overfit-one-batch")
+    m = ctx.search(_CONV_CHANNELS.pattern)
     if m:
-        weight = parse_shape(m.group(1)) or ()
-        inp = parse_shape(m.group(2)) or ()
-        want, got = int(m.group(3)), int(m.group(4))
-        found = [error_fact(ctx), Fact("shape", f"conv weight {fmt_shape(weight)}: expects {want} input channels"), Fact("shape", f"input {fmt_shape(inp)}: dimension 1 (channels) is {got}")]
-        fixes = []
-        if len(inp) == 4 and inp[-1] == want and got not in (1, 3, want):
-            cause = (f"The input {fmt_shape(inp)} is channels-last (N, H, W, C): its last dimension is {inp[-1]} = the {want} channels "
-                     f"{label} expects, but PyTorch convolutions read dimension 1 as channels (N, C, H, W).")
-            fixes.append(fix("Permute images to N, C, H, W", "Images from PIL/OpenCV/numpy are H×W×C; convert before the model (torchvision's ToTensor does this).", "x = x.permute(0, 3, 1, 2).contiguous()", "conv-input-mismatch"))
-        elif want == 3 and got == 1:
-            cause = (f"{label[0].upper() + label[1:]} expects 3-channel (RGB) images but received 1-channel (grayscale) input {fmt_shape(inp)}. "
-                     "Models and pretrained weights built for RGB need 3 channels.")
-            fixes.append(fix("Convert the images to 3 channels", "Repeat the gray channel (or convert at load time with PIL .convert('RGB') / torchvision Grayscale(num_output_channels=3)).", "x = x.repeat(1, 3, 1, 1)  # or x.expand(-1, 3, -1, -1)", "conv-input-mismatch"))
-            fixes.append(fix("Or build the first conv for 1 channel (in_channels=1)", "If you train from scratch on grayscale data, make the stem accept one channel.", f"self.{name or 'conv1'} = nn.Conv2d(1, {weight[0] if weight else 64}, kernel_size={weight[-1] if weight else 3})", "conv-input-mismatch"))
-        elif want == 1 and got == 3:
-            cause = f"{label[0].upper() + label[1:]} was built for 1-channel (grayscale) input but received 3-channel (RGB) images {fmt_shape(inp)}."
-            fixes.append(fix("Convert the images to grayscale", "Convert at load time, or average the channels.", "x = x.mean(dim=1, keepdim=True)", "conv-input-mismatch"))
-            fixes.append(fix("Or build the first conv for 3 channels", "If the data really is RGB, make the stem accept it.", f"self.{name or 'conv1'} = nn.Conv2d(3, {weight[0] if weight else 32}, kernel_size={weight[-1] if weight else 3})", "conv-input-mismatch"))
-        else:
-            cause = (f"{label[0].upper() + label[1:]} expects {want} input channels but the tensor it received has {got} in dimension 1 "
-                     f"(shape {fmt_shape(inp)}). Either the previous layer outputs {got} channels (its out_channels does not match this conv's "
-                     f"in_channels={want}), or the input is not laid out as N, C, H, W.")
-            fixes.append(fix(f"Make in_channels match: nn.Conv2d({got}, ...)", f"Set this conv's in_channels to {got}, or the previous layer's out_channels to {want}.", f"self.{name or 'conv'} = nn.Conv2d({got}, {weight[0] if weight else 'out_channels'}, kernel_size={weight[-1] if weight else 3})", "conv-input-mismatch"))
-            fixes.append(fix("Check the layout", "Print x.shape before the conv; channels must be dimension 1.", "print(x.shape)  # expect (N, C, H, W)", "conv-input-mismatch"))
-        title = f"Convolution expects {want} input channels, got {got}"
-        return hit("shapes.conv_channels", "shape_mismatch", title, cause, fixes, docs, _with_location(ctx, found), 0.95)
+        return _conv_channels(ctx, _shape_of(m.group(1)), _shape_of(m.group(2)), int(m.group(3)), int(m.group(4)))
+    m = ctx.search(_CONV_RANK.pattern)
+    if m:
+        return _conv_rank(ctx, int(m.group(1)), int(m.group(2)), m.group(3), _shape_of(m.group(4)), old=False)
+    m = ctx.search(_CONV_RANK_OLD.pattern)
+    if m:
+        batched = int(m.group(1))
+        weight = _shape_of(m.group(2)) if "[" in m.group(2) else tuple(int(t) for t in m.group(2).split()[:batched])
+        return _conv_rank(ctx, batched - 1, batched, "conv", _shape_of(m.group(3)), old=True, weight=weight)
+    m = ctx.search(_NORM_RANK.pattern)
+    if m:
+        return _norm_rank(ctx, int(m.group(1) or m.group(4)), int(m.group(2) or m.group(4)), int(m.group(3) or m.group(5)))
+    m, m2 = ctx.search(_TOO_SMALL_KERNEL.pattern), ctx.search(_TOO_SMALL_OUTPUT.pattern)
+    if m or m2:
+        return _conv_too_small(ctx, m, m2)
+    return None
 
-    m = ctx.search(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input to (conv\w+|\w+pool\w*|\w+), but got input of size: \[([\d, ]*)\]")
-    m_old = ctx.search(r"Expected (\d+)-dimensional input for (\d+)-dimensional weight \[([\d, ]+)\], but got (\d+)-dimensional input of size \[([\d, ]*)\]")
-    if m or m_old:
-        if m:
-            unbatched, batched, op, size = int(m.group(1)), int(m.group(2)), m.group(3), parse_shape(m.group(4)) or ()
+
+def _conv_channels(ctx: Context, weight: tuple[int, ...], inp: tuple[int, ...], want: int, got: int) -> RuleHit:
+    name, kind = ctx.layer
+    label = f"`{name}`" if name else "the convolution"
+    attr = name or "conv"
+    out_ch = weight[0] if weight else "out_channels"
+    k = weight[-1] if weight else 3
+    found = [error_fact(ctx), Fact("shape", f"conv weight {fmt_shape(weight)}: expects {want} input channels"),
+             Fact("shape", f"input {fmt_shape(inp)}: dimension 1 (channels) is {got}")]
+    values = Facts(shapes=(weight, inp), numbers={"expected_channels": want, "got_channels": got}, layer=name, layer_kind=kind or "Conv")
+    if len(inp) == 4 and inp[-1] == want and got not in (1, 3, want):
+        outcome, title = "shapes.conv_channels_last", "Input is channels-last (N, H, W, C)"
+        cause = (f"The input {fmt_shape(inp)} is channels-last: its last dimension is {inp[-1]} = the {want} channels "
+                 f"{label} expects, but PyTorch convolutions read dimension 1 as channels (N, C, H, W), so it sees {got} channels.")
+        fixes = [fix("Permute the batch to N, C, H, W before the model", "Arrays from PIL/OpenCV/NumPy are H×W×C; convert them once in the Dataset or before the forward call.", "x = x.permute(0, 3, 1, 2).contiguous()", "conv-input-mismatch")]
+    elif want == 3 and got == 1:
+        outcome, title = "shapes.conv_gray_to_rgb", "Convolution expects 3 channels, got 1"
+        cause = (f"{_cap(label)} expects 3-channel (RGB) images but received 1-channel (grayscale) input {fmt_shape(inp)}. "
+                 "Models and pretrained weights built for RGB need 3 channels.")
+        fixes = [
+            fix("Convert the images to 3 channels", "Repeat the gray channel (or convert at load time with PIL .convert('RGB') / torchvision Grayscale(num_output_channels=3)).", "x = x.repeat(1, 3, 1, 1)  # or x.expand(-1, 3, -1, -1)", "conv-input-mismatch"),
+            fix("Or build the first conv for 1 channel (in_channels=1)", "If you train from scratch on grayscale data, make the stem accept one channel.", f"self.{attr} = nn.Conv2d(1, {out_ch}, kernel_size={k})", "conv-input-mismatch"),
+        ]
+    elif want == 1 and got == 3:
+        outcome, title = "shapes.conv_rgb_to_gray", "Convolution expects 1 channel, got 3"
+        cause = f"{_cap(label)} was built for 1-channel (grayscale) input but received 3-channel images {fmt_shape(inp)}."
+        fixes = [
+            fix("Convert the images to one channel", "Convert at load time (PIL .convert('L')), or average the channels.", "x = x.mean(dim=1, keepdim=True)", "conv-input-mismatch"),
+            fix("Or build the first conv for 3 channels", "If the data really has three channels, make the stem accept them.", f"self.{attr} = nn.Conv2d(3, {out_ch}, kernel_size={k})", "conv-input-mismatch"),
+        ]
+    else:
+        outcome, title = "shapes.conv_channels", f"Convolution expects {want} input channels, got {got}"
+        cause = (f"{_cap(label)} expects {want} input channels but the tensor it received has {got} in dimension 1 "
+                 f"(shape {fmt_shape(inp)}). Either the layer before it outputs {got} channels (its out_channels does not match this conv's "
+                 f"in_channels={want}), or the input is not laid out as N, C, H, W.")
+        fixes = [
+            fix(f"Make the channel counts agree ({got} vs {want})", f"Set this conv's in_channels to {got}, or the previous layer's out_channels to {want}.", f"self.{attr} = nn.Conv2d({got}, {out_ch}, kernel_size={k})", "conv-input-mismatch"),
+            fix("Check the layout", "Print x.shape before the conv; channels must be dimension 1.", "print(x.shape)  # expect (N, C, H, W)", "conv-input-mismatch"),
+        ]
+    return hit(outcome, "shape_mismatch", title, cause, fixes, _CONV_DOCS, _with_location(ctx, found), 0.95, facts=values)
+
+
+def _conv_rank(ctx: Context, unbatched: int, batched: int, op: str, size: tuple[int, ...], *, old: bool,
+               weight: tuple[int, ...] = ()) -> RuleHit:
+    got = len(size)
+    accepts = f"{batched}-D" if old else f"{unbatched}-D or {batched}-D"
+    found = [error_fact(ctx), Fact("shape", f"{op} received a {got}-D tensor {fmt_shape(size)}; it accepts {accepts}")]
+    values = Facts(shapes=(size,) + ((weight,) if weight else ()), numbers={"got_ndim": got, "expected_ndim": batched}, call=op)
+    if old and got == batched - 1:
+        # Older PyTorch had no unbatched convolution: one axis short is a lone sample or a batch without its channel axis.
+        in_ch = weight[1] if len(weight) > 1 else None
+        if in_ch is not None and size and size[0] == in_ch:
+            detail = f"its first dimension ({size[0]}) equals the conv's in_channels, so this is one sample (C, H, W) without the batch axis"
+            code = "x = x.unsqueeze(0)  # (C, H, W) -> (1, C, H, W)"
+        elif in_ch == 1:
+            detail = "the conv takes one channel, so this is probably a batch of single-channel images (N, H, W) without the channel axis"
+            code = "x = x.unsqueeze(1)  # (N, H, W) -> (N, 1, H, W)"
         else:
-            batched, op, size = int(m_old.group(1)), "conv", parse_shape(m_old.group(5)) or ()
-            unbatched = batched - 1
-        got = len(size)
-        found = [error_fact(ctx), Fact("shape", f"{op} received a {got}-D tensor {fmt_shape(size)}; it accepts {unbatched}-D or {batched}-D")]
+            detail = "either the batch axis (a single sample) or the channel axis is missing"
+            code = "print(x.shape)  # restore (N, C, H, W) with unsqueeze"
+        cause = f"{op} needs a {batched}-D input (N, C, …) but got {fmt_shape(size)}, one dimension short: {detail}."
+        fixes = [fix("Add the missing axis", "", code, "conv-input-mismatch")]
+        return hit("shapes.conv_missing_axis", "shape_mismatch", f"{op} input is missing a dimension", cause, fixes, _CONV_DOCS,
+                   _with_location(ctx, found), 0.92, facts=values)
+    if got < batched:
         if got == unbatched - 1:
             cause = f"{op} got a {got}-D tensor {fmt_shape(size)}: both the batch and the channel dimension are missing (e.g. a single H×W grayscale image)."
             code = "x = x.unsqueeze(0).unsqueeze(0)  # (H, W) -> (1, 1, H, W)"
-        elif got < unbatched:
-            cause = f"{op} got a {got}-D tensor {fmt_shape(size)} where it needs {batched}-D (N, C, …); the data was flattened or indexed down too far."
+        else:
+            cause = f"{op} got a {got}-D tensor {fmt_shape(size)} where it needs {accepts} (N, C, …): the data was flattened or indexed down too far."
             code = "print(x.shape)  # restore (N, C, H, W) with view/unsqueeze"
-        else:
-            cause = f"{op} got a {got}-D tensor {fmt_shape(size)}, more dimensions than the {batched}-D (N, C, …) it accepts: an extra axis (e.g. a time or crop axis) must be merged into the batch first."
-            code = "x = x.flatten(0, 1)  # (N, T, C, H, W) -> (N*T, C, H, W)"
-        fixes = [fix("Give the tensor the layout the layer expects", "Add the missing batch/channel axis or merge extra axes.", code, "conv-input-mismatch")]
-        return hit("shapes.conv_rank", "shape_mismatch", f"{op} received a {got}-D input", cause, fixes, docs, _with_location(ctx, found), 0.92)
+        fixes = [fix("Give the tensor the layout the layer expects", "Add the missing batch/channel axes.", code, "conv-input-mismatch")]
+        return hit("shapes.conv_rank", "shape_mismatch", f"{op} received a {got}-D input", cause, fixes, _CONV_DOCS,
+                   _with_location(ctx, found), 0.92, facts=values)
+    cause = (f"{op} got a {got}-D tensor {fmt_shape(size)}, more dimensions than the {batched}-D (N, C, …) it accepts: an extra axis "
+             "(frames of a clip, crops or views per sample) must be merged into the batch first, or a 3-D layer used.")
+    fixes = [fix("Merge the extra axis into the batch", "Fold it in before the layer and unfold it after.", "n, t = x.shape[:2]\ny = layer(x.flatten(0, 1))        # (N*T, C, H, W)\ny = y.view(n, t, *y.shape[1:])", "conv-input-mismatch")]
+    return hit("shapes.conv_rank_extra", "shape_mismatch", f"{op} received a {got}-D input", cause, fixes, _CONV_DOCS,
+               _with_location(ctx, found), 0.92, facts=values)
 
-    m = ctx.search(r"expected (\d)D or (\d)D input \(got (\d)D input\)|expected (\d)D input \(got (\d)D input\)")
+
+def _norm_rank(ctx: Context, low: int, high: int, got: int) -> RuleHit:
+    name, _ = ctx.layer
+    layer = f"`{name}`" if name else "this normalization layer"
+    want = f"{low}-D" if low == high else f"{low}-D or {high}-D"
+    values = Facts(numbers={"got_ndim": got, "expected_ndim": low}, layer=name, layer_kind="BatchNorm")
+    if got == low - 1:
+        cause = (f"{_cap(layer)} expects a {want} batch but got a {got}-D tensor: the batch dimension is missing — "
+                 "typically a single sample passed to the model without a batch axis.")
+        fixes = [fix("Add the batch dimension", "", "x = x.unsqueeze(0)  # a batch of one", "conv-input-mismatch")]
+        return hit("shapes.norm_rank", "shape_mismatch", f"Layer expects {want} input, got {got}-D", cause, fixes, _CONV_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.92, facts=values)
+    cause = (f"{_cap(layer)} expects {want} input but got {got}-D: the layer variant does not match the data (BatchNorm1d takes (N, C) or "
+             "(N, C, L), BatchNorm2d (N, C, H, W), BatchNorm3d (N, C, D, H, W)), or the tensor was reshaped on the way.")
+    fixes = [fix("Use the normalization layer that matches the input rank, or reshape the input", "", "print(x.shape)  # then pick BatchNorm1d/2d/3d accordingly", "conv-input-mismatch")]
+    return hit("shapes.norm_rank_other", "shape_mismatch", f"Layer expects {want} input, got {got}-D", cause, fixes, _CONV_DOCS,
+               _with_location(ctx, [error_fact(ctx)]), 0.9, facts=values)
+
+
+def _conv_too_small(ctx: Context, m: re.Match[str] | None, m2: re.Match[str] | None) -> RuleHit:
     if m:
-        want = int(m.group(2) or m.group(4))
-        got = int(m.group(3) or m.group(5))
-        layer = f"`{name}`" if name else "this layer (BatchNorm/InstanceNorm)"
-        if got == want - 1:
-            cause = (f"{layer[0].upper() + layer[1:]} expects a {want}-D batch but got a {got}-D tensor: the batch dimension is missing — "
-                     "typically a single sample (one image C×H×W) passed to the model without a batch axis.")
-            code = "x = x.unsqueeze(0)  # (C, H, W) -> (1, C, H, W): a batch of one"
-        else:
-            cause = f"{layer[0].upper() + layer[1:]} expects a {want}-D input but got {got}-D: the tensor's layout does not match the layer (N, C, …)."
-            code = "print(x.shape)"
-        fixes = [fix("Add the batch dimension" if got == want - 1 else "Reshape the input to the layer's layout", "", code, "conv-input-mismatch")]
-        return hit("shapes.norm_rank", "shape_mismatch", f"Layer expects {want}-D input, got {got}-D", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.92)
+        cause = (f"The feature map reaching this layer is only {m.group(1)} (after padding) but its kernel is {m.group(2)}: earlier "
+                 "convolutions/poolings shrank the input below the kernel size. The input is smaller than the network was designed for, or there are too many downsampling stages.")
+        values = Facts(names=(f"input {m.group(1)}", f"kernel {m.group(2)}"))
+    else:
+        assert m2 is not None
+        cause = (f"A pooling/conv layer got input {m2.group(1)} and would produce {m2.group(2)}: the spatial size reached zero. "
+                 "The input is too small for this many downsampling stages.")
+        values = Facts(names=(f"input {m2.group(1)}", f"output {m2.group(2)}"))
+    fixes = [
+        fix("Feed larger inputs or downsample less", "Resize inputs to the resolution the architecture expects, or remove a pooling stage / add padding.", None, "conv-input-mismatch"),
+        fix("Print the shape after each stage", "A forward hook per layer shows where the spatial size collapses.", "for n, m in model.named_modules():\n    m.register_forward_hook(lambda mod, i, o, n=n: print(n, tuple(o.shape)) if torch.is_tensor(o) else None)", "overfit-one-batch"),
+    ]
+    return hit("shapes.conv_too_small", "shape_mismatch", "Input too small for the kernel", cause, fixes, _CONV_DOCS,
+               _with_location(ctx, [error_fact(ctx)]), 0.9, facts=values)
 
-    m = ctx.search(r"Calculated padded input size per channel: \(([\d x]+)\)\. Kernel size: \(([\d x]+)\)")
-    m2 = ctx.search(r"Given input size: \(([\dx]+)\)\. Calculated output size: \(([\dx]+)\)\. Output size is too small")
-    if m or m2:
-        if m:
-            cause = (f"The feature map reaching this layer is only {m.group(1)} (after padding) but its kernel is {m.group(2)}: earlier "
-                     "convolutions/poolings shrank the input below the kernel size. The input images are smaller than the network was designed for, or there are too many downsampling stages.")
-        else:
-            cause = (f"A pooling/conv layer got input {m2.group(1)} and would produce {m2.group(2)}: the spatial size reached zero. "
-                     "The input is too small for this many downsampling stages.")
-        fixes = [
-            fix("Feed larger inputs or downsample less", "Resize inputs to the resolution the architecture expects, or remove a pooling stage / add padding.", "transforms.Resize((224, 224))", "conv-input-mismatch"),
-            fix("Print the shape after each stage", "A forward hook per layer shows where the spatial size collapses.", "for n, m in model.named_modules():\n    m.register_forward_hook(lambda mod, i, o, n=n: print(n, tuple(o.shape)) if torch.is_tensor(o) else None)", "overfit-one-batch"),
-        ]
-        return hit("shapes.conv_too_small", "shape_mismatch", "Input too small for the kernel", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.9)
-    return None
+
+_WEIGHT_NAMES = re.compile(r"(?:self\.)?(?:alpha|class_weight|weights?\b|pos_weight)")
+_BCAST_DOCS = ("broadcast-size-mismatch", "overfit-one-batch")
 
 
 @rule(
     'shapes.broadcast',
     category='shape_mismatch',
-    docs=("broadcast-size-mismatch", "overfit-one-batch"),
+    docs=_BCAST_DOCS,
     priority=275,
-    outcomes=('shapes.broadcast', 'shapes.inplace_broadcast', 'shapes.cat', 'shapes.stack', 'shapes.expand'),
-    examples=(),
+    outcomes=('shapes.broadcast', 'shapes.broadcast_class_weights', 'shapes.inplace_broadcast', 'shapes.cat', 'shapes.cat_rank', 'shapes.cat_zero_dim',
+              'shapes.stack', 'shapes.expand'),
+    examples=(
+        Example("corpus/shapes/broadcast_add.txt", "shapes.broadcast"),
+        Example("captured/cpu/focal-loss-alpha-broadcast", "shapes.broadcast_class_weights"),
+        Example("corpus/shapes/inplace_broadcast.txt", "shapes.inplace_broadcast"),
+        Example("captured/cpu/unet-skip-cat-odd-size", "shapes.cat"),
+        Example("corpus/shapes/cat_sizes.txt", "shapes.cat"),
+        Example("corpus/shapes/cat_rank_mismatch.txt", "shapes.cat_rank"),
+        Example("corpus/shapes/cat_zero_dim.txt", "shapes.cat_zero_dim"),
+        Example("corpus/shapes/stack_sizes.txt", "shapes.stack"),
+        Example("corpus/shapes/expand_non_singleton.txt", "shapes.expand"),
+    ),
 )
 def broadcast(ctx: Context) -> RuleHit | None:
-    """Element-wise ops and cat/stack whose sizes disagree."""
+    """Element-wise ops and cat/stack/expand whose sizes disagree."""
     m = ctx.search(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)")
-    docs = ("broadcast-size-mismatch", "overfit-one-batch")
     if m:
-        a, b, dim = (int(g) for g in m.groups())
-        found = [error_fact(ctx), Fact("shape", f"dimension {dim}: tensor a has {a}, tensor b has {b}; broadcasting needs equal sizes or a 1")]
-        cause = (f"An element-wise operation combines two tensors whose dimension {dim} sizes are {a} and {b}. Broadcasting only stretches "
-                 f"dimensions of size 1, so {a} vs {b} cannot be aligned.")
-        src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
-        if src:
-            cause += f" The failing expression is `{src}`."
-        if re.search(r"alpha|class_weight|weights?\b|pos_weight", src):
-            cause += (" A per-class weight vector (one entry per class) is being multiplied with per-sample values (one per batch element): "
-                      "select each sample's weight by its target class first, e.g. `alpha[target]`.")
-        elif ctx.search(r"attn|mask|attention", re.I):
-            cause += " An attention mask or positional tensor built for a different sequence length is a common source."
-        fixes = [
-            fix("Print both shapes right before the failing line", "Find which operand has the unexpected size at that dimension.", "print(a.shape, b.shape)", "broadcast-size-mismatch"),
-            fix("Align the dimensions explicitly", "Use unsqueeze/view/permute so the axes you mean line up; don't rely on implicit broadcasting.", "b = b.unsqueeze(1)  # (N,) -> (N, 1)", "broadcast-size-mismatch"),
-        ]
-        if re.search(r"alpha|class_weight|weights?\b|pos_weight", src):
-            fixes.insert(0, fix("Index per-class weights by the target", "Gives one weight per sample, matching the per-sample loss.", "w = self.alpha[target]   # (N,) from (num_classes,)\nloss = w * (1 - pt) ** self.gamma * ce", "broadcast-size-mismatch"))
-        if {a, b} & {1} == set() and (a % b == 0 or b % a == 0):
-            fixes.append(fix("Check for a merged or split axis", f"{max(a, b)} is a multiple of {min(a, b)}: a reshape may have merged the batch with another axis.", None, "broadcast-size-mismatch"))
-        return hit("shapes.broadcast", "shape_mismatch", f"Sizes {a} and {b} do not broadcast (dimension {dim})", cause, fixes, docs, _with_location(ctx, found), 0.93)
+        return _elementwise(ctx, *(int(g) for g in m.groups()))
     m = ctx.search(r"output with shape \[([\d, ]*)\] doesn't match the broadcast shape \[([\d, ]*)\]")
     if m:
-        cause = (f"An in-place operation writes into a tensor of shape [{m.group(1)}], but the result broadcasts to [{m.group(2)}]. "
+        out, full = _shape_of(m.group(1)), _shape_of(m.group(2))
+        cause = (f"An in-place operation writes into a tensor of shape {fmt_shape(out)}, but the result broadcasts to {fmt_shape(full)}. "
                  "In-place ops cannot grow their target.")
         fixes = [fix("Use the out-of-place form", "Write `x = x + y` instead of `x += y` (or `x.add_(y)`), or make the smaller operand the other one.", "x = x + y", "broadcast-size-mismatch")]
-        return hit("shapes.inplace_broadcast", "shape_mismatch", "In-place result would need a larger shape", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.9)
+        return hit("shapes.inplace_broadcast", "shape_mismatch", "In-place result would need a larger shape", cause, fixes, _BCAST_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(out, full)))
     m = ctx.search(r"Sizes of tensors must match except in dimension (\d+)\. (?:Expected|Got) size (\d+) (?:but got|and) size (\d+) for tensor number (\d+) in the list")
     if m:
         dim, want, got, idx = (int(g) for g in m.groups())
         cause = (f"torch.cat joins tensors along dimension {dim}, so every other dimension must agree; tensor number {idx} in the list "
                  f"has size {got} where the first has {want}.")
+        if abs(want - got) == 1:
+            cause += (" The sizes differ by one: a spatial size that was odd before a pooling/strided conv comes back one pixel smaller after "
+                      "upsampling, so skip connections no longer line up.")
         fixes = [fix("Pad or crop to a common size, or concatenate along the dimension that differs", "Print [t.shape for t in tensors] to see which one is off.", "print([t.shape for t in tensors])", "broadcast-size-mismatch")]
-        return hit("shapes.cat", "shape_mismatch", "torch.cat inputs differ outside the concatenation dimension", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.92)
+        if abs(want - got) == 1:
+            fixes.insert(0, fix("Resize one tensor to the other's spatial size before concatenating", "Or feed inputs whose size is divisible by 2**(number of downsamplings).", "x = F.interpolate(x, size=skip.shape[-2:])\nx = torch.cat([x, skip], dim=1)", "broadcast-size-mismatch"))
+        values = Facts(numbers={"dim": dim, "expected_size": want, "got_size": got, "tensor_index": idx}, call="torch.cat")
+        return hit("shapes.cat", "shape_mismatch", "torch.cat inputs differ outside the concatenation dimension", cause, fixes, _BCAST_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.92, facts=values)
+    m = ctx.search(r"Tensors must have same number of dimensions: got (\d+) and (\d+)")
+    if m:
+        a, b = int(m.group(1)), int(m.group(2))
+        cause = (f"torch.cat joins tensors that all have the same number of dimensions, but the list mixes {a}-D and {b}-D tensors: one of them "
+                 "lost or gained an axis (a squeeze, a missing batch/channel axis, or a per-sample tensor among batched ones).")
+        fixes = [fix("Bring every tensor to the same rank before concatenating", "unsqueeze the lower-rank one (or use torch.stack to create a new axis).", "print([t.shape for t in tensors])\nt = t.unsqueeze(-1)", "broadcast-size-mismatch")]
+        return hit("shapes.cat_rank", "shape_mismatch", f"torch.cat mixes {a}-D and {b}-D tensors", cause, fixes, _BCAST_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(numbers={"ndim_a": a, "ndim_b": b}, call="torch.cat"))
+    m = ctx.search(r"zero-dimensional tensor \(at position (\d+)\) cannot be concatenated")
+    if m:
+        cause = ("torch.cat joins tensors along an existing dimension, but the list holds 0-D scalars (for example per-batch losses or "
+                 "metrics collected in a list), which have no dimension to join along.")
+        fixes = [fix("Stack scalars into a 1-D tensor instead", "torch.stack creates the new axis; for plain numbers use torch.tensor(values).", "total = torch.stack(losses)  # shape (len(losses),)", "broadcast-size-mismatch")]
+        return hit("shapes.cat_zero_dim", "shape_mismatch", "torch.cat on 0-D tensors", cause, fixes, _BCAST_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(numbers={"position": int(m.group(1))}, call="torch.cat"))
     m = ctx.search(r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry (\d+) and \[([\d, ]*)\] at entry (\d+)")
     if m:
-        cause = f"torch.stack needs identical shapes, but entry {m.group(2)} is [{m.group(1)}] and entry {m.group(4)} is [{m.group(3)}]."
+        a, b = _shape_of(m.group(1)), _shape_of(m.group(3))
+        cause = f"torch.stack needs identical shapes, but entry {m.group(2)} is {fmt_shape(a)} and entry {m.group(4)} is {fmt_shape(b)}."
         fixes = [fix("Pad to a common size before stacking", "For sequences use torch.nn.utils.rnn.pad_sequence; for images resize/crop first.", "from torch.nn.utils.rnn import pad_sequence\nbatch = pad_sequence(seqs, batch_first=True)", "collate-size-mismatch")]
-        return hit("shapes.stack", "shape_mismatch", "torch.stack inputs have different shapes", cause, fixes, ("collate-size-mismatch", "broadcast-size-mismatch"), _with_location(ctx, [error_fact(ctx)]), 0.9)
-    m = ctx.search(r"The expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at non-singleton dimension (\d+)")
+        return hit("shapes.stack", "shape_mismatch", "torch.stack inputs have different shapes", cause, fixes, ("collate-size-mismatch", "broadcast-size-mismatch"),
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(a, b), call="torch.stack"))
+    m = ctx.search(r"The expanded size of the tensor \((-?\d+)\) must match the existing size \((\d+)\) at non-singleton dimension (\d+)")
     if m:
-        cause = f"expand() can only stretch dimensions of size 1; dimension {m.group(3)} has size {m.group(2)} and cannot become {m.group(1)}."
+        new, old, dim = (int(g) for g in m.groups())
+        cause = f"expand() can only stretch dimensions of size 1; dimension {dim} has size {old} and cannot become {new}."
         fixes = [fix("Expand only size-1 dimensions", "unsqueeze the tensor first, or use repeat() if you really need copies.", "t = t.unsqueeze(0).expand(n, -1)", "broadcast-size-mismatch")]
-        return hit("shapes.expand", "shape_mismatch", "expand() on a non-singleton dimension", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.9)
+        return hit("shapes.expand", "shape_mismatch", "expand() on a non-singleton dimension", cause, fixes, _BCAST_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(numbers={"dim": dim, "existing_size": old, "target_size": new}, call="expand"))
     return None
+
+
+def _elementwise(ctx: Context, a: int, b: int, dim: int) -> RuleHit:
+    found = [error_fact(ctx), Fact("shape", f"dimension {dim}: tensor a has {a}, tensor b has {b}; broadcasting needs equal sizes or a 1")]
+    values = Facts(numbers={"size_a": a, "size_b": b, "dim": dim})
+    src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    cause = (f"An element-wise operation combines two tensors whose dimension {dim} sizes are {a} and {b}. Broadcasting only stretches "
+             f"dimensions of size 1, so {a} vs {b} cannot be aligned.")
+    if src:
+        cause += f" The failing expression is `{src}`."
+    fixes = [
+        fix("Print both shapes right before the failing line", "Find which operand has the unexpected size at that dimension.", "print(a.shape, b.shape)", "broadcast-size-mismatch"),
+        fix("Align the dimensions explicitly", "Use unsqueeze/view/permute so the axes you mean line up; don't rely on implicit broadcasting.", "b = b.unsqueeze(1)  # (N,) -> (N, 1)", "broadcast-size-mismatch"),
+    ]
+    if a != 1 and b != 1 and (a % b == 0 or b % a == 0):
+        fixes.append(fix("Check for a merged or split axis", f"{max(a, b)} is a multiple of {min(a, b)}: a reshape may have merged the batch with another axis.", None, "broadcast-size-mismatch"))
+    weight_name = _WEIGHT_NAMES.search(src)
+    if weight_name:
+        # The failing line multiplies a per-class weight (alpha, class_weight, …) with per-sample values.
+        cause += (f" `{weight_name.group(0).removeprefix('self.')}` on that line looks like a per-class weight vector (one entry per class) being combined with "
+                  "per-sample values (one per batch element): each sample's weight must be selected by its target class first.")
+        fixes.insert(0, fix("Index per-class weights by the target", "Gives one weight per sample, matching the per-sample loss.", f"w = {weight_name.group(0)}[target]   # (N,) from (num_classes,)", "broadcast-size-mismatch"))
+        return hit("shapes.broadcast_class_weights", "shape_mismatch", f"Per-class weights combined with per-sample values ({a} vs {b})", cause, fixes,
+                   _BCAST_DOCS, _with_location(ctx, found), 0.93, facts=values)
+    if ctx.search(r"attn|attention|mask", re.I):
+        cause += " An attention mask or positional tensor built for a different sequence length is a common source."
+    return hit("shapes.broadcast", "shape_mismatch", f"Sizes {a} and {b} do not broadcast (dimension {dim})", cause, fixes, _BCAST_DOCS,
+               _with_location(ctx, found), 0.93, facts=values)
 
 
 @rule(
@@ -241,8 +468,14 @@ def broadcast(ctx: Context) -> RuleHit | None:
     category='shape_mismatch',
     docs=("view-reshape-invalid", "broadcast-size-mismatch"),
     priority=274,
-    outcomes=('shapes.view_invalid', 'shapes.view_stride'),
-    examples=(),
+    outcomes=('shapes.view_invalid', 'shapes.view_batch', 'shapes.view_stride'),
+    examples=(
+        Example("corpus/shapes/view_invalid.txt", "shapes.view_invalid"),
+        Example("captured/cpu/reshape-hardcoded-batch-size", "shapes.view_batch"),
+        Example("captured/cpu/attention-view-after-transpose", "shapes.view_stride"),
+        Example("realworld/dev/endoscopy-view-stride-progressbar", "shapes.view_stride"),
+        Example("corpus/shapes/view_stride.txt", "shapes.view_stride"),
+    ),
 )
 def view_reshape(ctx: Context) -> RuleHit | None:
     """``shape '[..]' is invalid for input of size N`` and non-contiguous ``view``."""
@@ -253,23 +486,27 @@ def view_reshape(ctx: Context) -> RuleHit | None:
         numel = int(m.group(2))
         known = math.prod(d for d in dims if d != -1) or 1
         found = [error_fact(ctx), Fact("shape", f"requested shape {dims} for a tensor with {numel} elements")]
+        values = Facts(shapes=(tuple(dims),), numbers={"numel": numel})
+        fixes = [fix("Derive sizes from the tensor, not constants", "Use the tensor's own batch size and let -1 infer one dimension.", "x = x.view(x.size(0), -1)  # or torch.flatten(x, 1)", "view-reshape-invalid")]
+        # Only when every non-batch size is given can the element count be split into rows of a known width.
+        per_sample = math.prod(dims[1:]) if len(dims) > 1 and -1 not in dims[1:] and dims[0] > 0 else 0
+        if per_sample > 0 and numel % per_sample == 0 and numel // per_sample != dims[0]:
+            actual = numel // per_sample
+            cause = (f"view/reshape to {dims} needs {known} elements, but the tensor has {numel} = {actual} rows of {per_sample}: the first "
+                     f"size is hard-coded to {dims[0]} while this tensor holds {actual}. A fixed batch size fails on a smaller final batch "
+                     "(or a different batch size at evaluation).")
+            found.append(Fact("shape", f"{numel} = {actual} × {per_sample}"))
+            fixes.append(fix("Or drop the incomplete last batch", "If the model really needs a fixed batch size.", "DataLoader(ds, batch_size=B, drop_last=True)", "view-reshape-invalid"))
+            return hit("shapes.view_batch", "shape_mismatch", f"Reshape hard-codes {dims[0]} rows, tensor holds {actual}", cause, fixes, docs,
+                       _with_location(ctx, found), 0.93, facts=values)
         if -1 in dims:
             cause = (f"view/reshape to {dims} needs the element count ({numel}) to be divisible by the product of the given sizes ({known}); "
                      f"{numel} / {known} = {numel / known:.3g} is not a whole number.")
         else:
             cause = f"view/reshape to {dims} needs exactly {known} elements, but the tensor has {numel}."
-        if dims and dims[0] > 0 and numel % max(1, known // dims[0]) == 0 and known // max(1, dims[0]) > 0:
-            per_sample = known // dims[0]
-            actual = numel // per_sample if per_sample else 0
-            if actual and actual != dims[0] and numel % per_sample == 0:
-                cause += (f" The tensor holds {actual} rows of {per_sample}, not {dims[0]}: a hard-coded batch size fails on a smaller "
-                          "final batch (or a different batch size at evaluation).")
-                found.append(Fact("shape", f"{numel} = {actual} × {per_sample}"))
-        fixes = [
-            fix("Derive sizes from the tensor, not constants", "Use the tensor's own batch size and let -1 infer one dimension.", "x = x.view(x.size(0), -1)  # or torch.flatten(x, 1)", "view-reshape-invalid"),
-            fix("Or drop the incomplete last batch", "If the model needs a fixed batch size.", "DataLoader(ds, batch_size=64, drop_last=True)", "view-reshape-invalid"),
-        ]
-        return hit("shapes.view_invalid", "shape_mismatch", "Reshape to an incompatible size", cause, fixes, docs, _with_location(ctx, found), 0.93)
+        cause += " The sizes written in the call do not describe this tensor (a feature/sequence size changed upstream, or the wrong tensor is reshaped)."
+        fixes.append(fix("Print the tensor's shape right before the view", "Compare it with the sizes you pass.", "print(x.shape, x.numel())", "view-reshape-invalid"))
+        return hit("shapes.view_invalid", "shape_mismatch", "Reshape to an incompatible size", cause, fixes, docs, _with_location(ctx, found), 0.93, facts=values)
     if ctx.search(r"view size is not compatible with input tensor's size and stride"):
         cause = ("view() needs memory laid out contiguously for the new shape, but this tensor is a non-contiguous view (after transpose, "
                  "permute, expand or slicing with steps), so its dimensions span separate memory regions.")
@@ -277,113 +514,372 @@ def view_reshape(ctx: Context) -> RuleHit | None:
             fix("Use reshape (copies only if needed)", "reshape() returns a view when possible and a copy otherwise.", "y = x.reshape(n, -1)", "view-reshape-invalid"),
             fix("Or make the tensor contiguous first", "", "y = x.contiguous().view(n, -1)", "view-reshape-invalid"),
         ]
-        return hit("shapes.view_stride", "shape_mismatch", "view() on a non-contiguous tensor", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.93)
+        return hit("shapes.view_stride", "shape_mismatch", "view() on a non-contiguous tensor", cause, fixes, docs,
+                   _with_location(ctx, [error_fact(ctx)]), 0.93, facts=Facts(call="view"))
     return None
+
+
+_LOSS_DOCS = ("loss-input-target-shape", "overfit-one-batch")
 
 
 @rule(
     'shapes.loss_shapes',
     category='shape_mismatch',
-    docs=("loss-input-target-shape", "overfit-one-batch"),
+    docs=_LOSS_DOCS,
     priority=272,
-    outcomes=('shapes.loss_batch', 'shapes.loss_elementwise', 'shapes.multi_target', 'shapes.ce_target_size'),
-    examples=(),
+    outcomes=('shapes.loss_batch', 'shapes.loss_batch_target_larger', 'shapes.loss_batch_other', 'shapes.loss_elementwise',
+              'shapes.loss_trailing_one', 'shapes.loss_broadcast_warning', 'shapes.multi_target', 'shapes.cosine_target', 'shapes.ce_target_size'),
+    examples=(
+        Example("corpus/shapes/ce_batch_mismatch.txt", "shapes.loss_batch"),
+        Example("corpus/shapes/loss_batch_input_larger_multi_input.txt", "shapes.loss_batch"),
+        Example("corpus/shapes/loss_batch_input_larger_cutout.txt", "shapes.loss_batch"),
+        Example("corpus/shapes/loss_batch_target_larger_dasc.txt", "shapes.loss_batch_target_larger"),
+        Example("captured/cpu/lenet-view-cross-entropy-batch-mismatch", "shapes.loss_batch_other"),
+        Example("corpus/shapes/loss_batch_unrelated_textcnn.txt", "shapes.loss_batch_other"),
+        Example("corpus/shapes/loss_batch_unrelated_qgen.txt", "shapes.loss_batch_other"),
+        Example("corpus/shapes/bce_logits_target_size.txt", "shapes.loss_elementwise"),
+        Example("corpus/shapes/bce_target_size.txt", "shapes.loss_trailing_one"),
+        Example("corpus/shapes/mse_broadcast_warning_farm.txt", "shapes.loss_broadcast_warning"),
+        Example("corpus/shapes/mse_broadcast_warning_deepprotein.txt", "shapes.loss_broadcast_warning"),
+        Example("corpus/shapes/ce_multi_target.txt", "shapes.multi_target"),
+        Example("corpus/shapes/ce_multi_target_ecg.txt", "shapes.multi_target"),
+        Example("corpus/shapes/ce_multi_target_old_thnn.txt", "shapes.multi_target"),
+        Example("corpus/shapes/ce_multi_target_old_thcunn.txt", "shapes.multi_target"),
+        Example("corpus/shapes/cosine_embedding_multi_target.txt", "shapes.cosine_target"),
+        Example("corpus/shapes/ce_sequence_target_size.txt", "shapes.ce_target_size"),
+    ),
 )
 def loss_shapes(ctx: Context) -> RuleHit | None:
     """Loss input/target shape disagreements (cross entropy, BCE, MSE, multi-target)."""
-    docs = ("loss-input-target-shape", "overfit-one-batch")
     m = ctx.search(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)")
     if m:
-        inp, tgt = int(m.group(1)), int(m.group(2))
-        found = [error_fact(ctx), Fact("shape", f"loss input has {inp} rows, target has {tgt}")]
-        cause = f"The loss received {inp} predictions but {tgt} targets."
-        if inp > tgt and inp % tgt == 0:
-            cause += (f" {inp} = {tgt} × {inp // tgt}: predictions were flattened across a second axis (e.g. logits (B, T, C) viewed as (B·T, C)) "
-                      "but the targets were not — or a view(-1, N) in the model merged part of each sample into the batch.")
-        elif tgt > inp and tgt % inp == 0:
-            cause += f" {tgt} = {inp} × {tgt // inp}: the targets were flattened across an axis the predictions still keep, or they are one-hot/multi-column."
-        else:
-            cause += " The model output and the labels come from different batches or were reshaped differently."
-        fixes = [
-            fix("Flatten predictions and targets the same way", "For sequence outputs, flatten both to (B·T, C) and (B·T,).", "loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))", "loss-input-target-shape"),
-            fix("Check view/flatten inside the model", "A hard-coded view(-1, features) with the wrong features count changes the batch size silently.", "x = x.flatten(1)", "loss-input-target-shape"),
-        ]
-        return hit("shapes.loss_batch", "shape_mismatch", f"Loss input batch {inp} vs target batch {tgt}", cause, fixes, docs, _with_location(ctx, found), 0.93)
+        return _loss_batch(ctx, int(m.group(1)), int(m.group(2)))
     m = ctx.search(r"Target size \((torch\.Size\(\[[^\]]*\]\))\) must be the same as input size \((torch\.Size\(\[[^\]]*\]\))\)")
-    m2 = ctx.search(r"Using a target size \((torch\.Size\(\[[^\]]*\]\))\) that is different to the input size \((torch\.Size\(\[[^\]]*\]\))\)")
-    if m or m2:
-        mm = m or m2
-        tgt, inp = parse_shape(mm.group(1)), parse_shape(mm.group(2))
-        found = [error_fact(ctx), Fact("shape", f"loss input {fmt_shape(inp)}, target {fmt_shape(tgt)}")]
-        cause = f"The loss compares an input of shape {fmt_shape(inp)} with a target of shape {fmt_shape(tgt)}; element-wise losses need identical shapes."
-        if inp and tgt and len(inp) == len(tgt) + 1 and inp[-1] == 1:
-            cause += " The model outputs a trailing dimension of 1 (one logit per sample) while the target is flat."
-            code = "loss = criterion(output.squeeze(-1), target.float())"
-        elif inp and tgt and len(tgt) == len(inp) + 1 and tgt[-1] == 1:
-            code = "loss = criterion(output, target.squeeze(-1))"
-        else:
-            code = "print(output.shape, target.shape)"
-        if m2:
-            cause += " MSELoss/L1Loss only warn here and then broadcast to a wrong (N×N) shape — a silent bug even when nothing crashes."
-        fixes = [fix("Make output and target the same shape", "squeeze/unsqueeze the trailing dimension so both match exactly.", code, "loss-input-target-shape")]
-        return hit("shapes.loss_elementwise", "shape_mismatch", "Loss input and target shapes differ", cause, fixes, docs, _with_location(ctx, found), 0.93)
+    if m:
+        return _loss_elementwise(ctx, _shape_of(m.group(2)), _shape_of(m.group(1)))
+    m = ctx.search(r"Using a target size \((torch\.Size\(\[[^\]]*\]\))\) that is different to the input size \((torch\.Size\(\[[^\]]*\]\))\)")
+    if m:
+        return _loss_broadcast_warning(ctx, _shape_of(m.group(2)), _shape_of(m.group(1)))
     if ctx.search(r"0D or 1D target tensor expected, multi-target not supported|multi-target not supported"):
-        cause = ("cross_entropy/nll_loss with class-index targets expects a 1-D target of shape (N,) holding class indices, but got a 2-D target — "
-                 "usually one-hot encoded labels or labels with a trailing dimension of 1.")
-        fixes = [
-            fix("Pass class indices", "Convert one-hot labels with argmax, or squeeze a trailing 1.", "loss = F.cross_entropy(logits, target.argmax(dim=1))  # or target.squeeze(1)", "loss-input-target-shape"),
-            fix("Or pass class probabilities as float", "CrossEntropyLoss also accepts float targets with the same shape as the logits.", "loss = F.cross_entropy(logits, target.float())", "loss-input-target-shape"),
-        ]
-        return hit("shapes.multi_target", "shape_mismatch", "Cross-entropy got a multi-column target", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.92)
+        return _multi_target(ctx)
     m = ctx.search(r"Expected target size \[([\d, ]*)\], got \[([\d, ]*)\]")
     if m:
+        want, got = _shape_of(m.group(1)), _shape_of(m.group(2))
         cause = (f"For inputs with extra dimensions, cross_entropy expects logits (N, C, d1, …) and targets (N, d1, …). The target should be "
-                 f"[{m.group(1)}] but is [{m.group(2)}]: the class dimension of the logits is probably last instead of second.")
-        fixes = [fix("Move the class dimension to position 1", "For sequence models producing (N, T, C), permute or flatten.", "loss = F.cross_entropy(logits.permute(0, 2, 1), target)  # (N, C, T) vs (N, T)", "loss-input-target-shape")]
-        return hit("shapes.ce_target_size", "shape_mismatch", "Cross-entropy target size mismatch", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.9)
+                 f"{fmt_shape(want)} but is {fmt_shape(got)}: the class dimension of the logits is not dimension 1 (for a sequence model "
+                 "producing (N, T, C) the classes are last).")
+        fixes = [
+            fix("Move the class dimension to position 1", "", "loss = F.cross_entropy(logits.permute(0, 2, 1), target)  # (N, C, T) vs (N, T)", "loss-input-target-shape"),
+            fix("Or flatten both", "", "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))", "loss-input-target-shape"),
+        ]
+        return hit("shapes.ce_target_size", "shape_mismatch", "Cross-entropy target size mismatch", cause, fixes, _LOSS_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(want, got), argument="target"))
     return None
+
+
+def _loss_batch(ctx: Context, inp: int, tgt: int) -> RuleHit:
+    found = [error_fact(ctx), Fact("shape", f"loss input has {inp} rows, target has {tgt}")]
+    values = Facts(numbers={"input_batch": inp, "target_batch": tgt}, argument="target")
+    fix_view = fix("Check view/flatten inside the model", "A hard-coded view(-1, features) with the wrong features count silently changes the number of rows.", "x = x.flatten(1)  # keeps the batch axis", "loss-input-target-shape")
+    fix_seq = fix("Flatten predictions and targets the same way", "For per-position outputs, flatten both to (B·T, C) and (B·T,).", "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))", "loss-input-target-shape")
+    if inp > tgt and inp % tgt == 0:
+        k = inp // tgt
+        cause = (f"The loss received {inp} predictions but {tgt} targets: {inp} = {tgt} × {k}. Each sample produced {k} rows of predictions — "
+                 "a view(-1, N) in the model folded part of every sample into the batch, several inputs/crops per sample were stacked along the batch, "
+                 "or per-position outputs (B, T, C) were flattened while the targets were not.")
+        return hit("shapes.loss_batch", "shape_mismatch", f"Loss input batch {inp} vs target batch {tgt}", cause, [fix_view, fix_seq],
+                   _LOSS_DOCS, _with_location(ctx, found), 0.93, facts=values)
+    if tgt > inp and tgt % inp == 0:
+        k = tgt // inp
+        cause = (f"The loss received {inp} predictions but {tgt} targets: {tgt} = {inp} × {k}. The targets hold {k} entries per prediction — "
+                 "per-position or multi-column labels were flattened while the predictions kept one row per sample, or the model folded "
+                 f"{k} samples into one row (a view with too many features per row).")
+        fixes = [fix_view, fix("Print both shapes before the loss", "Decide whether the targets or the predictions have the wrong layout.", "print(logits.shape, target.shape)", "loss-input-target-shape")]
+        return hit("shapes.loss_batch_target_larger", "shape_mismatch", f"Loss input batch {inp} vs target batch {tgt}", cause, fixes,
+                   _LOSS_DOCS, _with_location(ctx, found), 0.92, facts=values)
+    cause = (f"The loss received {inp} predictions but {tgt} targets, and neither is a multiple of the other: the model output and the "
+             "labels went through different reshapes (a view(-1, N) whose N is not the real per-sample size), were truncated/padded to different "
+             "lengths, or come from different batches.")
+    fixes = [fix_view, fix("Print the shapes along the forward pass", "The first place where the leading size stops being the batch size is the bug.", "print(x.shape)  # after each reshape in forward()", "loss-input-target-shape")]
+    return hit("shapes.loss_batch_other", "shape_mismatch", f"Loss input batch {inp} vs target batch {tgt}", cause, fixes,
+               _LOSS_DOCS, _with_location(ctx, found), 0.9, facts=values)
+
+
+def _loss_elementwise(ctx: Context, inp: tuple[int, ...], tgt: tuple[int, ...]) -> RuleHit:
+    found = [error_fact(ctx), Fact("shape", f"loss input {fmt_shape(inp)}, target {fmt_shape(tgt)}")]
+    values = Facts(shapes=(inp, tgt), argument="target")
+    if inp and tgt and ((len(inp) == len(tgt) + 1 and inp[-1] == 1 and inp[:-1] == tgt) or (len(tgt) == len(inp) + 1 and tgt[-1] == 1 and tgt[:-1] == inp)):
+        extra_on_input = len(inp) > len(tgt)
+        who = "model output" if extra_on_input else "target"
+        cause = (f"The loss compares an input of shape {fmt_shape(inp)} with a target of shape {fmt_shape(tgt)}: the same values, but the "
+                 f"{who} carries a trailing dimension of size 1 (one logit per sample kept as a column).")
+        code = "loss = criterion(output.squeeze(-1), target.float())" if extra_on_input else "loss = criterion(output, target.squeeze(-1))"
+        fixes = [fix("Drop the trailing size-1 dimension", "squeeze(-1) the tensor that has it so both shapes are identical.", code, "loss-input-target-shape")]
+        return hit("shapes.loss_trailing_one", "shape_mismatch", "Loss input and target differ by a trailing 1", cause, fixes,
+                   _LOSS_DOCS, _with_location(ctx, found), 0.93, facts=values)
+    cause = (f"The loss compares an input of shape {fmt_shape(inp)} with a target of shape {fmt_shape(tgt)}; element-wise losses "
+             "(BCE, BCEWithLogits, MSE) need identical shapes.")
+    if inp and tgt and len(inp) == len(tgt) and inp[0] == tgt[0] and inp[1:] != tgt[1:]:
+        cause += f" The batch sizes agree, so the model's output width ({inp[1:]}) does not match the label width ({tgt[1:]}): the head has a different number of outputs than the labels have columns."
+    fixes = [fix("Make output and target the same shape", "Build the head with as many outputs as the target has columns, or fix how the targets are encoded.", "print(output.shape, target.shape)", "loss-input-target-shape")]
+    return hit("shapes.loss_elementwise", "shape_mismatch", "Loss input and target shapes differ", cause, fixes, _LOSS_DOCS,
+               _with_location(ctx, found), 0.92, facts=values)
+
+
+def _loss_broadcast_warning(ctx: Context, inp: tuple[int, ...], tgt: tuple[int, ...]) -> RuleHit:
+    found = [error_fact(ctx), Fact("shape", f"loss input {fmt_shape(inp)}, target {fmt_shape(tgt)}")]
+    cause = (f"This is a warning, not a crash, and it is a silent bug: the regression loss (MSE/L1) got an input {fmt_shape(inp)} and a "
+             f"target {fmt_shape(tgt)}, broadcasts them to a common larger shape and averages over pairs that do not belong together, so the "
+             "loss value and its gradients are wrong even though training runs.")
+    if inp and tgt and len(tgt) == len(inp) + 1 and tgt[-1] == 1:
+        code = "loss = F.mse_loss(output, target.squeeze(-1))"
+    elif inp and tgt and len(inp) == len(tgt) + 1 and inp[-1] == 1:
+        code = "loss = F.mse_loss(output.squeeze(-1), target)"
+    else:
+        code = "assert output.shape == target.shape, (output.shape, target.shape)"
+    fixes = [fix("Give output and target exactly the same shape", "squeeze/unsqueeze or reshape the one that differs; an assert keeps it from coming back.", code, "loss-input-target-shape")]
+    return hit("shapes.loss_broadcast_warning", "shape_mismatch", "Loss broadcasts input and target of different shapes", cause, fixes,
+               _LOSS_DOCS, _with_location(ctx, found), 0.9, facts=Facts(shapes=(inp, tgt), argument="target"))
+
+
+def _multi_target(ctx: Context) -> RuleHit:
+    if _frames_mention(ctx, r"cosine_embedding_loss|CosineEmbeddingLoss"):
+        cause = ("cosine_embedding_loss takes a target with one entry per pair (+1 similar, -1 dissimilar), shape (N,) or a scalar, but it "
+                 "received a target with more dimensions — typically a per-element or per-feature tensor passed where one label per pair is meant.")
+        fixes = [fix("Pass one ±1 label per pair", "", "target = torch.ones(x1.size(0), device=x1.device)  # (N,) of +1/-1\nloss = F.cosine_embedding_loss(x1, x2, target)", "loss-input-target-shape")]
+        return hit("shapes.cosine_target", "shape_mismatch", "cosine_embedding_loss target has too many dimensions", cause, fixes, _LOSS_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(argument="target", call="cosine_embedding_loss"))
+    cause = ("cross_entropy/nll_loss with class-index targets expects one integer class per sample (shape (N,)), but the target has a second "
+             "dimension. Either it keeps a trailing column of size 1, it is one-hot encoded (N, C), or it holds several labels per sample "
+             "(multi-label data, which this loss does not model).")
+    fixes = [
+        fix("If the target is (N, 1): squeeze the column", "", "loss = F.cross_entropy(logits, target.squeeze(1))", "cross-entropy-target-format"),
+        fix("If the target is one-hot (N, C) with C = number of classes: pass class indices", "argmax over the class axis recovers the index; or pass it as float probabilities.", "loss = F.cross_entropy(logits, target.argmax(dim=1))  # or target.float()", "cross-entropy-target-format"),
+        fix("If each sample really has several labels: use a multi-label loss", "BCEWithLogitsLoss takes a float (N, C) target of 0/1.", "loss = F.binary_cross_entropy_with_logits(logits, target.float())", "loss-input-target-shape"),
+    ]
+    return hit("shapes.multi_target", "shape_mismatch", "Class-index loss got a multi-column target", cause, fixes,
+               ("cross-entropy-target-format", "loss-input-target-shape"), _with_location(ctx, [error_fact(ctx)]), 0.92, facts=Facts(argument="target"))
+
+
+_SPATIAL = re.compile(r"only batches of spatial targets supported \((?:non-empty )?3D tensors\)(?: but got targets of (?:dimension: (\d+)|size: : \[([\d, ]*)\]))?")
+_SEG_DOCS = ("segmentation-target-shape", "loss-input-target-shape")
 
 
 @rule(
-    'shapes.norm_and_rnn',
+    'shapes.spatial_target',
+    category='shape_mismatch',
+    docs=_SEG_DOCS,
+    priority=272,
+    outcomes=('shapes.seg_target_singleton', 'shapes.seg_target_multichannel', 'shapes.seg_target_extra_dim', 'shapes.seg_target_low_rank'),
+    examples=(
+        Example("corpus/shapes/seg_target_size_singleton_unet.txt", "shapes.seg_target_singleton"),
+        Example("corpus/shapes/seg_target_size_singleton_ssl.txt", "shapes.seg_target_singleton"),
+        Example("corpus/shapes/seg_target_size_singleton_terratorch.txt", "shapes.seg_target_singleton"),
+        Example("corpus/shapes/seg_target_old_rgb_mask_unet.txt", "shapes.seg_target_multichannel"),
+        Example("corpus/shapes/seg_target_old_4ch_deeplab.txt", "shapes.seg_target_multichannel"),
+        Example("corpus/shapes/seg_target_channels_last_sam.txt", "shapes.seg_target_multichannel"),
+        Example("corpus/shapes/seg_target_dim4_kdlib.txt", "shapes.seg_target_extra_dim"),
+        Example("corpus/shapes/seg_target_channel_dim.txt", "shapes.seg_target_extra_dim"),
+        Example("corpus/shapes/seg_target_old_flat_erfpspnet.txt", "shapes.seg_target_low_rank"),
+        Example("corpus/shapes/seg_target_dim1_classification.txt", "shapes.seg_target_low_rank"),
+    ),
+)
+def spatial_target(ctx: Context) -> RuleHit | None:
+    """Per-pixel cross entropy (logits N×C×H×W) whose target is not an (N, H, W) map of class indices."""
+    m = ctx.search(_SPATIAL.pattern)
+    if not m:
+        return None
+    size = _shape_of(m.group(2)) if m.group(2) else ()
+    ndim = len(size) if size else (int(m.group(1)) if m.group(1) else 0)
+    values = Facts(shapes=(size,) if size else (), numbers={"target_ndim": ndim} if ndim else {}, argument="target")
+    found = [error_fact(ctx)] + ([Fact("shape", f"target {fmt_shape(size)}; per-pixel cross entropy needs (N, H, W)")] if size else [])
+    if ndim and ndim < 3:
+        shown = fmt_shape(size) if size else f"{ndim}-D"
+        if ndim == 1:
+            cause = (f"The logits reaching the loss are a spatial map (N, C, H, W) — which makes cross entropy expect per-pixel targets — but the "
+                     f"target is {shown}: one class per sample. For image classification the model output still has spatial axes: "
+                     "it needs global pooling/flatten before the classifier so the logits become (N, C).")
+            fixes = [fix("Reduce the spatial axes before the classifier", "", "x = F.adaptive_avg_pool2d(x, 1).flatten(1)  # (N, C, H, W) -> (N, C)\nlogits = self.fc(x)", "segmentation-target-shape")]
+        else:
+            cause = (f"The logits are a spatial map (N, C, H, W), so the target must be an (N, H, W) map of class indices, but it is {shown}: "
+                     "the masks were flattened (or only part of the spatial axes survived).")
+            fixes = [fix("Keep the masks as (N, H, W)", "Reshape them to the logits' spatial size, or flatten both the same way.", "target = target.view(logits.size(0), *logits.shape[2:])", "segmentation-target-shape")]
+        return hit("shapes.seg_target_low_rank", "shape_mismatch", "Spatial logits, but targets have too few dimensions", cause, fixes,
+                   _SEG_DOCS, _with_location(ctx, found), 0.9, facts=values)
+    if len(size) == 4:
+        if size[1] == 1 or size[-1] == 1:
+            axis = 1 if size[1] == 1 else -1
+            cause = (f"Per-pixel cross entropy needs a target of shape (N, H, W) holding class indices, but the masks are {fmt_shape(size)}: "
+                     f"they keep a channel axis of size 1 (dimension {axis}), as masks loaded as single-channel images usually do.")
+            fixes = [fix(f"Drop the size-1 channel axis (dim {axis})", "Do it in the Dataset or right before the loss; keep the dtype int64.", f"loss = criterion(logits, masks.squeeze({axis}).long())", "segmentation-target-shape")]
+            return hit("shapes.seg_target_singleton", "shape_mismatch", "Segmentation target has a channel axis of size 1", cause, fixes,
+                       _SEG_DOCS, _with_location(ctx, found), 0.93, facts=values)
+        axis = -1 if size[-1] <= size[1] else 1
+        k = size[axis]
+        colour = k in (3, 4)
+        cause = (f"Per-pixel cross entropy needs a target of shape (N, H, W) holding one class index per pixel, but the masks are "
+                 f"{fmt_shape(size)} with {k} values per pixel along dimension {axis}: "
+                 + ("an RGB/RGBA colour-coded mask (each class painted as a colour), or a one-hot encoding of the classes." if colour
+                    else f"a one-hot (or multi-channel) encoding with {k} channels."))
+        fixes = [fix(f"One-hot masks: take the class index along dimension {axis}", "", f"target = masks.argmax(dim={axis})  # (N, H, W), int64", "segmentation-target-shape")]
+        if colour:
+            fixes.insert(0, fix("Colour masks: map each colour to its class id when loading", "Or save/load the masks as single-channel index images (PIL mode 'L' or 'P').", "ids = torch.zeros(mask.shape[:2], dtype=torch.long)\nfor cls, rgb in enumerate(palette):\n    ids[(mask[..., :3] == torch.tensor(rgb)).all(-1)] = cls", "segmentation-target-shape"))
+        return hit("shapes.seg_target_multichannel", "shape_mismatch", f"Segmentation target has {k} channels per pixel", cause, fixes,
+                   _SEG_DOCS, _with_location(ctx, found), 0.92, facts=values)
+    shown = f"{ndim}-D targets" if ndim else "targets of another shape"
+    cause = (f"The logits are a spatial map (N, C, H, W), so cross entropy needs an (N, H, W) target of class indices, but it got {shown}: "
+             "the masks carry an extra axis — a channel axis of size 1 from loading them as images, or a one-hot/colour axis.")
+    fixes = [
+        fix("Print the mask shape and remove the extra axis", "A (N, 1, H, W) mask needs squeeze(1); a one-hot (N, C, H, W) mask needs argmax(dim=1).", "print(masks.shape)\ntarget = masks.squeeze(1).long()  # or masks.argmax(dim=1)", "segmentation-target-shape"),
+    ]
+    return hit("shapes.seg_target_extra_dim", "shape_mismatch", "Segmentation target has an extra dimension", cause, fixes,
+               _SEG_DOCS, _with_location(ctx, found), 0.9, facts=values)
+
+
+@rule(
+    'shapes.norm_layers',
     category='shape_mismatch',
     docs=("batchnorm-batch-size-one",),
     priority=273,
-    outcomes=('shapes.batchnorm_one', 'shapes.layernorm', 'shapes.rnn_input', 'shapes.rnn_hidden'),
-    examples=(),
+    outcomes=('shapes.batchnorm_one', 'shapes.layernorm'),
+    examples=(
+        Example("captured/cpu/batchnorm-last-batch-size-one", "shapes.batchnorm_one"),
+        Example("corpus/shapes/batchnorm_one_sample.txt", "shapes.batchnorm_one"),
+        Example("corpus/shapes/layernorm_shape.txt", "shapes.layernorm"),
+    ),
 )
-def norm_and_rnn(ctx: Context) -> RuleHit | None:
-    """BatchNorm with one sample, LayerNorm normalized_shape, RNN input/hidden sizes."""
+def norm_layers(ctx: Context) -> RuleHit | None:
+    """BatchNorm with one value per channel, LayerNorm built for another normalized_shape."""
     m = ctx.search(r"Expected more than 1 value per channel when training, got input size (torch\.Size\(\[[^\]]*\]\)|\[[^\]]*\])")
     if m:
-        shape = parse_shape(m.group(1))
+        shape = _shape_of(m.group(1))
         cause = (f"BatchNorm in training mode computes statistics over the batch, and got input {fmt_shape(shape)} — a single value per channel. "
                  "This usually happens on the last, incomplete batch (dataset size not divisible by the batch size) or when running one sample through a model still in train mode.")
         fixes = [
-            fix("Drop the incomplete last batch", "", "DataLoader(ds, batch_size=32, shuffle=True, drop_last=True)", "batchnorm-batch-size-one"),
+            fix("Drop the incomplete last batch", "", "DataLoader(ds, batch_size=B, shuffle=True, drop_last=True)", "batchnorm-batch-size-one"),
             fix("Switch to eval mode for single-sample inference", "BatchNorm then uses its running statistics.", "model.eval()\nwith torch.no_grad():\n    y = model(x)", "batchnorm-batch-size-one"),
             fix("For tiny batches use GroupNorm/LayerNorm", "They do not depend on the batch dimension.", "nn.GroupNorm(num_groups=8, num_channels=C)", "batchnorm-batch-size-one"),
         ]
-        return hit("shapes.batchnorm_one", "shape_mismatch", "BatchNorm got a batch of one", cause, fixes, ("batchnorm-batch-size-one",), _with_location(ctx, [error_fact(ctx)]), 0.95)
+        return hit("shapes.batchnorm_one", "shape_mismatch", "BatchNorm got a batch of one", cause, fixes, ("batchnorm-batch-size-one",),
+                   _with_location(ctx, [error_fact(ctx)]), 0.95, facts=Facts(shapes=(shape,), layer_kind="BatchNorm"))
     m = ctx.search(r"Given normalized_shape=\[([\d, ]*)\], expected input with shape \[\*, ([\d, ]*)\], but got input of size\s?\[([\d, ]*)\]")
     if m:
-        cause = f"LayerNorm was built for trailing shape [{m.group(1)}] but the input is [{m.group(3)}]: its last dimension(s) differ."
+        norm, inp = _shape_of(m.group(1)), _shape_of(m.group(3))
+        cause = (f"LayerNorm was built for trailing shape {fmt_shape(norm)} but the input is {fmt_shape(inp)}: its last "
+                 f"{len(norm)} dimension(s) differ, so the feature size changed between the layer's construction and this input.")
         fixes = [fix("Build LayerNorm with the real feature size", "normalized_shape must equal the input's last dimension(s).", "self.norm = nn.LayerNorm(x.shape[-1])", "broadcast-size-mismatch")]
-        return hit("shapes.layernorm", "shape_mismatch", "LayerNorm normalized_shape mismatch", cause, fixes, ("broadcast-size-mismatch",), _with_location(ctx, [error_fact(ctx)]), 0.9)
+        return hit("shapes.layernorm", "shape_mismatch", "LayerNorm normalized_shape mismatch", cause, fixes, ("broadcast-size-mismatch",),
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(norm, inp), layer_kind="LayerNorm"))
+    return None
+
+
+_HIDDEN = re.compile(r"Expected hidden(?:\[0\])? size \(([\d, ]+)\), got [\[(]([\d, ]+)[\])]")
+_RNN_DOCS = ("rnn-shape-mismatch",)
+
+
+@rule(
+    'shapes.rnn',
+    category='shape_mismatch',
+    docs=_RNN_DOCS,
+    priority=273,
+    outcomes=('shapes.rnn_input', 'shapes.rnn_input_rank', 'shapes.rnn_hidden', 'shapes.rnn_hidden_layers', 'shapes.rnn_hidden_size',
+              'shapes.rnn_hidden_rank', 'shapes.rnn_hx_contiguous'),
+    examples=(
+        Example("corpus/shapes/lstm_input_size.txt", "shapes.rnn_input"),
+        Example("corpus/shapes/rnn_input_size_dialoguegcn.txt", "shapes.rnn_input"),
+        Example("corpus/shapes/rnn_input_size_w2ner.txt", "shapes.rnn_input"),
+        Example("corpus/shapes/rnn_input_size_sqlnet.txt", "shapes.rnn_input"),
+        Example("corpus/shapes/lstm_input_rank.txt", "shapes.rnn_input_rank"),
+        Example("corpus/shapes/lstm_hidden_batch.txt", "shapes.rnn_hidden"),
+        Example("corpus/shapes/rnn_hidden_batch_handbook.txt", "shapes.rnn_hidden"),
+        Example("corpus/shapes/rnn_hidden_batch_old_parens.txt", "shapes.rnn_hidden"),
+        Example("corpus/shapes/rnn_hidden_batch_bptt_awdlstm.txt", "shapes.rnn_hidden"),
+        Example("corpus/shapes/gru_hidden_layers.txt", "shapes.rnn_hidden_layers"),
+        Example("corpus/shapes/rnn_hidden_layers_seq2seq.txt", "shapes.rnn_hidden_layers"),
+        Example("corpus/shapes/rnn_hidden_layers_old_parens.txt", "shapes.rnn_hidden_layers"),
+        Example("corpus/shapes/rnn_hidden_size_repair.txt", "shapes.rnn_hidden_size"),
+        Example("corpus/shapes/rnn_hidden_rank_old.txt", "shapes.rnn_hidden_rank"),
+        Example("corpus/shapes/rnn_hx_not_contiguous_keyphrase.txt", "shapes.rnn_hx_contiguous"),
+        Example("corpus/shapes/rnn_hx_not_contiguous_darts.txt", "shapes.rnn_hx_contiguous"),
+    ),
+)
+def rnn(ctx: Context) -> RuleHit | None:
+    """RNN/LSTM/GRU input size, input rank, initial hidden state shape and contiguity."""
+    name, _ = ctx.layer
+    cls = next((c for c in ("GRU", "LSTM", "RNN") if _frames_mention(ctx, rf"\b{c}\b|nn\.{c}\(")), "LSTM")
     m = ctx.search(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+), got (\d+)")
     if m:
-        cause = f"The RNN/LSTM/GRU was built with input_size={m.group(1)} but its input's last dimension is {m.group(2)}."
-        if ctx.search(r"batch_first", re.I) is None:
-            cause += " Also check batch_first: without it the input must be (seq_len, batch, features)."
-        fixes = [fix(f"Set input_size={m.group(2)} (or project the features first)", "", f"nn.LSTM(input_size={m.group(2)}, hidden_size=H, batch_first=True)", "broadcast-size-mismatch")]
-        return hit("shapes.rnn_input", "shape_mismatch", "RNN input_size mismatch", cause, fixes, ("broadcast-size-mismatch",), _with_location(ctx, [error_fact(ctx)]), 0.9)
-    m = ctx.search(r"Expected hidden(?:\[0\])? size \(([\d, ]+)\), got \[([\d, ]+)\]")
+        want, got = int(m.group(1)), int(m.group(2))
+        cause = (f"The recurrent layer was built with input_size={want}, but the last dimension of its input is {got}. The last axis is always "
+                 f"the feature axis (whatever batch_first says): either the features feeding it now have {got} values (a different embedding or "
+                 "encoder width than the layer was configured for), or a transpose/permute put another axis last.")
+        fixes = [
+            fix(f"Build the RNN for {got} input features", "If the upstream width is right, configure the recurrent layer to match it.", f"self.{name or 'rnn'} = nn.{cls}(input_size={got}, hidden_size=H, batch_first=True)", "rnn-shape-mismatch"),
+            fix(f"Or project the features to {want} first", "Keeps a pretrained recurrent layer usable.", f"self.proj = nn.Linear({got}, {want})", "rnn-shape-mismatch"),
+        ]
+        return hit("shapes.rnn_input", "shape_mismatch", f"RNN input_size is {want}, input has {got} features", cause, fixes, _RNN_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.92, facts=Facts(numbers={"input_size": want, "got_features": got}, layer=name, layer_kind="RNN/LSTM/GRU"))
+    m = ctx.search(r"(RNN|LSTM|GRU): Expected input to be 2D or 3D, got (\d)D")
     if m:
-        cause = (f"The initial hidden state has shape [{m.group(2)}] but the RNN expects ({m.group(1)}) = (num_layers·directions, batch, hidden). "
-                 "A hidden state kept from a previous batch of a different size (the last, smaller batch) is the usual cause.")
-        fixes = [fix("Create the hidden state from the current batch size", "", "h0 = torch.zeros(num_layers, x.size(0), hidden, device=x.device)", "broadcast-size-mismatch")]
-        return hit("shapes.rnn_hidden", "shape_mismatch", "RNN hidden state shape mismatch", cause, fixes, ("broadcast-size-mismatch",), _with_location(ctx, [error_fact(ctx)]), 0.9)
+        got = int(m.group(2))
+        cause = (f"{m.group(1)} accepts (L, H_in) for one sequence or (L, N, H_in) / (N, L, H_in) for a batch, but received a {got}-D tensor: "
+                 "an extra axis (channels of an image/feature map, or several sequences per sample) must be merged or removed first.")
+        fixes = [fix("Reshape to (batch, time, features) before the recurrent layer", "For a CNN feature map (N, C, H, W) read as a sequence over W, for example: permute and merge C and H into the features.", "x = x.permute(0, 3, 1, 2).flatten(2)  # (N, W, C*H)\nout, _ = self.rnn(x)  # batch_first=True", "rnn-shape-mismatch")]
+        return hit("shapes.rnn_input_rank", "shape_mismatch", f"{m.group(1)} got a {got}-D input", cause, fixes, _RNN_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(numbers={"got_ndim": got}, layer_kind=m.group(1)))
+    m = ctx.search(_HIDDEN.pattern)
+    if m:
+        return _rnn_hidden(ctx, _shape_of(m.group(1)), _shape_of(m.group(2)))
+    if ctx.search(r"rnn: hx is not contiguous|rnn: cx is not contiguous"):
+        cause = ("The initial hidden (or cell) state passed to the recurrent layer is a non-contiguous view: it was sliced along the batch axis "
+                 "(h[:, :batch]), selected with index_select, or transposed/permuted from another layer's state. The cuDNN RNN path needs a contiguous state tensor.")
+        fixes = [fix("Make the state contiguous before the call", "For an LSTM do it for both h and c.", "h = h.contiguous()            # GRU/RNN\nout, (h, c) = self.lstm(x, (h.contiguous(), c.contiguous()))  # LSTM", "rnn-shape-mismatch")]
+        return hit("shapes.rnn_hx_contiguous", "shape_mismatch", "RNN hidden state is not contiguous", cause, fixes, _RNN_DOCS,
+                   _with_location(ctx, [error_fact(ctx)]), 0.92, facts=Facts(layer=name, layer_kind="RNN/LSTM/GRU", argument="hx"))
     return None
+
+
+def _rnn_hidden(ctx: Context, want: tuple[int, ...], got: tuple[int, ...]) -> RuleHit:
+    name, _ = ctx.layer
+    found = [error_fact(ctx), Fact("shape", f"hidden state {fmt_shape(got)}; the layer expects {fmt_shape(want)} = (num_layers × directions, batch, hidden_size)")]
+    values = Facts(shapes=(want, got), layer=name, layer_kind="RNN/LSTM/GRU", argument="hx")
+    if len(got) != len(want):
+        cause = (f"The initial hidden state has {len(got)} dimension(s) {fmt_shape(got)} but must be {fmt_shape(want)}: "
+                 "(num_layers × num_directions, batch, hidden_size) — the leading layer axis is missing even for a single-layer RNN.")
+        fixes = [fix("Give the state its layer axis", "", "h0 = h0.unsqueeze(0)  # (batch, hidden) -> (1, batch, hidden)", "rnn-shape-mismatch")]
+        return hit("shapes.rnn_hidden_rank", "shape_mismatch", "RNN hidden state has the wrong number of dimensions", cause, fixes, _RNN_DOCS,
+                   _with_location(ctx, found), 0.9, facts=values)
+    if want[1] != got[1]:
+        cls = "LSTM" if ctx.search(r"hidden\[0\]") else "GRU"  # hidden[0] is the LSTM wording (a (h, c) tuple)
+        cause = (f"The recurrent layer reads a batch size of {want[1]} from its input, but the initial hidden state was made for {got[1]}. "
+                 "Either the state was created for another batch size (a fixed batch size meeting the smaller last batch, an evaluation loader "
+                 "with a different batch size, or a state carried over from the previous batch), or the input's axes are not in the order "
+                 f"the layer assumes: without batch_first=True the batch is dimension 1 of the input, so if {want[1]} is your sequence length "
+                 "the layer and the data disagree on batch_first.")
+        fixes = [
+            fix("Create the hidden state from the current input", "Use the real batch size of this input (and its device) every time.", "h0 = torch.zeros(num_layers * num_directions, x.size(0 if batch_first else 1), hidden_size, device=x.device)", "rnn-shape-mismatch"),
+            fix("Make batch_first agree with the data layout", "(batch, seq, features) needs batch_first=True; (seq, batch, features) needs False.", f"self.{name or 'rnn'} = nn.{cls}(input_size, hidden_size, batch_first=True)", "rnn-shape-mismatch"),
+        ]
+        return hit("shapes.rnn_hidden", "shape_mismatch", f"RNN hidden state is for batch {got[1]}, input batch is {want[1]}", cause, fixes, _RNN_DOCS,
+                   _with_location(ctx, found), 0.92, facts=values)
+    if want[0] != got[0]:
+        cause = (f"The first axis of the hidden state must be num_layers × num_directions = {want[0]}, but it is {got[0]}: the state was "
+                 "built for a different number of layers or directions than this recurrent layer has.")
+        if max(want[0], got[0]) == 2 * min(want[0], got[0]):
+            cause += " One is twice the other: a bidirectional layer on one side and a unidirectional one on the other, or num_layers 2 vs 1."
+        fixes = [fix("Size the state from the layer itself", "", f"rnn = self.{name or 'rnn'}\nh0 = torch.zeros(rnn.num_layers * (2 if rnn.bidirectional else 1), batch, rnn.hidden_size, device=x.device)", "rnn-shape-mismatch")]
+        return hit("shapes.rnn_hidden_layers", "shape_mismatch", f"RNN hidden state has {got[0]} layers, layer expects {want[0]}", cause, fixes, _RNN_DOCS,
+                   _with_location(ctx, found), 0.9, facts=values)
+    cause = (f"The last axis of the hidden state must equal the layer's hidden_size = {want[2]}, but it is {got[2]}: the state comes from a "
+             "layer with a different width (for example an encoder's state handed to a decoder built with another hidden_size).")
+    if got[2] == 2 * want[2]:
+        cause += " It is exactly twice as wide: forward and backward states of a bidirectional encoder concatenated and passed to a unidirectional decoder."
+    fixes = [
+        fix(f"Build the receiving layer with hidden_size={got[2]}", "", None, "rnn-shape-mismatch"),
+        fix(f"Or project the state to {want[2]}", "A Linear layer (or summing the two directions) maps the state to the receiving width.", f"h0 = self.bridge(h0)  # nn.Linear({got[2]}, {want[2]})", "rnn-shape-mismatch"),
+    ]
+    return hit("shapes.rnn_hidden_size", "shape_mismatch", f"RNN hidden state width {got[2]}, layer expects {want[2]}", cause, fixes, _RNN_DOCS,
+               _with_location(ctx, found), 0.9, facts=values)
 
 
 def _generic_shape(ctx: Context, outcome: str, what: str, docs: tuple[str, ...]) -> RuleHit:
@@ -398,7 +894,7 @@ def _generic_shape(ctx: Context, outcome: str, what: str, docs: tuple[str, ...])
     docs=("broadcast-size-mismatch", "matmul-shape-mismatch", "overfit-one-batch"),
     priority=900,
     outcomes=('shapes.tensor',),
-    examples=(),
+    examples=(Example("corpus/shapes/permute_dims.txt", "shapes.tensor"),),
 )
 def generic_shape(ctx: Context) -> RuleHit | None:
     """Other PyTorch shape complaints, recognised by their vocabulary."""

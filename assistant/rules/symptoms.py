@@ -1,0 +1,760 @@
+"""Described symptoms: a report in words, with no error message a rule could read.
+
+Users often write what they see instead of pasting a traceback: "the loss becomes nan after ~200
+steps", "GPU memory keeps increasing every epoch", "training hangs with num_workers > 0", "DDP is
+stuck at init_process_group". These rules run last (after every message rule and the generic
+fallbacks) and only on texts without an exception line, frames or kernel assertions: a described
+symptom never overrides a real message.
+
+What the words say decides between causes of one family (NaN from the first step vs after many
+steps; memory that grows vs OOM at batch size 1; a hang at start-up vs mid-training), so each
+answer says which words it read, keeps a moderate confidence (it is read from a description), and
+asks for the one log or measurement that would decide.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from assistant.rules.base import Context, fix, hit
+from assistant.rules.registry import Example, rule
+from assistant.types import Fact, Facts, RuleHit
+
+# -- vocabulary -------------------------------------------------------------------------------
+
+# NaN / Inf as a word: "nan", "NaN", "-nan", "NaNs", "inf" (not "nanoGPT", "info", "infinite loop").
+# ASCII boundaries: in "变成nan了" the neighbours are word characters to `\b`, but not part of the word.
+_NAN = re.compile(r"(?<![A-Za-z0-9_.-])-?(?:nan|nans|inf)(?![A-Za-z0-9_-])", re.I)
+# Words that place a NaN in training (a loss, weights, outputs ...), so a stray "nan" in other prose is ignored.
+_TRAINING = re.compile(r"loss|train|epoch|iter|step|batch|weight|grad|output|logit|predict|model|value|result", re.I)
+
+_GROWTH = re.compile(
+    r"(?:memory|\bram\b|vram|\bmem\b|gpu usage|gpu_mem)[^.\n]{0,60}?"
+    r"(?:keeps? (?:on )?(?:increasing|growing|rising|going up|decreasing)|(?:continuously|consistently|gradually|steadily|constantly|slowly)? ?(?:increas|grow|grew|ris(?:e|es|ing)\b|climb|leak|explod|goes up|going up|went up)"
+    r"|higher and higher|will become higher|accumulat(?:es|ed|ing)\b)"
+    r"|(?:increas|grow)\w* (?:in |of )?(?:the )?(?:gpu |cpu |video |system |host )?(?:memory|ram|vram)\b|memory (?:leak|explosion)|(?:\bram\b|memory)[^.\n]{0,40}?fill",
+    re.I,
+)
+_OOM = re.compile(r"out of (?:gpu |cuda |video )?memory|\bOOM\b|OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY", re.I)
+# Killed by the system (passive, or the OS/kernel as subject), not "I killed the process after it hung".
+_KILLED = re.compile(
+    r"\b(?:process|train\w*|job|program|python|script)\b[^.\n]{0,30}?\b(?:is|was|be|been|being|gets?|got|getting|always|directly)\b[^.\n]{0,20}?\bkilled\b"
+    r"|\b(?:process|training|job|program)\b (?:\w+ )?killed\b(?! (?:the|it|my|a|this)\b)|message \W?killed\b"
+    r"|\bkilled by (?:the )?(?:system|kernel|os|linux|oom)|\b(?:system|os|kernel|linux) kill(?:s|ed)\b|已杀死|OOM killer|oom-kill",
+    re.I,
+)
+_HANG = re.compile(
+    r"\b(?:hang|hangs|hanging|hung|stuck|stucks|freez\w*|froze|frozen|halts?|deadlock\w*|stalls?|stalled|locks? up|locked up|blocked|suspend(?:s|ed)?)\b"
+    r"|(?:no|without any) (?:more |visible )?output|never (?:prints?|returns?|progress\w*|proceeds?|finish\w*)|does not progress|stop(?:s|ped)? (?:running|progressing)",
+    re.I,
+)
+_WORKERS = re.compile(r"num_workers?|\bworkers?\b|dataloader|data loader", re.I)
+_WORKER_CONDITION = re.compile(
+    r"num_workers?\s*(?:>|>=|=\s*[1-9]|is ever set|greater than 0|to [1-9]|nonzero|non-zero)|workers? ?> ?0|with (?:more than \d+ )?workers|has more than \d+ workers|dataloader with num_workers",
+    re.I,
+)
+_DISTRIBUTED = re.compile(
+    r"\bDDP\b|DistributedDataParallel|distributed|init_process_group|\bNCCL\b|multi[- ]?gpu|multiple gpu|\d+ gpus?\b|gpus\b|multi[- ]?node|\bnodes\b|\branks?\b"
+    r"|torchrun|torch\.distributed|dist_train|accelerate launch|barrier\(|all_?reduce|all_gather",
+    re.I,
+)
+_INIT_PHASE = re.compile(
+    r"init_process_group|initi?ali[sz](?:ation|ing|e)\b(?! (?:has been |is |was )?(?:completed|done|finished))|rendezvous"
+    r"|before (?:entering |starting )?(?:the )?(?:first )?(?:training|epoch)"
+    r"|at the (?:very )?(?:start|beginning)|(?:never|doesn'?t|does not|won'?t) (?:even )?start",
+    re.I,
+)
+_FP16 = re.compile(r"\bfp16\b|float16|half[- ]precision|\.half\(\)|mixed[- ]precision|\bamp\b|autocast|to_fp16|precision\s*[:=]?\s*16\b|16-mixed|--fp16", re.I)
+_BF16 = re.compile(r"\bbf16\b|bfloat16", re.I)
+_LR_TRIED = re.compile(r"(?:reduc|lower|decreas|chang|tun)\w* (?:the )?(?:learning[ _]rate|\blr\b)|learning[ _]rate to `?\d", re.I)
+_EVAL = re.compile(r"\b(?:test(?:ing)?|validat\w*|evaluat\w*|inference|predict\w*)\b", re.I)
+# Memory that rises within an epoch and falls back when the loader restarts (DataLoader workers' host memory).
+_DROPS = re.compile(r"drop\w* (?:back )?(?:to )?[^.\n]{0,30}(?:after|at the end of|every|each) (?:each )?epoch|after which it drops|released when (?:one |an |the |each )?epoch", re.I)
+_GPU_WORDS = re.compile(r"\bgpu\b|\bcuda\b|vram|video memory|graphics memory|device memory|gpu_mem|nvidia-smi|显存", re.I)
+_CPU_WORDS = re.compile(r"\bram\b|\bcpu\b|host memory|system memory|main memory|\bswap\b|resident|\brss\b|free -m|\bOS kills\b|system killed|kill", re.I)
+_NOT_GPU = re.compile(r"\bnot (?:on )?(?:the )?gpu\b|\(not gpu\)|\bNOT on GPU\b", re.I)
+
+_WORD_NUMBERS = {
+    "first": 1, "1st": 1, "one": 1, "second": 2, "2nd": 2, "two": 2, "third": 3, "3rd": 3, "three": 3, "fourth": 4, "four": 4,
+    "fifth": 5, "five": 5, "sixth": 6, "six": 6, "seventh": 7, "seven": 7, "eighth": 8, "eight": 8, "ninth": 9, "nine": 9,
+    "tenth": 10, "ten": 10, "a dozen": 12, "dozen": 12,
+}
+_UNITS = {
+    "epoch": "epochs", "epoches": "epochs", "epochs": "epochs", "round": "epochs", "rounds": "epochs",
+    "iteration": "steps", "iterations": "steps", "iter": "steps", "iters": "steps", "step": "steps", "steps": "steps",
+    "batch": "steps", "batches": "steps", "update": "steps", "updates": "steps", "times": "steps",
+}
+_NUM = r"(?P<num>\d[\d,]*(?:\.\d+)?k?|first|1st|second|2nd|third|3rd|fourth|fifth|sixth|seventh|eighth|ninth|tenth|one|two|three|four|five|six|seven|eight|nine|ten|a dozen|dozen)"
+_UNIT = r"(?P<unit>epoch(?:e?s)?|rounds?|iterations?|iters?|steps?|batch(?:es)?|updates?|times)\b"
+# "after 2000 iterations", "after ~6000 iters", "after more than a dozen rounds", "at the 10th epoch", "during the fifth epoch", "20k+ steps".
+_COUNT_BEFORE_UNIT = re.compile(
+    r"(?:after[^.\n\d]{0,12}?\(?|at|in|during|reaches|reaching|until|around|about|for|than|~)\s*(?:the |about |around |roughly |approximately |~|more than |over |training )*"
+    + _NUM + r"(?:\+|th|st|nd|rd)?(?:\s*[-–~]\s*\d+)?\s*(?:\+\s*\d+\s*)?(?:of )?" + _UNIT,
+    re.I,
+)
+# "after epoch 3", "at the epoch of 28", "at iteration 4000".
+_UNIT_BEFORE_COUNT = re.compile(r"(?:after|at|in|during|until|around)\s+(?:the\s+)?" + _UNIT + r"\s*(?:of\s+)?(?P<num>\d[\d,]*)\b", re.I)
+# Vague "later" words: the loss was fine for a while.
+_LATER = re.compile(
+    r"after (?:a |some |several |certain |many |a few |few )(?:\w+ )?(?:epochs?|iterations?|steps?|batches|rounds|time|while|hours)|after a while|suddenly|at some point"
+    r"|(?:was|were) (?:converging|decreasing|fine|normal)|half(?:way| of the total)|in the middle|after training for|(?:high|large) (?:iteration|step) (?:numbers|counts)|突然",
+    re.I,
+)
+# From the start: the first step(s) already give NaN.
+_FROM_START = re.compile(
+    r"(?:from|at|since|on) (?:the )?(?:very )?(?:start|beginning|begin|first (?:iteration|iter|step|batch|forward))\b|immediately|right away|from the first|from (?:the )?second (?:iteration|step|batch)"
+    r"|(?:after|in|at) (?:the )?(?:first|1st|second|2nd) (?:iteration|iter|step|batch|forward|update)|(?:first|1st) (?:forward pass|few (?:iterations|steps|batches))|(?:each|every) (?:iteration|step|batch)"
+    r"|\b(?:in|at) batch ?1\b|first ten batch|at init\b|in the first layer",
+    re.I,
+)
+# "in/during/at the first epoch": early, but could still be hundreds of steps in.
+_FIRST_EPOCH = re.compile(r"(?:in|during|at|on) (?:the )?(?:first|1st) (?:training )?epoch", re.I)
+
+
+def _number(word: str) -> float | None:
+    """A count written as digits ("2,000", "20k", "6000") or a word ("fifth", "a dozen")."""
+    w = word.lower().strip()
+    if w in _WORD_NUMBERS:
+        return float(_WORD_NUMBERS[w])
+    scale = 1000.0 if w.endswith("k") else 1.0
+    try:
+        return float(w.rstrip("k").replace(",", "")) * scale
+    except ValueError:
+        return None
+
+
+# -- the gate -----------------------------------------------------------------------------------
+
+
+def _description(ctx: Context) -> str | None:
+    """The user's text when it is a description: no exception line, frames or kernel assertion in it.
+
+    Those are read by the message rules; a described symptom never overrides them.
+    """
+    failure = ctx.failure
+    if failure.exc_type or failure.frames or failure.cuda_asserts:
+        return None
+    text = failure.text or ctx.text
+    return text if text.strip() else None
+
+
+def _first(pattern: re.Pattern[str], text: str) -> int | None:
+    m = pattern.search(text)
+    return m.start() if m else None
+
+
+def _nan_position(text: str) -> int | None:
+    m = _NAN.search(text)
+    return m.start() if m and _TRAINING.search(text) else None
+
+
+def _memory_position(text: str) -> int | None:
+    growth = _first(_GROWTH, text)
+    if growth is not None and _memory_side(text) is None and not _DROPS.search(text):
+        growth = None  # neither GPU nor host memory named: the memory rule would not answer
+    spots = [p for p in (growth, _first(_KILLED, text)) if p is not None]
+    return min(spots) if spots else None
+
+
+def _hang_position(text: str) -> int | None:
+    m = _HANG.search(text)
+    return m.start() if m and (_WORKERS.search(text) or _DISTRIBUTED.search(text)) else None
+
+
+def _headline(text: str) -> str | None:
+    """The symptom family the text names first (a title usually names the main complaint)."""
+    spots = {name: pos(text) for name, pos in (("nan", _nan_position), ("memory", _memory_position), ("hang", _hang_position))}
+    named = {k: v for k, v in spots.items() if v is not None}
+    return min(named, key=lambda k: named[k]) if named else None
+
+
+def _quote(m: re.Match[str] | None, text: str, width: int = 70) -> str:
+    """The user's words around a match, for the evidence list."""
+    if not m:
+        return ""
+    start = max(0, text.rfind("\n", 0, m.start()) + 1, m.start() - width)
+    end = text.find("\n", m.end())
+    end = end if end != -1 else len(text)
+    if end - m.end() > width:  # cut at a word boundary, not inside a word or number
+        cut = text.rfind(" ", m.end(), m.end() + width)
+        end = cut if cut != -1 else m.end() + width
+    return " ".join(text[start:end].split())
+
+
+# -- NaN / Inf ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """When the NaN appeared, as far as the words say."""
+
+    kind: str  # "start" | "later" | "unknown"
+    unit: str | None = None  # "steps" | "epochs"
+    count: float | None = None
+    words: str = ""
+
+
+def _nan_timing(text: str) -> _Timing:
+    """From the first step, after N steps/epochs, or not said."""
+    counted: list[tuple[str, float, str]] = []
+    for pattern in (_COUNT_BEFORE_UNIT, _UNIT_BEFORE_COUNT):
+        for m in pattern.finditer(text):
+            value = _number(m.group("num"))
+            unit = _UNITS.get(m.group("unit").lower().rstrip("s") if m.group("unit").lower() not in _UNITS else m.group("unit").lower())
+            if value is not None and unit:
+                counted.append((unit, value, m.group(0)))
+    start = _FROM_START.search(text)
+    # A count of more than a couple of steps (or any whole epoch) means the loss was finite for a while.
+    later = [(u, v, w) for u, v, w in counted if (u == "epochs" and v >= 1 and not re.search(r"(?:in|during|at|on) (?:the )?(?:first|1st)", w, re.I)) or (u == "steps" and v > 2)]
+    if later and not (start and start.start() < text.find(later[0][2])):
+        unit, value, words = later[0]
+        return _Timing("later", unit, value, words)
+    if start:
+        return _Timing("start", words=start.group(0))
+    vague = _LATER.search(text)
+    if vague:
+        return _Timing("later", words=vague.group(0))
+    logged = _timing_from_log(text)
+    if logged is not None:
+        return logged
+    first_epoch = _FIRST_EPOCH.search(text)
+    return _Timing("unknown", words=first_epoch.group(0) if first_epoch else "")
+
+
+# A progress line that names its position: "step: 100 total_loss: nan", "Epoch 3, Iter 0: Loss:nan", "Iter 4200 | loss 2.31".
+# A progress line that names its position: "step: 100 total_loss: nan", "Epoch 3, Iter 0: Loss:nan", a tqdm bar "92679/5900000 [19:15<...".
+_LOG_POSITION = re.compile(r"\b(?P<unit>epoch|iter(?:ation)?|step|batch)\b\W{0,3}(?P<num>\d+)|(?P<bar>\d+)/\d+ \[\d", re.I)
+
+
+def _timing_from_log(text: str) -> _Timing | None:
+    """When pasted log lines show it: finite losses at earlier positions, then the first line with NaN.
+
+    Only lines that carry a position (step/iter/epoch/batch N, a progress bar) count; the first NaN
+    line gives "later" with its position when a finite loss came before or the position is past the
+    first couple of steps, else "start".
+    """
+    seen_finite = False
+    for line in text.splitlines():
+        pos = _LOG_POSITION.search(line)
+        if not pos:
+            continue
+        if _NAN.search(line):
+            unit = "epochs" if (pos.group("unit") or "").lower() == "epoch" else "steps"
+            count = float(pos.group("num") or pos.group("bar"))
+            if seen_finite or (unit == "epochs" and count >= 1) or count > 2:
+                return _Timing("later", unit, count, line.strip()[:80])
+            return _Timing("start", words=line.strip()[:80])
+        if re.search(r"loss\w*\W{0,3}-?\d", line, re.I):
+            seen_finite = True
+    return None
+
+
+_NAN_DOCS = ("nan-loss-during-training", "nan-inf-anomaly", "exploding-gradients", "anomaly-detection")
+
+
+@rule(
+    "symptoms.nan_loss",
+    category="nan_inf",
+    docs=_NAN_DOCS,
+    priority=282,  # before autograd.nan_inf: its generic branch would take prose that names NaN; this rule only reads text with no exception line
+    outcomes=("symptoms.nan_from_start", "symptoms.nan_after_steps", "symptoms.nan_unknown_onset"),
+    examples=(
+        Example("corpus/symptoms/nan_after_200_epochs.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_after_2000_iterations.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_after_6000_iters_float16.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_after_certain_epochs.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_fifth_epoch.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_turns_after_iterations.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_10th_epoch_title.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_dozen_rounds.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_after_epoch_3_comment.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/weights_nan_after_training_times.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_sudden_drop.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_middle_of_training_title.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_chinese_suddenly.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_progress_bar_chinese.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_appeared_15th_epoch.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_output_after_several_epochs.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_around_50000epoch.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_about_5000_iterations.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/nan_immediately_first_batch.txt", "symptoms.nan_from_start"),
+        Example("corpus/symptoms/nan_output_after_1st_batch.txt", "symptoms.nan_from_start"),
+        Example("corpus/symptoms/nan_after_1st_iteration.txt", "symptoms.nan_from_start"),
+        Example("corpus/symptoms/nan_from_second_iteration.txt", "symptoms.nan_from_start"),
+        Example("corpus/symptoms/nan_each_iteration_comment.txt", "symptoms.nan_from_start"),
+        Example("corpus/symptoms/nan_batch1_sample2.txt", "symptoms.nan_from_start"),
+        Example("corpus/symptoms/nan_first_ten_batch_fp16.txt", "symptoms.nan_from_start"),
+        Example("corpus/symptoms/nan_first_epoch_unspecified.txt", "symptoms.nan_unknown_onset"),
+        Example("corpus/symptoms/nan_in_weights_during_training.txt", "symptoms.nan_unknown_onset"),
+        Example("corpus/symptoms/nan_fp16_precision.txt", "symptoms.nan_unknown_onset"),
+        Example("corpus/symptoms/nan_fp16_tabular_fastai.txt", "symptoms.nan_unknown_onset"),
+        Example("corpus/symptoms/nan_can_go_to_nan.txt", "symptoms.nan_unknown_onset"),
+        Example("corpus/symptoms/nan_got_nan_rarely_conv1d.txt", "symptoms.nan_unknown_onset"),
+        Example("corpus/symptoms/nan_backprop_results.txt", "symptoms.nan_unknown_onset"),
+        Example("corpus/symptoms/nan_fixed_number_of_times.txt", "symptoms.nan_unknown_onset"),
+    ),
+)
+def nan_loss(ctx: Context) -> RuleHit | None:
+    """A loss, output or weights described as becoming NaN/Inf, with the cause chosen by when it starts."""
+    text = _description(ctx)
+    if text is None or _headline(text) != "nan":
+        return None
+    timing = _nan_timing(text)
+    fp16 = _FP16.search(text)
+    bf16 = _BF16.search(text)
+    lr_tried = _LR_TRIED.search(text)
+    said = _quote(_NAN.search(text), text)
+    found = [Fact("description", f"your words: \"{said}\"")]
+    numbers: dict[str, float] = {}
+    flags: set[str] = set()
+    if timing.count is not None and timing.unit:
+        numbers[timing.unit] = timing.count
+    if timing.words:
+        found.append(Fact("timing", f"when: \"{timing.words.strip()}\""))
+    if fp16:
+        flags.add("fp16")
+        found.append(Fact("precision", f"half precision mentioned (\"{fp16.group(0)}\")"))
+    if bf16:
+        flags.add("bf16")
+    if lr_tried:
+        flags.add("learning_rate_already_lowered")
+
+    when = ""
+    if timing.count is not None:
+        when = f"after about {timing.count:g} {timing.unit}" if timing.count != 1 else f"after the first {timing.unit.rstrip('s')}"
+    half = (" The run uses half precision: fp16 overflows above 65504 and underflows below about 6e-5, so an activation, a loss term or a "
+            "gradient that fp32 holds easily becomes Inf and then NaN." if fp16 else "")
+    if timing.kind == "start":
+        flags.add("from_first_step")
+        outcome = "symptoms.nan_from_start"
+        title = "Loss is NaN from the first steps"
+        cause = ("The values are NaN from the very first steps (you wrote \"" + timing.words.strip() + "\"), before training could have "
+                 "diverged. That points at something non-finite or undefined from the start rather than at the optimisation: NaN/Inf or "
+                 "extreme values already in the inputs or labels (missing values, a division by zero in preprocessing, unnormalised data, "
+                 "targets outside what the loss accepts), an operation at its singular point in the model or loss (log of 0, 0/0, sqrt at 0 "
+                 "in backward, an empty mean), or an initialisation/custom layer that already produces Inf. When the first step is finite "
+                 "and the second is NaN, the first update itself blew up: the learning rate is far too large for this model." + half)
+        fixes = [
+            fix("Check the first batch before the model sees it", "Assert that inputs and targets are finite and in the expected range; print min/max of each tensor of the batch.",
+                "x, y = next(iter(loader))\nassert torch.isfinite(x).all(), 'non-finite input'\nprint(x.min(), x.max(), y.min(), y.max())", "nan-loss-during-training"),
+            fix("Find the operation that first produces NaN", "Run one step with anomaly detection: backward then fails at the first op whose gradient is NaN and prints the forward line that created it (paste that traceback if the op is not obvious). For the forward pass, check each layer's output with a hook.",
+                "torch.autograd.set_detect_anomaly(True)\nfor name, m in model.named_modules():\n    m.register_forward_hook(lambda mod, i, o, name=name: print(name) if torch.is_tensor(o) and not torch.isfinite(o).all() else None)", "anomaly-detection"),
+            fix("Guard logs, divisions and square roots", "Add an eps or clamp away from 0, and prefer fused stable forms: log_softmax / cross_entropy instead of log(softmax), BCEWithLogitsLoss instead of sigmoid + BCELoss.",
+                "loss = F.cross_entropy(logits, target)\nlog_p = torch.log(p.clamp_min(1e-8))\ny = a / (b + 1e-8)", "nan-loss-during-training"),
+            fix("Try a much smaller learning rate for a few steps", "If the NaN disappears with lr / 10, the first update was too large: keep the smaller rate or add warmup.", None, "exploding-gradients"),
+        ]
+    elif timing.kind == "later":
+        flags.add("after_training_steps")
+        outcome = "symptoms.nan_after_steps"
+        title = "Loss becomes NaN after training for a while"
+        cause = ("Training runs with finite values and then turns NaN" + (f" ({when})" if when else f" (you wrote \"{timing.words.strip()}\")") + ". "
+                 "A run that learns normally and then blows up has usually diverged: gradients grow step after step until they overflow "
+                 "(a learning rate too high for this point of the schedule, no warmup, no gradient clipping), or a rare batch with extreme or "
+                 "degenerate values (an empty target, a zero-length sequence, a count of 0 in a division) arrives only later. Logging the "
+                 "loss and the gradient norm every step tells the two apart: a norm that climbs for many steps is divergence, a sudden jump "
+                 "at one batch is bad data." + half
+                 + (" Lowering the learning rate, as you tried, often only delays a divergence; clipping, warmup or a numerics fix addresses it." if lr_tried else ""))
+        fixes = []
+        if fp16:
+            fixes.append(fix("Use GradScaler with fp16, or switch to bf16", "GradScaler scales the loss so small gradients survive and skips steps whose gradients overflow; bf16 has fp32's range and needs no scaling. Keep the loss and softmax/normalisation in fp32.",
+                             "scaler = torch.amp.GradScaler('cuda')\nwith torch.autocast('cuda', dtype=torch.float16):\n    loss = criterion(model(x), y)\nscaler.scale(loss).backward()\nscaler.unscale_(optimizer)\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(optimizer); scaler.update()", "nan-loss-during-training"))
+        fixes += [
+            fix("Clip gradients and log their norm", "clip_grad_norm_ returns the norm before clipping: log it every step to see whether it grows before the NaN.",
+                "total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)\nprint(step, loss.item(), total_norm.item())", "exploding-gradients"),
+            fix("Lower the learning rate or add warmup", "A peak learning rate that is too high for the batch size or model depth drives the weights to overflow; warmup lets adaptive optimisers settle first.",
+                "scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 1000))", "exploding-gradients"),
+            fix("Stop at the first non-finite loss and keep the batch", "Check every step, save the batch and the step number when the loss is not finite, and inspect that batch (and whether it fails again alone). Paste the loss and gradient-norm lines of the steps before the NaN: a steady climb and a single jump have different fixes.",
+                "if not torch.isfinite(loss):\n    torch.save({'step': step, 'batch': batch}, 'nan_batch.pt')\n    raise FloatingPointError(f'non-finite loss at step {step}')", "nan-loss-during-training"),
+            fix("Guard logs, divisions and square roots", "An eps or clamp keeps a rare zero from producing Inf/NaN; fused losses (cross_entropy, BCEWithLogitsLoss) are stable.", "y = a / (b + 1e-8)", "nan-loss-during-training"),
+        ]
+    else:
+        outcome = "symptoms.nan_unknown_onset"
+        title = "Loss or weights become NaN"
+        cause = ("The values become NaN, but the text does not say when it starts"
+                 + (f" (\"{timing.words.strip()}\" can still mean after hundreds of steps)" if timing.words else "") + ", and that decides the cause. "
+                 "NaN from the very first step means something is undefined from the start: bad values in inputs or labels, log/division/sqrt "
+                 "at 0, an overflow at initialisation. NaN after many normal steps means the run diverged (learning rate, exploding gradients) "
+                 "or met a rare bad batch." + half)
+        fixes = []
+        if fp16:
+            fixes.append(fix("Check whether it is the half precision", "Run the same steps in fp32 (or bf16): if the NaN disappears, keep autocast with GradScaler, or use bf16, and keep the loss in fp32.",
+                             "scaler = torch.amp.GradScaler('cuda')\nwith torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)", "nan-loss-during-training"))
+        fixes += [
+            fix("Say when the NaN first appears", "Print the loss every step and stop at the first non-finite one: the step number (first step vs after many) and the loss/grad-norm history before it decide between bad data and divergence. Paste those log lines.",
+                "if not torch.isfinite(loss):\n    raise FloatingPointError(f'non-finite loss at step {step}')", "nan-loss-during-training"),
+            fix("Check the inputs and labels", "Assert that every batch is finite and in range before the forward pass.", "assert torch.isfinite(x).all() and torch.isfinite(y).all()", "nan-loss-during-training"),
+            fix("Locate the first NaN with anomaly detection", "Backward then raises at the first operation whose gradient is NaN and shows the forward line that created it; paste that traceback.", "torch.autograd.set_detect_anomaly(True)", "anomaly-detection"),
+            fix("Stabilise the run", "Clip gradients, lower the learning rate or add warmup, and guard log/div/sqrt with an eps.", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", "exploding-gradients"),
+        ]
+    if timing.kind == "start" and fp16:
+        fixes.insert(1, fix("Rule out fp16 overflow", "Run the first steps in fp32 or bf16; if they are finite there, use autocast with GradScaler (or bf16) and keep the loss in fp32.",
+                            "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)", "nan-loss-during-training"))
+    facts = Facts(numbers=numbers, dtypes=("float16",) if fp16 else (), flags=frozenset(flags))
+    return hit(outcome, "nan_inf", title, cause, fixes, _NAN_DOCS, found, 0.7 if timing.kind != "unknown" else 0.62,
+               "nan loss during training", facts=facts)
+
+
+# -- memory ------------------------------------------------------------------------------------
+
+
+def _memory_side(text: str) -> str | None:
+    """'gpu' or 'cpu' from the words ("RAM, not GPU memory" is the CPU), None when nothing says."""
+    cleaned = _NOT_GPU.sub(" ", text)
+    gpu = len(_GPU_WORDS.findall(cleaned))
+    cpu = len(_CPU_WORDS.findall(cleaned))
+    if re.search(r"\bram\b|cpu memory|cpu ram|host memory|system memory|main memory", cleaned, re.I) and not re.search(r"gpu ram|video ram|vram", cleaned, re.I):
+        return "cpu"
+    if gpu > cpu:
+        return "gpu"
+    if cpu > gpu:
+        return "cpu"
+    return "gpu" if _OOM.search(text) and not _KILLED.search(text) else None
+
+
+_GPU_DOCS = ("memory-growth-training-loop", "memory-profiling", "cuda-oom")
+_CPU_DOCS = ("cpu-oom", "memory-growth-training-loop", "memory-profiling")
+
+
+@rule(
+    "symptoms.memory",
+    category="cuda_oom",
+    also=("cpu_oom",),
+    docs=_GPU_DOCS,
+    priority=955,
+    outcomes=("symptoms.gpu_memory_growth", "symptoms.ram_growth", "symptoms.process_killed"),
+    examples=(
+        Example("corpus/symptoms/cuda_mem_gradually_increase.txt", "symptoms.gpu_memory_growth"),
+        Example("corpus/symptoms/gpu_mem_keeps_increasing_comment.txt", "symptoms.gpu_memory_growth"),
+        Example("corpus/symptoms/cuda_mem_increase_over_time_killed.txt", "symptoms.gpu_memory_growth"),
+        Example("corpus/symptoms/gpu_memory_iterative_training.txt", "symptoms.gpu_memory_growth"),
+        Example("corpus/symptoms/video_memory_each_iteration.txt", "symptoms.gpu_memory_growth"),
+        Example("corpus/symptoms/graphics_memory_until_oom.txt", "symptoms.gpu_memory_growth"),
+        Example("corpus/symptoms/imagenet_gpu_memory_epochs.txt", "symptoms.gpu_memory_growth"),
+        Example("corpus/symptoms/vram_steadily_increases.txt", "symptoms.gpu_memory_growth"),
+        Example("corpus/symptoms/ram_consistently_increase_per_epoch.txt", "symptoms.ram_growth"),
+        Example("corpus/symptoms/cpu_ram_mini_imagenet_crash.txt", "symptoms.ram_growth"),
+        Example("corpus/symptoms/ram_8k_iterations_os_kills.txt", "symptoms.ram_growth"),
+        Example("corpus/symptoms/cpu_mem_grows_num_workers.txt", "symptoms.ram_growth"),
+        Example("corpus/symptoms/ram_accumulated_each_epoch.txt", "symptoms.ram_growth"),
+        Example("corpus/symptoms/memory_increases_drops_after_epoch.txt", "symptoms.ram_growth"),
+        Example("corpus/symptoms/ram_consumed_killed_14th_epoch.txt", "symptoms.ram_growth"),
+        Example("corpus/symptoms/ram_per_iteration_until_oom.txt", "symptoms.ram_growth"),
+        Example("corpus/symptoms/killed_no_error_patchcore.txt", "symptoms.process_killed"),
+        Example("corpus/symptoms/killed_always_hmn.txt", "symptoms.process_killed"),
+        Example("corpus/symptoms/killed_by_system_dreamer.txt", "symptoms.process_killed"),
+        Example("corpus/symptoms/killed_suddenly_frequently.txt", "symptoms.process_killed"),
+        Example("corpus/symptoms/killed_abruptly_message.txt", "symptoms.process_killed"),
+        Example("corpus/symptoms/killed_prematurely_idle.txt", "symptoms.process_killed"),
+    ),
+)
+def memory(ctx: Context) -> RuleHit | None:
+    """Memory described as growing over steps, or a process killed without an error.
+
+    OOM descriptions that name CUDA/GPU out of memory (batch size 1, growth until OOM) and host RAM growth in the
+    wordings memory.py knows are answered there first; this takes the remaining descriptions.
+    """
+    text = _description(ctx)
+    if text is None or _headline(text) != "memory":
+        return None
+    growth = _GROWTH.search(text)
+    oom = _OOM.search(text)
+    killed = _KILLED.search(text)
+    side = _memory_side(text)
+    workers = _WORKERS.search(text)
+    in_eval = _EVAL.search(text)
+    found: list[Fact] = []
+    numbers: dict[str, float] = {}
+    flags: set[str] = set()
+
+    if growth is None and killed is not None:
+        found.append(Fact("description", f"your words: \"{_quote(killed, text)}\""))
+        cause = ("The process was killed from outside without a Python error. On Linux that is almost always the kernel's OOM killer: host RAM "
+                 "ran out, and it ends the largest process with SIGKILL (exit status 137). Typical sources are a dataset or replay buffer "
+                 "held in RAM, DataLoader workers that each copy Python objects, or memory that grows every step.")
+        fixes = [
+            fix("Confirm it was the OOM killer", "The kernel log names the killed process; watch the process's resident memory while training to see whether it grows or starts high.",
+                "sudo dmesg -T | grep -i -E 'killed process|out of memory'\nwatch -n 5 free -g", "cpu-oom"),
+            fix("Measure memory per step", "Print the resident set size every N steps; compare num_workers=0 with your setting.",
+                "import psutil, os\nprint(step, psutil.Process(os.getpid()).memory_info().rss / 2**30, 'GiB')", "cpu-oom"),
+            fix("Keep data out of RAM", "Read samples lazily, memory-map large arrays, and store per-sample metadata in numpy arrays instead of lists of Python objects.", "arr = np.load('features.npy', mmap_mode='r')", "cpu-oom"),
+        ]
+        return hit("symptoms.process_killed", "cpu_oom", "Process killed without an error (host out of memory)", cause, fixes, _CPU_DOCS, found, 0.62,
+                   "process killed oom killer ram", facts=Facts(flags=frozenset({"killed_without_error"})))
+
+    drops = _DROPS.search(text)
+    if side is None and drops:
+        side = "cpu"  # grows within an epoch, falls back when the loader restarts: the DataLoader workers' host memory
+    if growth is None or side is None:
+        return None
+    found.append(Fact("description", f"your words: \"{_quote(growth, text)}\""))
+    span = re.search(r"(?:after|around|about|at)\s+(?:training\s+)?(\d[\d,]*k?)\s*(epoch(?:e?s)?|iterations?|iters?|steps?)", text, re.I)
+    if span:
+        value = _number(span.group(1))
+        if value is not None:
+            numbers["epochs" if span.group(2).lower().startswith("epoch") else "steps"] = value
+    if killed or oom:
+        flags.add("ended_in_oom")
+    if side == "gpu":
+        flags.add("gpu_memory")
+        cause = ("GPU memory use keeps rising over iterations or epochs instead of levelling off after the first steps"
+                 + (", until the run fails with out of memory" if (killed or oom) else "") + ". Steady growth means something keeps references "
+                 "from one step to the next: a tensor that still carries its autograd graph is accumulated (`total_loss += loss`, losses, "
+                 "outputs or predictions appended to a list without .item()/.detach()), a cache or buffer that grows, backward with "
+                 "retain_graph=True, or evaluation run with autograd enabled."
+                 + (" You see it during testing/validation: run that loop under torch.no_grad() and move collected outputs to the CPU." if in_eval else "")
+                 + " Note that nvidia-smi shows what the caching allocator has reserved, which can also creep up with varying input sizes "
+                 "without any leak; torch.cuda.memory_allocated() printed every step is the measure that proves a leak.")
+        fixes = [
+            fix("Measure allocated memory per step", "If memory_allocated() keeps rising after the first optimizer step, live tensors accumulate; if only reserved memory rises, it is allocator caching or varying shapes.",
+                "print(step, torch.cuda.memory_allocated() / 2**20, 'MiB allocated', torch.cuda.memory_reserved() / 2**20, 'MiB reserved')", "memory-profiling"),
+            fix("Store numbers, not graph-carrying tensors", "Accumulate loss.item(); append out.detach().cpu() to lists; never keep the loss tensor itself across steps.",
+                "running_loss += loss.item()\npreds.append(out.detach().cpu())", "memory-growth-training-loop"),
+            fix("Run evaluation without autograd", "Validation or testing inside torch.no_grad()/inference_mode() keeps no graph.", "with torch.inference_mode():\n    out = model(x)", "memory-growth-training-loop"),
+            fix("Find what holds the memory", "Record an allocation history over a few steps and open it in the memory viewer; the growing allocations point at the line that creates them. Paste the out-of-memory message if the run ends in one.",
+                "torch.cuda.memory._record_memory_history()\n# ... run some steps ...\ntorch.cuda.memory._dump_snapshot('growth.pickle')  # open at pytorch.org/memory_viz", "memory-profiling"),
+        ]
+        return hit("symptoms.gpu_memory_growth", "cuda_oom", "GPU memory grows during training", cause, fixes, _GPU_DOCS, found, 0.66,
+                   "gpu memory leak grows every iteration", facts=Facts(numbers=numbers, flags=frozenset(flags)))
+
+    flags.add("host_memory")
+    if drops:
+        flags.add("drops_each_epoch")
+    if workers:
+        flags.add("dataloader_workers")
+    cause = ("Host RAM keeps growing during training" + (" until the system kills the process" if killed or oom else "") + ". "
+             + ("It grows within an epoch and falls back when the DataLoader is recreated, which is the signature of DataLoader workers: each "
+                "forked worker gradually copies the dataset's Python objects as it reads them (reference counts dirty the shared pages), so "
+                "memory rises with every worker until the epoch ends. " if drops else
+                "DataLoader workers are involved: each forked worker gradually copies the dataset's Python lists/dicts as it reads them "
+                "(reference counts dirty the shared pages), so memory rises with the number of workers and the size of those objects. " if workers else
+                "Something keeps data from every step: a dataset that caches decoded samples, a replay buffer or history that only grows, "
+                "metrics or losses kept as tensors (with their graph), or DataLoader workers that copy the dataset's Python objects. ")
+             + "Measuring resident memory per step with num_workers=0 and with your setting tells which it is.")
+    fixes = [
+        fix("Measure resident memory per step", "Print RSS every N steps (main process and workers); repeat with num_workers=0 to see whether the workers are the source.",
+            "import psutil, os\nproc = psutil.Process(os.getpid())\nrss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))\nprint(step, rss / 2**30, 'GiB')", "cpu-oom"),
+        fix("Make the dataset copy-friendly", "Keep file lists and annotations in numpy arrays or tensors (one object, no per-item reference counts) instead of Python lists of dicts/strings; open files lazily in __getitem__.",
+            "self.paths = np.array(paths).astype(np.bytes_)  # instead of a list of str", "cpu-oom"),
+        fix("Don't keep per-step objects", "Accumulate loss.item() instead of tensors, bound caches and histories, and turn off dataset memoisation for large data.", "history.append(loss.item())", "memory-growth-training-loop"),
+        fix("Lower DataLoader pressure", "Fewer workers, a smaller prefetch_factor, persistent_workers=True instead of re-forking every epoch.", "DataLoader(ds, num_workers=2, prefetch_factor=2, persistent_workers=True)", "cpu-oom"),
+        fix("If the process disappears, check the kernel log", "A process killed by the OOM killer leaves a line in the kernel log; paste it with the memory curve.", "sudo dmesg -T | grep -i 'killed process'", "cpu-oom"),
+    ]
+    return hit("symptoms.ram_growth", "cpu_oom", "Host RAM grows during training", cause, fixes, _CPU_DOCS, found, 0.66,
+               "cpu ram memory leak grows dataloader workers", facts=Facts(numbers=numbers, flags=frozenset(flags)))
+
+
+# -- hangs -------------------------------------------------------------------------------------
+
+_LOADER_DOCS = ("dataloader-hang", "dataloader-worker-crash", "dataloader-shared-memory")
+_DIST_DOCS = ("distributed-hang", "nccl-timeout", "process-group-init")
+
+
+def _hang_kind(text: str) -> str | None:
+    """'loader' when the hang is tied to DataLoader workers, 'init'/'train' for distributed runs."""
+    loader = _WORKER_CONDITION.search(text) or (_WORKERS.search(text) and not _DISTRIBUTED.search(text))
+    if loader:
+        return "loader"
+    if _DISTRIBUTED.search(text):
+        return "init" if _INIT_PHASE.search(text) else "train"
+    return None
+
+
+# torch.distributed's own INFO line while init_process_group waits for the other ranks (releases 1.8-2.0).
+_BARRIER = re.compile(
+    r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+), key: \S+ "
+    r"\(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), timeout=(?P<timeout>[\d:]+)\)"
+)
+
+
+def _barrier_wait(text: str, m: re.Match[str]) -> RuleHit:
+    """init_process_group waiting in its start-up barrier: the counts say whether ranks are missing or extra."""
+    world, count = int(m.group("world")), int(m.group("count"))
+    found = [Fact("log", m.group(0)[:200]), Fact("ranks", f"{count} of world_size={world} processes have reached the start-up barrier")]
+    numbers = {"world_size": float(world), "worker_count": float(count), "rank": float(m.group("rank"))}
+    if count > world:
+        cause = (f"init_process_group is stuck in its start-up barrier, and more processes ({count}) than world_size ({world}) have checked in "
+                 "with the same store. Two runs share one rendezvous: another job, or processes left over from an earlier run, use the same "
+                 "MASTER_ADDR:MASTER_PORT, or world_size is set lower than the number of processes actually launched.")
+        first = fix("Give each run its own rendezvous and clear stale processes", "Kill leftover training processes (nvidia-smi / ps), pick a free MASTER_PORT per job, and let torchrun set WORLD_SIZE from what it launches.",
+                    "ps aux | grep train.py   # kill the PIDs left from earlier runs\ntorchrun --nproc_per_node=4 --master_port=29533 train.py", "process-group-init")
+    else:
+        cause = (f"init_process_group is stuck in its start-up barrier: only {count} of the {world} expected processes have arrived, so the ones "
+                 f"waiting will block until the timeout ({m.group('timeout')}). {world - count} rank(s) never started or died before reaching "
+                 "init_process_group (an exception or OOM on that rank, a launcher that started fewer processes, a node that cannot reach "
+                 "MASTER_ADDR), or world_size is larger than the number of processes launched.")
+        first = fix("Find the rank that did not arrive", "Look at the log of every rank (or node) for an earlier error, check that the launcher starts world_size processes in total (nnodes x nproc_per_node), and that every node can reach MASTER_ADDR:MASTER_PORT.",
+                    "torchrun --nnodes=2 --nproc_per_node=4 --rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:29500 train.py", "process-group-init")
+    fixes = [
+        first,
+        fix("Turn on distributed debug output", "Rerun with these set and paste the start-up lines of every rank: they show which ranks connect to the store and NCCL's setup.",
+            "NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ... train.py", "distributed-hang"),
+        fix("Use a short start-up timeout while debugging", "A missing rank then ends in an error naming the wait instead of 30 minutes of silence.",
+            "dist.init_process_group('nccl', timeout=datetime.timedelta(minutes=5))", "process-group-init"),
+    ]
+    return hit("symptoms.init_barrier_count", "ddp_error", "init_process_group waits for ranks that do not arrive", cause, fixes,
+               ("process-group-init", "distributed-hang"), found, 0.74, "init_process_group store based barrier world_size worker_count",
+               facts=Facts(numbers=numbers, flags=frozenset({"hang", "distributed_init"})))
+
+
+# Where a process interrupted with Ctrl+C was waiting: (file suffix, functions) -> kind of hang.
+_WAITS = (
+    ("torch/utils/data/dataloader.py", {"_try_get_data", "_get_data", "_try_get_batch", "_get_batch", "_next_data", "__next__"}, "loader"),
+    ("torch/distributed/distributed_c10d.py", {"init_process_group", "_store_based_barrier", "_new_process_group_helper"}, "init"),
+    ("torch/distributed/rendezvous.py", None, "init"),
+    ("torch/nn/parallel/distributed.py", {"__init__", "_sync_params_and_buffers", "_verify_param_shape_across_processes"}, "init"),
+    ("torch/distributed/distributed_c10d.py", {"all_reduce", "barrier", "broadcast", "all_gather", "reduce", "wait", "all_gather_object", "broadcast_object_list"}, "train"),
+)
+
+
+def _stuck_in(ctx: Context) -> tuple[str, str] | None:
+    """(kind, where) when the text is the stack of a process interrupted while it waited (a hang the user stopped).
+
+    Only a traceback with no final error (cut off at the ^C) or one ending in KeyboardInterrupt counts: any
+    real exception is the message rules' business.
+    """
+    failure = ctx.failure
+    if failure.exc_type not in (None, "KeyboardInterrupt") or not failure.frames:
+        return None
+    if failure.exc_type is None and "^C" not in (failure.text or "") and not re.search(r"KeyboardInterrupt|interrupt|Ctrl\+?C", failure.text or "", re.I):
+        return None
+    for fr in reversed(failure.frames):
+        path = fr.file.replace("\\", "/")
+        for suffix, functions, kind in _WAITS:
+            if path.endswith(suffix) and (functions is None or fr.function in functions):
+                return kind, f"{suffix.rsplit('/', 1)[-1]} ({fr.function})"
+    return None
+
+
+@rule(
+    "symptoms.hang",
+    category="dataloader_error",
+    also=("ddp_error", "nccl_error"),
+    docs=_LOADER_DOCS,
+    priority=960,
+    outcomes=("symptoms.dataloader_hang", "symptoms.distributed_init_hang", "symptoms.init_barrier_count", "symptoms.distributed_hang"),
+    examples=(
+        Example("corpus/symptoms/dataloader_hang_after_1_epoch_workers.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/dataloader_stuck_epoch_1.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/dataloader_workers_freeze_randomly.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/dataloader_freeze_after_model_cuda.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/dataloader_cpu_only_freezes_comment.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/dataloader_jetson_halts_workers.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/ddp_workers_hang_before_first_epoch.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/dataloader_locks_up_second_epoch.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/dataloader_stuck_num_workers_danet.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/dataloader_suspend_ctrl_c_trace.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/dataloader_stop_running_interrupt_trace.txt", "symptoms.dataloader_hang"),
+        Example("corpus/symptoms/ddp_init_process_group_hangs_trainer.txt", "symptoms.distributed_init_hang"),
+        Example("corpus/symptoms/ddp_stuck_init_step_simsiam.txt", "symptoms.distributed_init_hang"),
+        Example("corpus/symptoms/ddp_program_stuck_no_output.txt", "symptoms.distributed_init_hang"),
+        Example("corpus/symptoms/ddp_stuck_init_launch.txt", "symptoms.distributed_init_hang"),
+        Example("corpus/symptoms/ddp_hpc_init_hangs_hours.txt", "symptoms.distributed_init_hang"),
+        Example("corpus/symptoms/ddp_stuck_initalizing_distributed.txt", "symptoms.distributed_init_hang"),
+        Example("corpus/symptoms/ddp_stuck_at_initialisation_log.txt", "symptoms.distributed_init_hang"),
+        Example("corpus/symptoms/ddp_stuck_initializing_deepspeed.txt", "symptoms.distributed_init_hang"),
+        Example("corpus/symptoms/store_barrier_worker_count_8_of_4.txt", "symptoms.init_barrier_count"),
+        Example("corpus/symptoms/store_barrier_stuck_at_start_7_of_8.txt", "symptoms.init_barrier_count"),
+        Example("corpus/symptoms/store_barrier_1_of_8_lightning.txt", "symptoms.init_barrier_count"),
+        Example("corpus/symptoms/store_barrier_info_root_7_of_8.txt", "symptoms.init_barrier_count"),
+        Example("corpus/symptoms/dist_train_hangs_after_epochs.txt", "symptoms.distributed_hang"),
+        Example("corpus/symptoms/multinode_hangs_197_steps.txt", "symptoms.distributed_hang"),
+        Example("corpus/symptoms/multigpu_hung_after_batches.txt", "symptoms.distributed_hang"),
+        Example("corpus/symptoms/fairseq_distributed_hanging_no_output.txt", "symptoms.distributed_hang"),
+        Example("corpus/symptoms/ranks_blocked_all_the_time.txt", "symptoms.distributed_hang"),
+        Example("corpus/symptoms/ddp_8cards_stuck_epoch.txt", "symptoms.distributed_hang"),
+    ),
+)
+def hang(ctx: Context) -> RuleHit | None:
+    """Training described as hanging/freezing (or the stack of a hang interrupted with Ctrl+C): with DataLoader workers,
+    at distributed start-up, or mid-run on several ranks."""
+    text = _description(ctx)
+    barrier = _BARRIER.search(text) if text else None
+    if barrier:
+        return _barrier_wait(text or "", barrier)
+    stuck = _stuck_in(ctx)
+    if stuck is not None:
+        text = ctx.failure.text or ctx.text
+        kind: str | None = stuck[0]
+    elif text is None or _headline(text) != "hang":
+        return None
+    else:
+        kind = _hang_kind(text)
+    if kind is None:
+        return None
+    said = _HANG.search(text)
+    found = [Fact("description", f"your words: \"{_quote(said, text)}\"")] if said else []
+    if stuck is not None:
+        found.append(Fact("stack", f"interrupted (Ctrl+C) while waiting in {stuck[1]}: the process was blocked there, not failing"))
+    numbers: dict[str, float] = {}
+    m = re.search(r"(?:after|around|at)\s+(?:completion of\s+)?(?:about |around |~)?(\d[\d,]*k?)(?:\s*-\s*\d+)?\s*(epochs?|steps?|iterations?|iters?|batch(?:es)?)", text, re.I)
+    if m:
+        value = _number(m.group(1))
+        if value is not None:
+            numbers["epochs" if m.group(2).lower().startswith("epoch") else "steps"] = value
+    workers = [int(w) for w in re.findall(r"num_workers?\s*=\s*(\d+)", text, re.I) if int(w) > 0]
+    if workers:
+        numbers["num_workers"] = float(workers[0])
+
+    if kind == "loader":
+        flags = {"hang", "dataloader_workers"}
+        cuda_first = re.search(r"model\.cuda\(\)|\.to\(['\"]?cuda|cuda", text, re.I)
+        how = ("the stack you interrupted shows the main process waiting inside the DataLoader for the next batch" if stuck is not None else
+               "the words tie it to DataLoader workers (it works with num_workers=0 or only hangs with workers)")
+        cause = (f"Training stops making progress without an error, and {how}. A worker is blocked, and the main process waits for its batch forever. "
+                 "Usual causes: a deadlock after fork when the parent already runs threads (OpenCV/OpenMP/MKL thread pools, a lock held "
+                 "by a logging or I/O thread, CUDA or other libraries initialised before the workers start), a worker stuck in slow I/O or "
+                 "in a transform that never returns, shared memory (/dev/shm) too small in a container, or, on Windows/macOS, a script "
+                 "without the `if __name__ == '__main__':` guard."
+                 + (" Your text mentions CUDA being set up before iterating: that state is inherited by forked workers; start workers with "
+                    "the 'spawn' context or create the loader's iterator before touching CUDA." if cuda_first else ""))
+        fixes = [
+            fix("Run with num_workers=0 to isolate", "The same code then loads in the main process: an exception or a slow/never-returning sample shows up directly, with its traceback.",
+                "loader = DataLoader(ds, batch_size=bs, num_workers=0)", "dataloader-hang"),
+            fix("Make a stuck worker fail instead of hanging", "A timeout raises an error naming the wait instead of blocking forever.", "DataLoader(ds, num_workers=4, timeout=120)", "dataloader-hang"),
+            fix("See where it is stuck", "Dump the Python stacks of the main process and of a worker while it hangs (or press Ctrl+C once and paste the traceback).",
+                "py-spy dump --pid <main pid>\npy-spy dump --pid <worker pid>", "dataloader-hang"),
+            fix("Avoid fork + threads", "Limit library threads in workers, or start workers with spawn so they do not inherit locks and CUDA state.",
+                "cv2.setNumThreads(0)\nloader = DataLoader(ds, num_workers=4, multiprocessing_context='spawn', persistent_workers=True)", "dataloader-hang"),
+            fix("Give workers enough shared memory", "In Docker, the default 64 MB /dev/shm is too small for batches passed between workers.", "docker run --shm-size=8g ...", "dataloader-shared-memory"),
+        ]
+        return hit("symptoms.dataloader_hang", "dataloader_error", "Training hangs with DataLoader workers", cause, fixes, _LOADER_DOCS, found, 0.66,
+                   "dataloader hang num_workers deadlock", facts=Facts(numbers=numbers, flags=frozenset(flags)))
+
+    debug = fix("Turn on distributed debug output", "Run again with these set and paste the output of every rank around the point where it stops: it shows which rank is waiting in which collective, and NCCL's transport setup.",
+                "NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --nproc_per_node=2 train.py", "distributed-hang")
+    if kind == "init":
+        cause = ("The distributed job blocks while the process group is being set up (init_process_group or the DDP constructor): "
+                 "the rendezvous never completes, so every process waits for peers that do not arrive. Usual causes: fewer processes than "
+                 "world_size were started or two processes claim the same rank (e.g. a fixed rank=0 in every process), MASTER_ADDR/MASTER_PORT "
+                 "not reachable from every process (wrong address, firewall, port taken), NCCL picking a network interface or GPU peer-to-peer "
+                 "path that does not work on this machine, or a barrier that only some ranks reach.")
+        fixes = [
+            debug,
+            fix("Check that every rank gets its own rank and the same world size", "Print them at start-up in every process; launch with torchrun so RANK, LOCAL_RANK, WORLD_SIZE and MASTER_* are set consistently.",
+                "print(os.environ.get('RANK'), os.environ.get('LOCAL_RANK'), os.environ.get('WORLD_SIZE'), os.environ.get('MASTER_ADDR'), os.environ.get('MASTER_PORT'))\ndist.init_process_group('nccl', timeout=datetime.timedelta(minutes=5))", "process-group-init"),
+            fix("Test the transport", "A two-line all_reduce script isolates the setup from the training code; if it hangs too, try NCCL_P2P_DISABLE=1 (broken GPU peer-to-peer) or NCCL_SOCKET_IFNAME=<interface> on multi-node runs.",
+                "NCCL_P2P_DISABLE=1 torchrun --nproc_per_node=2 check.py  # check.py: init_process_group('nccl'); dist.all_reduce(torch.ones(1, device='cuda'))", "distributed-hang"),
+            fix("Give the set-up a short timeout", "With a timeout of a few minutes, a rank that never joins ends in an error that names the store wait instead of an endless hang.", None, "process-group-init"),
+        ]
+        return hit("symptoms.distributed_init_hang", "ddp_error", "Distributed job hangs at start-up", cause, fixes, ("process-group-init", "distributed-hang", "nccl-timeout"), found, 0.64,
+                   "init_process_group hangs rendezvous", facts=Facts(numbers=numbers, flags=frozenset({"hang", "distributed_init"})))
+
+    cause = ("A multi-GPU/distributed run trains for a while and then stops making progress without an error"
+             + "".join(f" (around {numbers[unit]:g} {unit})" for unit in ("steps", "epochs") if unit in numbers)
+             + ". The GPUs often show 100% utilisation while nothing happens: the ranks sit in a collective (all_reduce, broadcast, barrier) "
+             "waiting for a rank that never arrives, until the NCCL watchdog ends the job after its timeout. Usual causes: ranks running a "
+             "different number of batches (an uneven data split, the last batch, a per-rank filter), a collective inside code that only "
+             "some ranks run (evaluation, checkpointing or logging under `if rank == 0`), one rank that died, ran out of memory or is stuck "
+             "loading data, or an unstable interconnect.")
+    fixes = [
+        debug,
+        fix("Find the rank that stopped first", "Dump the stacks of every rank while it hangs: the odd one out (a different line, not in a collective) is the cause; the others only wait.",
+            "py-spy dump --pid <pid of each rank>", "distributed-hang"),
+        fix("Keep ranks in step", "Give every rank the same number of batches (DistributedSampler, drop_last=True), and call collectives on all ranks: run the rank-0-only part without barriers/all_reduce inside it.",
+            "sampler = DistributedSampler(ds, drop_last=True)\nloader = DataLoader(ds, batch_size=bs, sampler=sampler, drop_last=True)", "nccl-timeout"),
+        fix("Make the hang end with a report", "A shorter timeout and the NCCL flight recorder make the watchdog print which collective each rank was in.",
+            "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 torchrun ...\ndist.init_process_group('nccl', timeout=datetime.timedelta(minutes=10))", "nccl-timeout"),
+    ]
+    return hit("symptoms.distributed_hang", "nccl_error", "Distributed training hangs mid-run", cause, fixes, _DIST_DOCS, found, 0.64,
+               "distributed training hangs nccl collective", facts=Facts(numbers=numbers, flags=frozenset({"hang", "distributed_train"})))
