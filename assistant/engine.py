@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 from assistant.errors import KnowledgeError
 from assistant.parse.reader import InputText, read_bytes, read_text

@@ -10,7 +10,8 @@ import sys
 import traceback
 import types
 from contextlib import contextmanager
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
+from collections.abc import Iterator
 
 _original_excepthook = None
 

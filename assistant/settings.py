@@ -10,7 +10,8 @@ import os
 import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from assistant.errors import ConfigError
 
@@ -41,7 +42,7 @@ class Settings:
     local_model_path: str | None = None
     offline: bool = False
 
-    def with_overrides(self, **overrides: Any) -> "Settings":
+    def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with the non-None overrides applied (what CLI flags do)."""
         clean = {k: v for k, v in overrides.items() if v is not None}
         unknown = set(clean) - {f.name for f in fields(self)}

@@ -7,7 +7,8 @@ Only :class:`Diagnosis` leaves the engine; everything else is internal vocabular
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 CATEGORIES: tuple[str, ...] = (
     "cuda_oom",

@@ -59,7 +59,7 @@ def main() -> int:
         cold_ask.append(_time_cmd(ask, env))
         cold_torch.append(_time_cmd(torch_import, env))
     ratio = statistics.median(cold_ask) / statistics.median(cold_torch)
-    ratios = [a / t for a, t in zip(cold_ask, cold_torch)]
+    ratios = [a / t for a, t in zip(cold_ask, cold_torch, strict=True)]
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from assistant import diagnose

@@ -70,7 +70,7 @@ def main() -> int:
         "plain_seconds": [round(x, 3) for x in a], "under_run_seconds": [round(x, 3) for x in b],
         "plain_median_s": round(statistics.median(a), 3), "under_run_median_s": round(statistics.median(b), 3),
         "ratio_of_medians": round(statistics.median(b) / statistics.median(a), 3),
-        "median_of_pairwise_ratios": round(statistics.median(y / x for x, y in zip(a, b)), 3),
+        "median_of_pairwise_ratios": round(statistics.median(y / x for x, y in zip(a, b, strict=True)), 3),
         "extra_seconds_median": round(statistics.median(b) - statistics.median(a), 3),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 
 def free_port() -> int:
@@ -56,7 +56,7 @@ class MisbehavingServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> "MisbehavingServer":
+    def __enter__(self) -> MisbehavingServer:
         self._thread.start()
         return self
 

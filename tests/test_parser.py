@@ -127,7 +127,7 @@ def test_interleaved_ranks_pick_the_rank_that_failed_first() -> None:
     )
     lines_a = [f"[rank1]: {ln}" for ln in own.splitlines()]
     lines_b = [f"[rank0]: {ln}" for ln in timeout.splitlines()]
-    mixed = "\n".join(x for pair in zip(lines_a, lines_b + [""] * len(lines_a)) for x in pair if x)
+    mixed = "\n".join(x for pair in zip(lines_a, lines_b + [""] * len(lines_a), strict=False) for x in pair if x)
     failure = parse_failure(mixed)
     assert failure.rank == 1
     assert "mat1 and mat2" in failure.message

@@ -450,3 +450,28 @@ def test_python_builtin_variants_name_the_culprit() -> None:
     assert name.rule == "python.name_error" and name.facts.names == ("criterion",)
     _, wrapper = _first_rule(_corpus("python/dataparallel_attribute_captured.txt"))
     assert wrapper.rule == "python.wrapper_attribute" and "model.module.predict" in (wrapper.fixes[0].code or "")
+
+
+def test_mps_oom_quotes_the_message_figures() -> None:
+    hit = _corpus_hit("corpus/memory/mps_oom_backward.txt")
+    assert hit.rule == "memory.mps_oom" and hit.facts.devices == ("mps",)
+    assert "14.76 GB" in hit.cause and "20.40 GB" in hit.cause and "other allocations" in hit.cause
+    assert not any("expandable_segments" in (f.code or "") for f in hit.fixes)
+
+
+def test_prose_oom_at_batch_size_one_without_cuda_wording() -> None:
+    hit = _corpus_hit("corpus/memory/oom_batch1_prose_vram_chinese.txt")
+    assert hit.rule == "memory.cuda_oom_batch_one" and hit.category == "cuda_oom"
+
+
+def test_unknown_error_at_first_cuda_call_is_an_environment_problem() -> None:
+    start = _corpus_hit("corpus/cuda/unknown_error_first_cuda_tensor.txt")
+    assert start.rule == "cuda.unknown_error_at_start" and start.category == "cuda_unavailable"
+    mid = _corpus_hit("corpus/cuda/unknown_error_mid_training.txt")
+    assert mid.rule == "cuda.hardware_unknown_error" and mid.category == "hardware_error"
+
+
+def test_nccl_unique_id_wait_names_both_ranks() -> None:
+    hit = _corpus_hit("corpus/distributed/nccl_unique_id_socket_timeout.txt")
+    assert hit.rule == "distributed.nccl_unique_id" and hit.facts.names == ("rank 2", "rank 0")
+    assert "rank 0" in hit.cause.lower() and "Socket Timeout" in hit.cause

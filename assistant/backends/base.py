@@ -9,7 +9,8 @@ deterministic answer.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
 
 from assistant.errors import BackendUnavailable
 
@@ -23,9 +24,11 @@ class Backend(Protocol):
     name: str
     remote: bool  # sends text off this machine (redaction and --offline apply)
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False) -> str:
+    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False,
+                 schema: Mapping[str, Any] | None = None) -> str:
         """Return the assistant's reply; stream tokens to ``on_token`` when given; ``json_mode``
-        asks the server/model to constrain its output to a JSON object where it can."""
+        asks the server/model to constrain its output to a JSON object where it can; ``schema``, a
+        JSON schema, constrains it further where the backend can enforce one (a local grammar)."""
         ...
 
 

@@ -13,7 +13,8 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from assistant.backends.base import Message, TokenSink
 from assistant.errors import BackendReplyError, BackendUnavailable
@@ -97,7 +98,7 @@ class LocalBackend:
     _llm: Any = field(default=None, repr=False)
 
     @classmethod
-    def from_settings(cls, settings) -> "LocalBackend":  # type: ignore[no-untyped-def]
+    def from_settings(cls, settings) -> LocalBackend:  # type: ignore[no-untyped-def]
         choice = settings.local_model_path or DEFAULT_LOCAL_MODEL
         path = Path(choice).expanduser()
         if not path.suffix == ".gguf" and not path.is_file():
@@ -118,9 +119,11 @@ class LocalBackend:
                 _MODELS[key] = Llama(model_path=key, n_ctx=self.n_ctx, verbose=False, seed=0, n_threads=threads, n_threads_batch=threads)
         return _MODELS[key]
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False) -> str:
+    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False,
+                 schema: Mapping[str, Any] | None = None) -> str:
         llm = self._load()
-        extra = {"response_format": {"type": "json_object"}} if json_mode else {}  # grammar-constrained output
+        # Grammar-constrained output: a JSON object, shaped by the schema when one is given.
+        extra = {"response_format": {"type": "json_object", **({"schema": dict(schema)} if schema else {})}} if json_mode else {}
         try:
             if on_token is None:
                 out = llm.create_chat_completion(messages=list(messages), temperature=0.0, max_tokens=max_tokens, **extra)

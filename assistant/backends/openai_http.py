@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from assistant.backends.base import Message, TokenSink
 from assistant.errors import BackendReplyError, BackendUnavailable
@@ -31,7 +32,7 @@ class OpenAIBackend:
     remote: bool = True
 
     @classmethod
-    def from_settings(cls, settings) -> "OpenAIBackend":  # type: ignore[no-untyped-def]
+    def from_settings(cls, settings) -> OpenAIBackend:  # type: ignore[no-untyped-def]
         if not settings.llm_url:
             raise BackendUnavailable("no API configured: set TORCHHELP_LLM_URL (e.g. https://api.openai.com/v1 or http://localhost:11434/v1)")
         return cls(
@@ -45,7 +46,8 @@ class OpenAIBackend:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False) -> str:
+    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False,
+                 schema: Mapping[str, Any] | None = None) -> str:
         try:
             return self._complete(messages, max_tokens, on_token, json_mode)
         except BackendReplyError as exc:

@@ -106,7 +106,7 @@ def run_chat(diagnosis: Diagnosis, passages: list[Passage], settings, stdin: Tex
         print("torchhelp> ", end="", file=out, flush=True)
         streamed: list[str] = []
 
-        def sink(token: str) -> None:
+        def sink(token: str, streamed: list[str] = streamed) -> None:  # bound now, not at call time
             streamed.append(token)
             print(token, end="", file=out, flush=True)
 

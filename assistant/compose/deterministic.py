@@ -8,7 +8,7 @@ honest next steps instead of guessing.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from assistant.types import CATEGORIES, Diagnosis, Evidence, Fact, Failure, Fix, Passage, RuleHit, Source
 

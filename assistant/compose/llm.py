@@ -9,10 +9,10 @@ answer was not used.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from collections.abc import Sequence
 
 from assistant.backends.base import TokenSink, get_backend
-from assistant.compose.prompts import build_messages
+from assistant.compose.prompts import build_messages, reply_schema
 from assistant.compose.verify import verify
 from assistant.errors import BackendError
 from assistant.probes.redact import redact_text
@@ -40,7 +40,7 @@ def llm_compose(
         # Secrets never leave the machine: tracebacks and probe facts can carry keys and tokens.
         messages = [{"role": m["role"], "content": redact_text(m["content"])} for m in messages]
     try:
-        text = backend.complete(messages, on_token=on_token, json_mode=True, max_tokens=MAX_REPLY_TOKENS)
+        text = backend.complete(messages, on_token=on_token, json_mode=True, max_tokens=MAX_REPLY_TOKENS, schema=reply_schema(passages, hit))
     except BackendError as exc:
         return _fallback(det, f"LLM backend '{name}' gave no usable answer ({exc}). Showing the deterministic diagnosis.")
     verdict = verify(text, passages, hit, evidence, det)

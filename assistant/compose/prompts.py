@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
+from assistant.compose.verify import CONFIDENT
 from assistant.types import CATEGORIES, Diagnosis, Evidence, Failure, Passage, RuleHit
 
 SYSTEM = (
@@ -103,6 +104,32 @@ def build_messages(
         "## TASK\nWrite the diagnosis JSON. Allowed citation ids: " + json.dumps(sorted({p.doc_id for p in passages})),
     ])
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def reply_schema(passages: Sequence[Passage], hit: RuleHit | None = None) -> dict[str, object]:
+    """The JSON schema a reply must follow; local backends turn it into a grammar so even tiny models
+    can only write a well-formed object that cites retrieved passages. A confident rule's category is
+    pinned, as the prompt asks: the model writes the explanation, not the verdict. Verification still
+    checks everything."""
+    ids = sorted({p.doc_id for p in passages})
+    categories = [hit.category] if hit is not None and hit.confidence >= CONFIDENT else list(CATEGORIES)
+    text = {"type": "string", "minLength": 1, "maxLength": 240}
+    cite = {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "string", "enum": ids}} if ids else {"type": "array", "items": {"type": "string"}}
+    fix = {
+        "type": "object",
+        "properties": {"title": {"type": "string", "minLength": 3, "maxLength": 120}, "detail": text, "code": {"type": "string", "maxLength": 300}, "sources": cite},
+        "required": ["title", "detail", "sources"],
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "category": {"type": "string", "enum": categories},
+            "title": {"type": "string", "minLength": 3, "maxLength": 120},
+            "cause": {"type": "string", "minLength": 20, "maxLength": 400},
+            "fixes": {"type": "array", "minItems": 1, "maxItems": 3, "items": fix},
+        },
+        "required": ["category", "title", "cause", "fixes"],
+    }
 
 
 CHAT_SYSTEM = (

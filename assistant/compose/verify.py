@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from assistant.types import CATEGORIES, Diagnosis, Evidence, Passage, RuleHit
 

@@ -11,7 +11,7 @@ Sources name where the text lives in the repository:
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from assistant.errors import EvalError
@@ -23,7 +23,7 @@ def _root() -> Path:
     return repo_root()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _dev_reports(path: Path) -> dict[str, str]:
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return {r["id"]: r["error_text"] for r in rows}

@@ -6,7 +6,8 @@ import json
 import time
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from assistant.errors import EvalError
 from assistant.eval.score import VariantReport

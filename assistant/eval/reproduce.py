@@ -15,7 +15,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from assistant.eval.cases import Case, repo_root
 from assistant.parse.traceback import parse_failure

@@ -12,7 +12,8 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 from assistant.types import CATEGORIES
 
@@ -158,7 +159,7 @@ class Scorer:
         self.backend = backend
 
     def predict(self, variant: str, text: str, probes: dict[str, Any] | None = None) -> Prediction:
-        from assistant.engine import Engine, build_query
+        from assistant.engine import build_query
 
         start = time.perf_counter()
         engine = self.engine

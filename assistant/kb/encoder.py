@@ -12,7 +12,8 @@ import importlib.util
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
+from collections.abc import Sequence
 
 from assistant.errors import KnowledgeError
 

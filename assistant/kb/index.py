@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from assistant.errors import KnowledgeError
 from assistant.kb.documents import (

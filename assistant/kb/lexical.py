@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 _TOKEN = re.compile(r"[a-z_][a-z0-9_]*[a-z0-9]|[a-z]")
 _STOP = frozenset(

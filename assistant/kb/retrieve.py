@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Literal
+from collections.abc import Iterable
 
 from assistant.kb.index import DocInfo, LoadedIndex, ensure_index
 from assistant.kb.lexical import BM25
@@ -123,7 +124,7 @@ class Retriever:
         index = self.index.faiss_index
         sims, ids = index.search(vec, index.ntotal)  # type: ignore[attr-defined]
         out = [0.0] * len(self.index.chunks)
-        for s, i in zip(sims[0], ids[0]):
+        for s, i in zip(sims[0], ids[0], strict=True):
             if i >= 0:
                 out[int(i)] = float(s)
         return out

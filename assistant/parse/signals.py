@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from typing import Sequence
+from collections.abc import Sequence
 
 from assistant.parse.normalize import Line
 from assistant.types import CudaAssert

@@ -299,7 +299,7 @@ def _read_message(stream: list[tuple[int, str]], i: int, record: _Record) -> tup
             break
         if stripped == TRACEBACK_HEADER and not embedded:
             # A new traceback, unless the message announced an embedded one (spawn's "-- Process N").
-            if not any(l.startswith(_EMBEDDED_STARTS) for l in record.message_lines[-3:]):
+            if not any(line.startswith(_EMBEDDED_STARTS) for line in record.message_lines[-3:]):
                 break
             embedded = True
         if stripped.startswith(_EMBEDDED_STARTS):

@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 
 class ProbeTimeout(BaseException):

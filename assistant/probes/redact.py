@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Mapping
+from collections.abc import Mapping
 
 REDACTED = "[REDACTED]"
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|PASSPHRASE|PRIVATE|COOKIE|SESSION", re.I)

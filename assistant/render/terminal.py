@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def render_terminal(d: Diagnosis, console: "Console") -> None:
+def render_terminal(d: Diagnosis, console: Console) -> None:
     """Print the diagnosis as panels: headline, cause, evidence, fixes with code, sources, notes."""
     from rich.console import Group
     from rich.markup import escape

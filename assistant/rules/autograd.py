@@ -389,7 +389,8 @@ def _size(text: str) -> tuple[int, ...]:
     category='no_grad_fn',
     docs=("autograd-misuse", "no-grad-fn"),
     priority=284,
-    outcomes=('autograd.requires_grad_nonleaf', 'autograd.grad_shape_scalar', 'autograd.grad_shape', 'autograd.no_derivative', 'autograd.no_double_backward'),
+    outcomes=('autograd.requires_grad_nonleaf', 'autograd.grad_shape_scalar', 'autograd.grad_shape', 'autograd.no_derivative', 'autograd.no_double_backward',
+              'autograd.hook_no_grad', 'autograd.grad_none_nonleaf'),
     examples=(
         Example("corpus/autograd/requires_grad_nonleaf_output.txt", "autograd.requires_grad_nonleaf"),
         Example("corpus/autograd/requires_grad_nonleaf_tensorwatch.txt", "autograd.requires_grad_nonleaf"),
@@ -403,6 +404,9 @@ def _size(text: str) -> tuple[int, ...]:
         Example("corpus/autograd/no_derivative_to_sparse_spconv.txt", "autograd.no_derivative"),
         Example("corpus/autograd/no_double_backward_im2col.txt", "autograd.no_double_backward"),
         Example("corpus/autograd/no_double_backward_lstm_cell_savn.txt", "autograd.no_double_backward"),
+        Example("corpus/autograd/hook_on_no_grad_tensor.txt", "autograd.hook_no_grad"),
+        Example("corpus/autograd/grad_none_on_non_leaf_update.txt", "autograd.grad_none_nonleaf"),
+        Example("corpus/autograd/grad_nonleaf_warning_bytetrack.txt", "autograd.grad_none_nonleaf"),
     ),
 )
 def autograd_misuse(ctx: Context) -> RuleHit | None:
@@ -410,7 +414,9 @@ def autograd_misuse(ctx: Context) -> RuleHit | None:
     docs = ("autograd-misuse", "no-grad-fn")
     line = _line(ctx)
     if ctx.search(r"you can only change requires_grad flags of leaf variables"):
-        m = re.search(r"([\w.\[\]]+)\.requires_grad(?:_\(|\s*=)", line)
+        # The assignment may sit in a library frame (an attack or saliency helper): read the innermost line that sets the flag.
+        setter = next((f.source for f in reversed(ctx.failure.frames) if f.source and "requires_grad" in f.source), line)
+        m = re.search(r"([\w.\[\]]+)\.requires_grad(?:_\(|\s*=)", setter or "")
         name = m.group(1) if m else None
         cause = ((f"`{name}`" if name else "The tensor") + " is the result of a computation (a non-leaf: it has a grad_fn), and requires_grad can only be "
                  "switched on tensors created directly (leaves). To stop gradients at a computed value, detach it; to get gradients with respect to an "
@@ -424,6 +430,26 @@ def autograd_misuse(ctx: Context) -> RuleHit | None:
         ]
         return hit("autograd.requires_grad_nonleaf", "no_grad_fn", "requires_grad changed on a non-leaf tensor", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.93,
                    facts=Facts(names=(name,) if name else (), call=".requires_grad"))
+    if ctx.search(r"cannot register a hook on a tensor that doesn't require gradient"):
+        cause = ("A backward hook was registered on a tensor that is not part of any graph (requires_grad=False): it was computed under torch.no_grad() / "
+                 "inference_mode, detached, or comes from parameters that are all frozen, so no gradient will ever reach it.")
+        fixes = [fix("Register hooks only on tensors that require grad", "Run that forward pass with gradients enabled, or guard the call.",
+                     "if t.requires_grad:\n    t.register_hook(fn)", "autograd-misuse")]
+        return hit("autograd.hook_no_grad", "no_grad_fn", "Hook on a tensor without gradients", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.9, facts=Facts(call="register_hook"))
+    if re.search(r"The \.grad attribute of a Tensor that is not a leaf Tensor is being accessed", ctx.failure.text):
+        m = re.search(r"([\w.\[\]]+)\.grad\b", line)
+        name = m.group(1) if m else None
+        cause = ((f"`{name}`" if name else "The tensor whose .grad is read") + " is not a leaf: it was produced by an operation (for example "
+                 "`torch.randn(..., requires_grad=True) * 0.01`, `.to(device)` or `.cuda()` applied after requires_grad=True), so backward() does not store "
+                 "a gradient in it and .grad stays None."
+                 + (" The error that follows comes from using that None." if ctx.search(r"NoneType") else ""))
+        fixes = [
+            fix("Make the parameter a leaf: apply scaling/moving first, then set requires_grad", "",
+                "w = (torch.randn(3) * 0.01).to(device).requires_grad_()   # leaf\n# or: w = nn.Parameter(torch.randn(3, device=device) * 0.01)", "autograd-misuse"),
+            fix("If you need the gradient of an intermediate tensor, call retain_grad() before backward", "", "h.retain_grad()\nloss.backward()\nprint(h.grad)", "autograd-misuse"),
+        ]
+        return hit("autograd.grad_none_nonleaf", "no_grad_fn", ".grad is None on a non-leaf tensor", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.9,
+                   facts=Facts(names=(name,) if name else (), call=".grad"))
     m = _GRAD_SHAPE.search(ctx.text)
     if m:
         given, out = _size(m.group(2)), _size(m.group(3))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
+from collections.abc import Iterable
 
 from assistant.types import Evidence, Fact, Facts, Failure, Fix, Frame, RuleHit
 

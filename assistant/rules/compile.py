@@ -104,7 +104,7 @@ def onnx(ctx: Context) -> RuleHit | None:
                 "TorchScript-based exporter needs as constants.", "torch.onnx.export(model, args, 'model.onnx', dynamo=True)", "onnx-export-errors"),
         ]
         return hit("compile.onnx_symbolic_value", "compile_error", "ONNX exporter needed a constant value", cause, fixes,
-                   _ONNX_DOCS, with_location(ctx, [error_fact(ctx)]), 0.85)
+                   _ONNX_DOCS, with_location(ctx, [error_fact(ctx)]), 0.85, facts=Facts(names=(what[:120],)))
     m = ctx.search(r"Failed to export the model with torch\.export|TorchExportError|OnnxExporterError|Failed to export the model to ONNX")
     if m:
         summary = re.search(r"## Exception summary\s*\n+\s*(<class '[^']+'>: [^\n]+)", ctx.failure.text)
@@ -119,11 +119,11 @@ def onnx(ctx: Context) -> RuleHit | None:
                 "ep = torch.export.export(model, args)\nonnx_program = torch.onnx.export(ep, dynamo=True)", "torch-export-errors"),
             fix("Or export with the TorchScript-based exporter", "`dynamo=False` uses tracing instead of torch.export; check "
                 "that the model has no data-dependent control flow, which tracing freezes.",
-                "torch.onnx.export(model, args, 'model.onnx', dynamo=False, opset_version=17)", "onnx-export-errors"),
+                "torch.onnx.export(model, args, 'model.onnx', dynamo=False, opset_version=<opset your runtime supports>)", "onnx-export-errors"),
         ]
         found = [error_fact(ctx)] + ([Fact("detail", f"underlying error: {summary.group(1)[:200]}")] if summary else [])
         return hit("compile.onnx_dynamo_export", "compile_error", "Dynamo-based ONNX export failed", cause, fixes,
-                   _ONNX_DOCS, with_location(ctx, found), 0.85)
+                   _ONNX_DOCS, with_location(ctx, found), 0.85, facts=Facts(names=(summary.group(1)[:120],) if summary else ()))
     return None
 
 
@@ -176,11 +176,12 @@ def _exporting(ctx: Context) -> bool:
     category="compile_error",
     docs=_EXPORT_DOCS,
     priority=308,
-    outcomes=("compile.export_data_dependent", "compile.dynamic_constraint", "compile.export_dim_range", "compile.export_unsupported"),
+    outcomes=("compile.export_data_dependent", "compile.dynamic_constraint", "compile.dynamic_size_one", "compile.export_dim_range", "compile.export_unsupported"),
     examples=(
         Example("corpus/compile/export_data_dependent_branch_captured.txt", "compile.export_data_dependent"),
         Example("corpus/compile/export_constraints_violated_dim_captured.txt", "compile.dynamic_constraint"),
         Example("corpus/compile/compile_mark_dynamic_specialized.txt", "compile.dynamic_constraint"),
+        Example("corpus/compile/export_dim_example_size_one_captured.txt", "compile.dynamic_size_one"),
         Example("corpus/compile/export_dim_range_captured.txt", "compile.export_dim_range"),
         Example("corpus/compile/export_strict_dynamic_branch_captured.txt", "compile.export_data_dependent"),
         Example("corpus/compile/export_strict_unsupported_context_manager_captured.txt", "compile.export_unsupported"),
@@ -188,7 +189,7 @@ def _exporting(ctx: Context) -> bool:
 )
 def export(ctx: Context) -> RuleHit | None:
     """torch.export failures: data-dependent guards, dynamic-shape constraints, Dim ranges, untraceable code."""
-    m = ctx.search(r"Constraints violated \(([^)]*)\)")
+    m = ctx.search(r"Constraints violated \((.*?)\)!")
     if m or ctx.search(r"ConstraintViolationError: (?!\d+ not in range)"):
         return _constraint(ctx, m.group(1) if m else None)
     if not _exporting(ctx):
@@ -241,6 +242,20 @@ def _constraint(ctx: Context, dims: str | None) -> RuleHit:
     """A dimension declared dynamic that the traced code forces to one value."""
     const = ctx.search(r"specialized it to be a constant \((\d+)\)")
     exporting = _exporting(ctx)
+    names = tuple(d.strip() for d in re.split(r",\s*(?![^\[]*\])", dims)) if dims else ()
+    if const and const.group(1) in ("0", "1"):
+        size = const.group(1)
+        cause = ("A dimension was declared dynamic" + (f" ({dims})" if dims else "") + f", but the example input has size {size} there. "
+                 "Sizes 0 and 1 are special-cased when tracing (broadcasting behaves differently), so the tracer specializes them "
+                 "instead of treating them as a symbol, which contradicts the dynamic declaration.")
+        fixes = [
+            fix("Trace with an example of size 2 or more in that dimension", "The exported program still accepts size 1 at run time when the Dim range allows it.",
+                "example = torch.randn(2, *x.shape[1:])", "torch-export-errors"),
+            fix("Or let the tracer decide", "Dim.AUTO (export) or maybe_mark_dynamic (compile) accept a specialization instead of failing.",
+                "dynamic_shapes = {'x': {0: torch.export.Dim.AUTO}}" if exporting else "torch._dynamo.maybe_mark_dynamic(x, 0)", "torch-export-errors"),
+        ]
+        return hit("compile.dynamic_size_one", "compile_error", f"Dynamic dimension traced with an example of size {size}", cause, fixes,
+                   _EXPORT_DOCS, with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(names=names, numbers={"specialized_to": float(size)}))
     cause = ("A dimension was declared dynamic" + (f" ({dims})" if dims else "")
              + ", but the traced code only works for one size of it" + (f" ({const.group(1)})" if const else "")
              + ": some operation (a hard-coded reshape/view, a constant-sized tensor combined with the input, a Python branch on the size) "
@@ -258,8 +273,7 @@ def _constraint(ctx: Context, dims: str | None) -> RuleHit:
     found = with_location(ctx, [error_fact(ctx)])
     return hit("compile.dynamic_constraint", "compile_error", "Dynamic dimension was specialized to a constant", cause, fixes,
                _EXPORT_DOCS if exporting else ("dynamo-errors", "torch-export-errors"), found, 0.88,
-               facts=Facts(names=tuple(d.strip() for d in dims.split(",")) if dims else (),
-                           numbers={"specialized_to": float(const.group(1))} if const else {}))
+               facts=Facts(names=names, numbers={"specialized_to": float(const.group(1))} if const else {}))
 
 
 # ---------------------------------------------------------------------------------------------

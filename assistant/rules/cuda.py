@@ -34,13 +34,20 @@ class AssertStory:
     fixes: tuple[Fix, ...]
 
 
+def _kernel_label(a: CudaAssert) -> str:
+    """The kernel's name, or its source file when the name is only a lambda's ``operator()``."""
+    name = a.kernel.strip()
+    return name if name and not name.startswith("operator()") else a.source_file.replace("\\", "/").rsplit("/", 1)[-1]
+
+
 def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
     """What a kernel assertion means, from the kernel name and condition (and whether the frames show an embedding)."""
     k = f"{a.source_file} {a.kernel} {a.condition}"
+    kernel = _kernel_label(a)
     if re.search(r"nll_loss|ClassNLLCriterion|t >= 0 && t < n_classes|cross_entropy", k, re.I):
         return AssertStory(
             "cuda.assert_label", "class label out of range in the loss",
-            f"The loss kernel `{a.kernel}` found a target label outside [0, n_classes) (assertion `{a.condition}`). A label equals the number of "
+            f"The loss kernel `{kernel}` found a target label outside [0, n_classes) (assertion `{a.condition}`). A label equals the number of "
             "classes (labels numbered 1..C instead of 0..C-1), is negative (e.g. -1 padding without ignore_index), or the output layer has fewer "
             "classes than the data.",
             (fix("Check the label range against the model's output size", "Labels must satisfy 0 <= y < num_classes; the final layer's out_features must be num_classes.", "print(y.min().item(), y.max().item(), logits.shape[-1])\nassert 0 <= y.min() and y.max() < logits.shape[-1]", "device-side-assert"),
@@ -55,11 +62,11 @@ def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
     if re.search(r"multinomial|cumdist|0 <= p4 && p4 <= 1|val >= zero|ge\(val, zero\)|probability tensor contains", k, re.I):
         return AssertStory(
             "cuda.assert_multinomial", "invalid probabilities for sampling",
-            f"A sampling kernel (`{a.kernel}`) got a probability row that is negative, NaN/Inf, or sums to zero (assertion `{a.condition}`).",
+            f"A sampling kernel (`{kernel}`) got a probability row that is negative, NaN/Inf, or sums to zero (assertion `{a.condition}`).",
             (fix("Sample from softmax of finite logits", "Check the logits for NaN/Inf and make sure no row is all zeros or masked out entirely.", "probs = torch.softmax(logits.float(), -1)\nassert torch.isfinite(probs).all() and (probs.sum(-1) > 0).all()", "nan-inf-anomaly"),))
     gather = re.search(r"vectorized_gather|IndexKernelUtils|indexSelect|srcIndex < srcSelectDimSize|index_select", k, re.I)
     if gather:
-        story = (f"`{a.kernel}` read an index outside the dimension it indexes (assertion `{a.condition}`). This kernel serves embedding lookups, "
+        story = (f"`{kernel}` read an index outside the dimension it indexes (assertion `{a.condition}`). This kernel serves embedding lookups, "
                  "index_select and tensor[idx] gathers: an index tensor holds a value at or beyond the size of the indexed dimension, or a negative one "
                  "(for an embedding lookup: an id >= num_embeddings).")
         fixes = [fix("Compare the largest index with the size it indexes", "", "print(idx.min().item(), idx.max().item(), table.size(0))\nassert 0 <= idx.min() and idx.max() < table.size(0)", "index-out-of-range")]
@@ -71,19 +78,19 @@ def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
     if re.search(r"ScatterGather|scatter|idx_dim", k, re.I):
         return AssertStory(
             "cuda.assert_scatter_gather", "gather/scatter index out of range",
-            f"A gather/scatter kernel (`{a.kernel}`) got an index outside the dimension it indexes (assertion `{a.condition}`): torch.gather, "
+            f"A gather/scatter kernel (`{kernel}`) got an index outside the dimension it indexes (assertion `{a.condition}`): torch.gather, "
             "scatter/scatter_add or an op built on them (one-hot encoding, label smoothing, top-k bookkeeping) received an index >= that "
             "dimension's size, or a negative one — for example a label value larger than the number of classes it is scattered into.",
             (fix("Check index bounds before gather/scatter", "The index values must lie in [0, size of the dimension being gathered/scattered).", "assert idx.min() >= 0 and idx.max() < src.size(dim)", "index-out-of-range"),))
     if re.search(r"IndexKernel|index out of bounds|-sizes\[i\] <= index", k, re.I):
         return AssertStory(
             "cuda.assert_index", "tensor index out of range",
-            f"An indexing kernel (`{a.kernel}`) got an index outside the tensor (assertion `{a.condition}`): advanced indexing with a tensor of indices "
+            f"An indexing kernel (`{kernel}`) got an index outside the tensor (assertion `{a.condition}`): advanced indexing with a tensor of indices "
             "that contains a value >= the dimension size (or < -size).",
             (fix("Check the index tensor's range", "", "assert idx.min() >= -t.size(0) and idx.max() < t.size(0)", "index-out-of-range"),))
     return AssertStory(
         "cuda.assert_other", "kernel assertion",
-        f"The kernel `{a.kernel}` in {a.source_file.replace(chr(92), '/').rsplit('/', 1)[-1]} failed the assertion `{a.condition}`: an input violates "
+        f"The kernel `{kernel}` in {a.source_file.replace(chr(92), '/').rsplit('/', 1)[-1]} failed the assertion `{a.condition}`: an input violates "
         "what that kernel requires (most often an index or label out of range).",
         ())
 
@@ -143,7 +150,7 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
         frames_text = " ".join(f"{fr.function or ''} {fr.source or ''}" for fr in ctx.failure.frames)
         story = _assert_story(a, bool(re.search(r"embedding|Embedding", frames_text)))
         threads = sum(x.count for x in ctx.failure.cuda_asserts if x.kernel == a.kernel)
-        found.append(Fact("cuda_assert", f"{a.source_file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{a.line} in `{a.kernel}`: Assertion `{a.condition}` failed ({threads} thread report(s))"))
+        found.append(Fact("cuda_assert", f"{a.source_file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{a.line} in `{_kernel_label(a)}`: Assertion `{a.condition}` failed ({threads} thread report(s))"))
         outcome, cause = story.outcome, f"{story.cause} {_ASYNC_NOTE}"
         fixes.extend(story.fixes)
         title = f"CUDA device-side assert: {story.short}"
@@ -294,7 +301,9 @@ def _status_story(table: tuple[StatusStory, ...], status: str) -> StatusStory:
         Example('realworld/dev/frn-cudnn-not-initialized-memory', 'cuda.cudnn_no_memory'),
         Example('corpus/cuda/cudnn_alloc_failed_lowercase_title.txt', 'cuda.cudnn_no_memory'),
         Example('realworld/dev/lwrefinenet-cudnn-execution-failed-backward', 'cuda.cudnn_execution_failed'),
+        Example('corpus/cuda/cudnn_execution_failed_version_question.txt', 'cuda.cudnn_execution_failed'),
         Example('corpus/cuda/cudnn_bad_param.txt', 'cuda.cudnn_bad_param'),
+        Example('corpus/cuda/cudnn_bad_param_inference.txt', 'cuda.cudnn_bad_param'),
         Example('realworld/dev/dpgn-cudnn-not-supported-cudatoolkit', 'cuda.cudnn_not_supported'),
         Example('realworld/dev/pytorch-11065-old-cudnn-not-supported-jupyter-large-batch', 'cuda.cudnn_not_supported'),
         Example('corpus/cuda/cudnn_mapping_error_backward.txt', 'cuda.cudnn_mapping_error'),
@@ -302,10 +311,13 @@ def _status_story(table: tuple[StatusStory, ...], status: str) -> StatusStory:
         Example('corpus/cuda/cudnn_arch_mismatch_lstm.txt', 'cuda.cudnn_arch_mismatch'),
         Example('corpus/cuda/cudnn_arch_mismatch_old_gpu.txt', 'cuda.cudnn_arch_mismatch'),
         Example('corpus/cuda/cudnn_sublibrary_version_mismatch.txt', 'cuda.cudnn_version_mismatch'),
+        Example('corpus/cuda/cudnn_sublibrary_version_mismatch_conv2d_title.txt', 'cuda.cudnn_version_mismatch'),
         Example('captured/cuda/cudnn-error-dataset-preload-fills-gpu', 'cuda.cudnn_internal_error'),
         Example('corpus/cuda/cudnn_internal_error_backward.txt', 'cuda.cudnn_internal_error'),
         Example('corpus/cuda/cudnn_no_valid_algorithm_backward.txt', 'cuda.cudnn_no_algorithm'),
         Example('corpus/cuda/cudnn_no_valid_algorithm_conv3d.txt', 'cuda.cudnn_no_algorithm'),
+        Example('corpus/cuda/cudnn_get_no_engine_title.txt', 'cuda.cudnn_no_algorithm'),
+        Example('corpus/cuda/cudnn_find_no_engine.txt', 'cuda.cudnn_no_algorithm'),
         Example('corpus/cuda/cudnn_rnn_backward_eval_mode.txt', 'cuda.cudnn_rnn_eval'),
         Example('corpus/cuda/cudnn_rnn_backward_eval_mode_sampling.txt', 'cuda.cudnn_rnn_eval'),
     ),
@@ -337,7 +349,7 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
     found.append(Fact("status", f"CUDNN_STATUS_{status}" if status != "NO_ALGORITHM" else "no valid cuDNN algorithm"))
     if ctx.failure.cuda_asserts:
         a = ctx.failure.cuda_asserts[0]
-        cause += f" The log also shows a kernel assertion in `{a.kernel}` (`{a.condition}`): that earlier failure is the real cause."
+        cause += f" The log also shows a kernel assertion in `{_kernel_label(a)}` (`{a.condition}`): that earlier failure is the real cause."
         found.append(Fact("cuda_assert", f"{a.kernel}: {a.condition}"))
     fixes = [
         fix("Get the real error by disabling cuDNN once", "With cuDNN off, PyTorch's native kernels run and usually raise a precise error (or reveal OOM).", "torch.backends.cudnn.enabled = False", "cudnn-errors"),
@@ -399,6 +411,7 @@ _CUBLAS_STATUSES = (
         Example('corpus/cuda/cublas_not_supported_sgemm_bmm.txt', 'cuda.cublas_not_supported'),
         Example('corpus/cuda/cublas_arch_mismatch_extension.txt', 'cuda.cublas_arch_mismatch'),
         Example('corpus/cuda/cublas_internal_error_backward.txt', 'cuda.cublas_internal_error'),
+        Example('corpus/cuda/cublas_internal_error_create_handle_title.txt', 'cuda.cublas_internal_error'),
     ),
 )
 def cublas_error(ctx: Context) -> RuleHit | None:
@@ -418,7 +431,7 @@ def cublas_error(ctx: Context) -> RuleHit | None:
         cause += " The call works on bfloat16 (CUDA_R_16BF) data, which needs an Ampere-or-newer GPU for these kernels."
     if ctx.failure.cuda_asserts:
         a = ctx.failure.cuda_asserts[0]
-        cause += f" The log also shows a kernel assertion in `{a.kernel}` (`{a.condition}`): fix that first; the cuBLAS error is its consequence."
+        cause += f" The log also shows a kernel assertion in `{_kernel_label(a)}` (`{a.condition}`): fix that first; the cuBLAS error is its consequence."
         found.append(Fact("cuda_assert", f"{a.kernel}: {a.condition}"))
     fixes = [
         fix("Run the failing step on the CPU to get a precise error", "An out-of-range index or a shape bug raises a clear exception on the CPU.", "out = model.cpu()(x.cpu())", "cublas-errors"),
@@ -438,21 +451,33 @@ def cublas_error(ctx: Context) -> RuleHit | None:
                facts=Facts(names=tuple(n for n in (f"CUBLAS_STATUS_{status}", call_name) if n), dtypes=dtypes, call=call_name))
 
 
+def _first_cuda_call(ctx: Context) -> bool:
+    """Whether the failing code is the first touch of CUDA: a tensor created on it, a model moved to it, or CUDA's lazy init."""
+    if any((fr.function or "") == "_lazy_init" for fr in ctx.failure.frames):
+        return True
+    src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    return bool(re.search(r"\.cuda\(|\.to\(|device\s*=|torch\.cuda\.(?:init|set_device|current_device)\(", src))
+
+
 @rule(
     'cuda.hardware_error',
     category='hardware_error',
     docs=("gpu-hardware-faults",),
     priority=EARLY,
-    outcomes=('cuda.hardware', 'cuda.hardware_ecc', 'cuda.hardware_launch_timeout', 'cuda.hardware_unknown_error'),
+    also=('cuda_unavailable',),
+    outcomes=('cuda.hardware', 'cuda.hardware_ecc', 'cuda.hardware_launch_timeout', 'cuda.hardware_unknown_error', 'cuda.unknown_error_at_start'),
     examples=(
         Example('realworld/dev/returnn-gpu-unknown-error-pcie-dmesg', 'cuda.hardware'),
         Example('corpus/cuda/gpu_lost_nvidia_smi.txt', 'cuda.hardware'),
         Example('corpus/cuda/gpu_fallen_off_bus_dmesg.txt', 'cuda.hardware'),
+        Example('corpus/cuda/xid_79_fallen_off_bus_line.txt', 'cuda.hardware'),
         Example('realworld/dev/aitoolkit-ecc-uncorrectable-runpod', 'cuda.hardware_ecc'),
         Example('realworld/dev/vllm-ecc-uncorrectable-hardware', 'cuda.hardware_ecc'),
         Example('corpus/cuda/launch_timed_out_watchdog.txt', 'cuda.hardware_launch_timeout'),
         Example('corpus/cuda/launch_timed_out_old_thc.txt', 'cuda.hardware_launch_timeout'),
         Example('corpus/cuda/unknown_error_mid_training.txt', 'cuda.hardware_unknown_error'),
+        Example('corpus/cuda/unknown_error_first_cuda_tensor.txt', 'cuda.unknown_error_at_start'),
+        Example('corpus/cuda/unknown_error_model_cuda.txt', 'cuda.unknown_error_at_start'),
     ),
 )
 def hardware_error(ctx: Context) -> RuleHit | None:
@@ -463,8 +488,8 @@ def hardware_error(ctx: Context) -> RuleHit | None:
                   r"|PCIe Bus Error|\bAER: ", raw, re.I)
     if not m:
         return None
-    text = m.group(0)
     xid = int(m.group(1)) if m.group(1) else None
+    text = f"Xid {xid}" if xid is not None else m.group(0)
     found = [error_fact(ctx), Fact("hardware", text.strip())]
     numbers = {"xid": float(xid)} if xid is not None else {}
     if "timed out" in text:
@@ -475,6 +500,16 @@ def hardware_error(ctx: Context) -> RuleHit | None:
             fix("Run on a GPU that drives no display, or in TCC/headless mode", "On Linux, stop the desktop on that GPU or use another card; on Windows, data-center GPUs can switch to the TCC driver.", None, "gpu-hardware-faults"),
             fix("Make each kernel shorter", "Smaller batches or inputs finish each kernel sooner, under the watchdog's limit.", None, "gpu-hardware-faults"),
         ]
+    elif "unknown error" in text.lower() and _first_cuda_call(ctx):
+        cause = ("CUDA reported an unknown error at the first CUDA call (creating a tensor on the GPU or moving the model there), i.e. CUDA "
+                 "could not be initialised. That is an environment problem rather than your code: a driver that does not match the CUDA "
+                 "version of this PyTorch build (one of them upgraded without the other, or without a reboot), a driver left in a bad state "
+                 "(after a crash or a suspend/resume), or a Windows/WSL or container setup without working GPU access.")
+        fixes = [fix("Test CUDA on its own", "If this one-liner fails too, the environment is at fault; compare the driver's CUDA version (nvidia-smi) with the one PyTorch was built for.", "nvidia-smi\npython -c \"import torch; print(torch.version.cuda); print(torch.zeros(1).cuda())\"", "cuda-unavailable"),
+                 fix("Reset the driver state", "Reboot after driver or CUDA upgrades; on Linux laptops after suspend, reloading the UVM module often helps.", "sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm", "cuda-unavailable"),
+                 fix("Install a PyTorch build that matches the driver", "Pick the wheel whose CUDA version the installed driver supports (or update the driver).", None, "cuda-unavailable")]
+        return hit("cuda.unknown_error_at_start", "cuda_unavailable", "CUDA could not start (unknown error)", cause, fixes, ("cuda-unavailable", "gpu-hardware-faults"), found, 0.8,
+                   facts=Facts(names=(text.strip(),)))
     elif "unknown error" in text.lower():
         outcome, title = "cuda.hardware_unknown_error", "CUDA unknown error"
         cause = ("CUDA reported an unknown error in the middle of the work: most often a GPU or driver fault (the kernel log shows Xid messages), "
@@ -482,7 +517,7 @@ def hardware_error(ctx: Context) -> RuleHit | None:
                  "pressure in a shared GPU (e.g. under WSL).")
         fixes = [fix("Check the node's GPU health", "Look for Xid events, temperatures and ECC counters; rerun on another GPU to see whether it follows the hardware.", "dmesg | grep -i xid\nnvidia-smi -q -d ECC,TEMPERATURE", "gpu-hardware-faults"),
                  fix("Rule out a software cause", "Rerun with CUDA_LAUNCH_BLOCKING=1 to see whether a specific kernel fails, and check that driver and CUDA versions match.", "CUDA_LAUNCH_BLOCKING=1 python train.py", "async-cuda-errors")]
-    elif re.search(r"ECC", text, re.I):
+    elif re.search(r"ECC", text, re.I) or xid in (48, 63, 64, 92, 94, 95):
         outcome, title = "cuda.hardware_ecc", "GPU memory ECC error"
         cause = ("The GPU's memory reported an uncorrectable ECC error: a bit flip the hardware could not repair, so the data on the card can no "
                  "longer be trusted. No code change fixes this; the same job will likely pass on a healthy GPU. If it repeats on one card, that "

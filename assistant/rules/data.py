@@ -50,12 +50,14 @@ _SKIP_NONE = ("def collate_skip_none(batch):\n    batch = [b for b in batch if b
     category='dataloader_error',
     docs=_DOCS[1::-1],
     priority=260,
-    outcomes=('data.collate_sizes', 'data.collate_image_sizes', 'data.collate_type', 'data.collate_pil', 'data.collate_none', 'data.collate_lists'),
+    outcomes=('data.collate_sizes', 'data.collate_image_sizes', 'data.collate_resize_storage', 'data.collate_type', 'data.collate_pil', 'data.collate_none',
+              'data.collate_lists'),
     examples=(
         Example("captured/cpu/collate-variable-length-token-ids", "data.collate_sizes"),
         Example("realworld/dev/trmisr-collate-stack-unequal", "data.collate_image_sizes"),
         Example("captured/cpu/collate-variable-image-sizes", "data.collate_image_sizes"),
         Example("realworld/dev/kohya-getitem-stack-latents", "data.collate_image_sizes"),
+        Example("corpus/data/collate_resize_storage_tuplan.txt", "data.collate_resize_storage"),
         Example("corpus/data/collate_custom_object.txt", "data.collate_type"),
         Example("corpus/data/collate_dataset_object_handseg.txt", "data.collate_type"),
         Example("corpus/data/collate_pil_diffsynth.txt", "data.collate_pil"),
@@ -72,6 +74,18 @@ def collate(ctx: Context) -> RuleHit | None:
     m = _STACK.search(ctx.text)
     if m and _in_collate(ctx):
         return _collate_sizes(ctx, m, found)
+    if ctx.search(r"Trying to resize storage that is not resizable") and _in_collate(ctx):
+        cause = ("default_collate preallocates one block of shared memory for the whole batch, sized from the first sample, and then stacks every "
+                 "sample into it; a later sample of a different size does not fit. Older PyTorch releases report mismatched sample shapes this way "
+                 "(newer ones say `stack expects each tensor to be equal size`): the samples of this batch do not all have the same shape.")
+        fixes = [
+            fix("Find the samples whose shape differs", "Print the shapes of a few samples (or of every field of a dict sample) with num_workers=0.",
+                "for i in range(8):\n    s = dataset[i]\n    print(i, {k: tuple(v.shape) for k, v in s.items()} if isinstance(s, dict) else tuple(s.shape))", "collate-size-mismatch"),
+            fix("Make samples the same size, or pad them in a collate_fn", "Resize/crop images to one size; pad variable-length fields and return their lengths.",
+                "DataLoader(ds, batch_size=16, collate_fn=pad_collate)", "collate-size-mismatch"),
+        ]
+        return hit("data.collate_resize_storage", "dataloader_error", "DataLoader cannot stack samples of different sizes", cause, fixes, _DOCS[1::-1], found, 0.88,
+                   facts=Facts(call="default_collate"))
     m = _UNBATCHABLE.search(ctx.text)
     if m:
         return _collate_type(ctx, m.group(1) or m.group(2), found)
@@ -148,7 +162,8 @@ def _collate_type(ctx: Context, found_type: str, found: list[Fact]) -> RuleHit:
     docs=("dataloader-worker-crash", "dataloader-worker-oom", "dataloader-shared-memory"),
     priority=261,
     also=('cpu_oom',),
-    outcomes=('data.worker_crash', 'data.worker_segfault', 'data.shm', 'data.too_many_files', 'data.timeout', 'data.worker_oom', 'data.win_pagefile'),
+    outcomes=('data.worker_crash', 'data.worker_segfault', 'data.shm', 'data.too_many_files', 'data.timeout', 'data.worker_oom', 'data.win_pagefile',
+              'data.pin_memory_thread'),
     examples=(
         Example("corpus/data/worker_terminated_mmseg.txt", "data.worker_crash"),
         Example("corpus/data/worker_segfault_native_getitem.txt", "data.worker_segfault"),
@@ -171,6 +186,9 @@ def _collate_type(ctx: Context, found_type: str, found: list[Fact]) -> RuleHit:
         Example("corpus/data/win_pagefile_dataloader_kair.txt", "data.win_pagefile"),
         Example("corpus/data/win_pagefile_spawn_weclip.txt", "data.win_pagefile"),
         Example("corpus/data/win_pagefile_cudnn_dll_diffsvc.txt", "data.win_pagefile"),
+        Example("corpus/data/pin_memory_thread_mmagic.txt", "data.pin_memory_thread"),
+        Example("corpus/data/pin_memory_thread_thawslump.txt", "data.pin_memory_thread"),
+        Example("corpus/data/pin_memory_thread_yolofastest.txt", "data.pin_memory_thread"),
     ),
 )
 def worker_died(ctx: Context) -> RuleHit | None:
@@ -184,8 +202,11 @@ def worker_died(ctx: Context) -> RuleHit | None:
     timeout = _TIMEOUT.search(ctx.text)
     if files and not _sharing_context(ctx):
         files = None  # a plain "Too many open files" outside multiprocessing is not a DataLoader problem
-    if not (m or shm or files or timeout) or _OTHER_FAMILY.search(ctx.text):
+    if _OTHER_FAMILY.search(ctx.text):
         return None
+    if not (m or shm or files or timeout):
+        # The pin-memory thread's death is reported alone when no worker signal or resource message explains it.
+        return _pin_memory_thread(ctx) if ctx.search(r"Pin memory thread exited unexpectedly") else None
     found = _worker_found(ctx)
     sig = (m.group(2) or "").strip() if m else ""
     if shm or sig.startswith("Bus"):
@@ -262,6 +283,22 @@ def _worker_oom(ctx: Context, found: list[Fact], facts: Facts) -> RuleHit:
                found, 0.9, facts=facts)
 
 
+def _pin_memory_thread(ctx: Context) -> RuleHit:
+    unpack = bool(re.search(r"not enough values to unpack \(expected 2, got 0\)", ctx.failure.text))
+    cause = ("The DataLoader's pin-memory thread (it copies each batch into page-locked memory when pin_memory=True) stopped, and the main loop found "
+             "it dead. " + ("Its own traceback above fails with `not enough values to unpack (expected 2, got 0)` in `_pin_memory_loop`, a known defect "
+                           "of some older PyTorch releases when workers are kept alive between epochs." if unpack else
+                           "Common reasons: the process ran out of file descriptors or shared memory while receiving batches from the workers, or a "
+                           "defect of some older releases when workers are kept alive between epochs (persistent_workers)."))
+    fixes = [
+        fix("Upgrade PyTorch, or turn off pin_memory / persistent_workers", "Pinned memory only speeds up host-to-GPU copies; training works the same without it.",
+            "DataLoader(ds, batch_size=32, num_workers=4, pin_memory=False)", "dataloader-shared-memory"),
+        fix("If file descriptors run out, use the file_system sharing strategy", "", "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory"),
+    ]
+    return hit("data.pin_memory_thread", "dataloader_error", "DataLoader pin-memory thread died", cause, fixes, ("dataloader-shared-memory", "dataloader-worker-crash"),
+               [error_fact(ctx)], 0.8, facts=Facts(names=("pin_memory",), flags=frozenset({"unpack_bug"}) if unpack else frozenset()))
+
+
 def _win_pagefile(ctx: Context) -> RuleHit:
     dll = re.search(r'Error loading "([^"]+)"', ctx.text)
     name = dll.group(1).replace("\\", "/").rsplit("/", 1)[-1] if dll else None
@@ -299,7 +336,8 @@ def _worker_crash(ctx: Context, found: list[Fact], facts: Facts, sig: str, code:
              + ("SIGTERM comes from outside the worker: a job scheduler or container stopping the run (time or memory limit), or the main process "
                 "shutting its workers down after another failure." if sig.startswith("Terminated")
                 else "Look above this traceback for the worker's own output: a worker that fails while starting up (importing the script, unpickling the "
-                "Dataset) prints its error there before exiting."))
+                "Dataset) prints its error there before exiting. If nothing was printed, the worker was most likely killed for using too much host "
+                "memory or crashed in native code; the kernel log (dmesg) tells which."))
     fixes = [
         fix("Reproduce with num_workers=0", "The failing sample then raises in the main process with a full traceback.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
         fix("Check the scheduler/container logs and memory limits", "A worker stopped from outside leaves its reason there, not in Python.", "dmesg -T | tail -50", "dataloader-worker-crash"),
@@ -310,12 +348,15 @@ def _worker_crash(ctx: Context, found: list[Fact], facts: Facts, sig: str, code:
 @rule(
     'data.dataset_misc',
     category='dataloader_error',
-    docs=("dataloader-worker-crash", "files-and-permissions"),
+    docs=("dataloader-options", "files-and-permissions"),
     priority=262,
-    outcomes=('data.empty', 'data.iterable_options'),
+    outcomes=('data.empty', 'data.iterable_options', 'data.sampler_conflict', 'data.worker_options'),
     examples=(
         Example("corpus/data/empty_dataset_shuffle.txt", "data.empty"),
         Example("corpus/data/iterable_dataset_shuffle.txt", "data.iterable_options"),
+        Example("corpus/data/sampler_with_shuffle.txt", "data.sampler_conflict"),
+        Example("corpus/data/prefetch_factor_without_workers.txt", "data.worker_options"),
+        Example("corpus/data/persistent_workers_without_workers.txt", "data.worker_options"),
     ),
 )
 def dataset_misc(ctx: Context) -> RuleHit | None:
@@ -323,16 +364,33 @@ def dataset_misc(ctx: Context) -> RuleHit | None:
     if ctx.search(r"num_samples should be a positive integer value, but got num_samples=0"):
         cause = ("The Dataset is empty (len(dataset) == 0), so the shuffling sampler has nothing to draw from: the data path, file pattern, split name "
                  "or filter matched no samples.")
-        fixes = [fix("Check what the Dataset found before building the DataLoader", "", "print(len(dataset))\nassert len(dataset) > 0, 'no samples found'", "dataloader-worker-crash")]
-        return hit("data.empty", "dataloader_error", "Empty dataset", cause, fixes, ("dataloader-worker-crash", "files-and-permissions"), [error_fact(ctx)], 0.92,
+        fixes = [fix("Check what the Dataset found before building the DataLoader", "", "print(len(dataset))\nassert len(dataset) > 0, 'no samples found'", "dataloader-options")]
+        return hit("data.empty", "dataloader_error", "Empty dataset", cause, fixes, ("dataloader-options", "files-and-permissions"), [error_fact(ctx)], 0.92,
                    facts=Facts(numbers={"num_samples": 0.0}))
     m = ctx.search(r"DataLoader with IterableDataset: expected unspecified (sampler|shuffle|batch_sampler) option")
     if m:
         cause = (f"An IterableDataset decides its own order, so the DataLoader's `{m.group(1)}` option cannot be used with it. Shuffle inside the iterable "
                  "(for example with a shuffle buffer) instead.")
-        fixes = [fix(f"Drop {m.group(1)}=...; shuffle inside the iterable", "", "DataLoader(iterable_ds, batch_size=32)", "dataloader-worker-crash")]
-        return hit("data.iterable_options", "dataloader_error", "Sampler options with an IterableDataset", cause, fixes, ("dataloader-worker-crash",), [error_fact(ctx)], 0.9,
+        fixes = [fix(f"Drop {m.group(1)}=...; shuffle inside the iterable", "", "DataLoader(iterable_ds, batch_size=32)", "dataloader-options")]
+        return hit("data.iterable_options", "dataloader_error", "Sampler options with an IterableDataset", cause, fixes, ("dataloader-options",), [error_fact(ctx)], 0.9,
                    facts=Facts(argument=m.group(1)))
+    m = ctx.search(r"(sampler|batch_sampler) option is mutually exclusive with ([\w, ]+)")
+    if m:
+        cause = (f"The DataLoader was given `{m.group(1)}` together with `{m.group(2).strip()}`. A sampler decides the order (and a batch sampler the batches), "
+                 "so shuffle=True, batch_size, sampler or drop_last passed next to it conflict with it.")
+        fixes = [fix(f"Keep {m.group(1)}=... and drop the conflicting options", "Shuffling, weighting or distributed splitting belong to the sampler itself (e.g. WeightedRandomSampler, DistributedSampler(shuffle=True)).",
+                     "DataLoader(ds, batch_size=32, sampler=sampler)   # no shuffle=True", "dataloader-options")]
+        return hit("data.sampler_conflict", "dataloader_error", f"DataLoader: {m.group(1)} conflicts with other options", cause, fixes, ("dataloader-options",), [error_fact(ctx)], 0.9,
+                   facts=Facts(argument=m.group(1), names=tuple(a.strip() for a in m.group(2).split(",") if a.strip())))
+    m = ctx.search(r"(prefetch_factor|persistent_workers) option (?:could only be specified in multiprocessing|needs num_workers > 0)")
+    if m:
+        cause = (f"`{m.group(1)}` only applies to worker processes, but the DataLoader runs with num_workers=0 (loading in the main process). Either "
+                 "start workers or leave the option at its default.")
+        fixes = [fix("Set num_workers > 0, or remove the option when loading in the main process", "",
+                     f"DataLoader(ds, batch_size=32, num_workers=4, {m.group(1)}={'2' if m.group(1) == 'prefetch_factor' else 'True'})\n"
+                     f"# or, with num_workers=0: drop {m.group(1)} (prefetch_factor=None)", "dataloader-options")]
+        return hit("data.worker_options", "dataloader_error", f"DataLoader: {m.group(1)} without workers", cause, fixes, ("dataloader-options",), [error_fact(ctx)], 0.9,
+                   facts=Facts(argument=m.group(1), numbers={"num_workers": 0.0}))
     return None
 
 

@@ -30,7 +30,8 @@ _GENERATOR = re.compile(r"Expected a '(\w+)' device type for generator but found
 _RNN_HIDDEN = re.compile(r"Input and hidden tensors are not at the same device, found input tensor at (\S+) and hidden tensor at (\S+)")
 _CUDA_NUMPY = re.compile(r"can't convert (\S+?)(?: device type)? tensor to numpy")
 # Factory functions that create a tensor on the default (CPU) device unless given device=.
-_FACTORY = re.compile(r"torch\.(arange|zeros|ones|full|empty|randn|rand|randint|tensor|eye|linspace|zeros_like|ones_like)\((?![^)]*device\s*=)")
+# (*_like factories inherit the device of their argument, so they are not listed.)
+_FACTORY = re.compile(r"torch\.(arange|zeros|ones|full|empty|randn|rand|randint|randperm|tensor|as_tensor|from_numpy|eye|linspace)\((?![^)]*device\s*=)")
 _SELF_CALLS = re.compile(r"self\.([A-Za-z_]\w*)\s*\(")
 _LAYER_KINDS = ("Linear", "Conv", "Embedding", "RNN/LSTM/GRU", "BatchNorm", "LayerNorm", "Transformer", "MultiheadAttention")
 
@@ -77,6 +78,9 @@ def _read_pair(ctx: Context) -> _Pair | None:
         return _Pair(m.group(2), m.group(1), "generator", "generator")
     if m := _RNN_HIDDEN.search(ctx.text):
         return _Pair(m.group(2), m.group(1), "hidden", "hidden")
+    if ctx.search(r"Placeholder storage has not been allocated on MPS device"):
+        # Apple-GPU wording of a mismatch: an operand of an MPS operation lives on the CPU.
+        return _Pair("cpu", "mps", None)
     return None
 
 
@@ -122,16 +126,18 @@ _BUFFERS = fix("Register constant tensors as buffers", "model.to(device) moves p
     priority=240,
     outcomes=('devices.mismatch', 'devices.mismatch_other', 'devices.created_in_forward', 'devices.two_gpus', 'devices.generator',
               'devices.dataparallel', 'devices.meta', 'devices.embedding_index', 'devices.index_device', 'devices.loss_target',
-              'devices.rnn_hidden', 'devices.cuda_numpy'),
+              'devices.rnn_hidden', 'devices.optimizer_state', 'devices.cuda_numpy'),
     examples=(
         Example("captured/cuda/device-mismatch-cnn-batch-on-cpu", "devices.mismatch"),
         Example("realworld/dev/torchsummary-old-input-cuda-weight-cpu", "devices.mismatch"),
         Example("realworld/dev/uap-old-input-cuda-weight-cpu-elided", "devices.mismatch"),
+        Example("corpus/devices/mps_placeholder_linear_rfdiffusion.txt", "devices.mismatch"),
         Example("realworld/dev/fastnn-mm-wrapper-device", "devices.mismatch_other"),
         Example("realworld/dev/geektime-bn-created-in-forward-device", "devices.mismatch_other"),
         Example("captured/cuda/device-mismatch-gather-actions-cpu", "devices.mismatch_other"),
         Example("corpus/devices/index_select_two_devices_viewfusion.txt", "devices.mismatch_other"),
         Example("corpus/devices/ones_in_forward_without_device_gpu.txt", "devices.mismatch_other"),
+        Example("corpus/devices/mps_placeholder_lm_eval.txt", "devices.mismatch_other"),
         Example("corpus/devices/meta_model_arange_without_device.txt", "devices.created_in_forward"),
         Example("corpus/devices/arange_positions_in_forward_gpu.txt", "devices.created_in_forward"),
         Example("captured/multi_gpu/multigpu-pipeline-cuda0-cuda1-mismatch", "devices.two_gpus"),
@@ -149,6 +155,9 @@ _BUFFERS = fix("Register constant tensors as buffers", "model.to(device) moves p
         Example("captured/cuda/device-mismatch-labels-on-cpu", "devices.loss_target"),
         Example("corpus/devices/loss_class_weight_on_cpu_gpu.txt", "devices.loss_target"),
         Example("captured/cuda/device-mismatch-lstm-hidden-cpu", "devices.rnn_hidden"),
+        Example("corpus/devices/optimizer_state_cpu_resume_cream.txt", "devices.optimizer_state"),
+        Example("corpus/devices/optimizer_state_resume_prodigy.txt", "devices.optimizer_state"),
+        Example("corpus/devices/optimizer_state_steps_fused_adamw_var.txt", "devices.optimizer_state"),
         Example("corpus/devices/cuda_numpy_fastreid.txt", "devices.cuda_numpy"),
         Example("corpus/devices/cuda_numpy_fastllm.txt", "devices.cuda_numpy"),
         Example("corpus/devices/cuda_numpy_old_wording_pvrnet.txt", "devices.cuda_numpy"),
@@ -181,6 +190,8 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
         return _rnn_hidden(ctx, pair, found, facts)
     if pair.kind == "index":
         return _index_device(ctx, pair, found, facts)
+    if _in_optimizer_step(ctx, pair):
+        return _optimizer_state(ctx, pair, found, facts)
     if pair.a and pair.b and pair.a.startswith("cuda") and pair.b.startswith("cuda") and pair.a != pair.b:
         return _two_gpus(ctx, pair, found, facts)
     if kind == "Embedding" and pair.arg in ("index", "indices", "input"):
@@ -193,15 +204,41 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
     return _plain(ctx, pair, found, facts)
 
 
+def _in_optimizer_step(ctx: Context, p: _Pair) -> bool:
+    """The mismatch happened inside an optimizer's step (its state tensors), not in the model."""
+    in_optim = any(re.search(r"/torch/optim/(?!lr_scheduler)\w+\.py$|/optimizers?/\w+\.py$", f.file.replace("\\", "/")) and f.function == "step"
+                   or "_single_tensor_" in (f.function or "") or "_multi_tensor_" in (f.function or "") for f in ctx.failure.frames)
+    return in_optim or p.arg in ("state_steps", "exp_avg", "exp_avg_sq", "momentum_buffer_list") or bool(ctx.search(r"fused_adamw?_|_foreach_\w+"))
+
+
+def _optimizer_state(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
+    cause = (f"The optimizer step mixes tensors on {_both(p)}: the parameters and their gradients are on the GPU, but part of the optimizer's own state "
+             "(momentum buffers, Adam's moving averages, step counters) is on the CPU. This happens when the optimizer state is restored from a checkpoint "
+             "loaded with map_location='cpu' (or before the model was moved), or when the optimizer was created and stepped before model.to(device).")
+    fixes = [
+        fix("Move the model first, then create the optimizer and load its state", "Optimizer.load_state_dict casts the saved state to the device of the parameters it is given.",
+            "model.to(device)\noptimizer = torch.optim.AdamW(model.parameters(), lr=lr)\noptimizer.load_state_dict(ckpt['optimizer'])", "device-mismatch"),
+        fix("Or move the loaded state to the parameters' device", "",
+            "for state in optimizer.state.values():\n    for k, v in state.items():\n        if torch.is_tensor(v):\n            state[k] = v.to(device)", "device-mismatch"),
+    ]
+    return hit("devices.optimizer_state", "device_mismatch", f"Optimizer state on another device ({_both(p)})", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.92,
+               facts=_with(facts, call="optimizer.step"))
+
+
 def _created_in_forward(ctx: Context, p: _Pair, call: str, line: str, found: list[Fact], facts: Facts) -> RuleHit:
     short = call.split(".")[-1]
     found.append(Fact("call", f"`{call}(...)` on the failing line has no device= argument"))
     other = next((d for d in _devices(p) if d != "cpu"), "the other operands' device")
     cause = (f"The failing line `{line}` builds a tensor with {call}(...) and no device=, so it is created on the default device (the CPU) "
              f"while the tensors it is combined with are on {other}. Tensors made inside forward or the training step do not follow model.to(device).")
-    code = ("pos = torch.arange(T, device=x.device)" if short == "arange" else f"t = torch.{short}(..., device=x.device)")
+    if short == "from_numpy":  # from_numpy has no device argument: move the result instead
+        first = fix("Move it to the input's device: torch.from_numpy(...).to(x.device)", "NumPy arrays always become CPU tensors; move the result where the other operands are.",
+                    "t = torch.from_numpy(arr).to(x.device)", "device-mismatch")
+    else:
+        code = "pos = torch.arange(T, device=x.device)" if short == "arange" else f"t = torch.{short}(..., device=x.device)"
+        first = fix(f"Create it on the input's device: {call}(..., device=x.device)", "Take the device (and dtype if needed) from an input tensor or a parameter.", code, "device-mismatch")
     fixes = [
-        fix(f"Create it on the input's device: {call}(..., device=x.device)", "Take the device (and dtype if needed) from an input tensor or a parameter.", code, "device-mismatch"),
+        first,
         fix("Or keep a constant as a registered buffer", "A buffer built once in __init__ moves with the module.", "self.register_buffer('positions', torch.arange(max_len), persistent=False)", "device-mismatch"),
     ]
     return hit("devices.created_in_forward", "device_mismatch", f"{call}(...) created on the CPU inside the computation", cause, fixes,
@@ -209,16 +246,14 @@ def _created_in_forward(ctx: Context, p: _Pair, call: str, line: str, found: lis
 
 
 def _meta(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
-    loading = any("load_state_dict" in (f.function or "") or "load_state_dict" in (f.source or "") for f in ctx.failure.frames)
-    cause = ("A tensor on the `meta` device (shape only, no storage) meets tensors with real data on "
-             f"{next((d for d in _devices(p) if d != 'meta'), 'another device')}. Modules built under torch.device('meta') (or by loaders that create empty weights first) "
-             + ("have no storage, and load_state_dict tries to copy the checkpoint into those empty parameters." if loading else "have no storage until they are materialised."))
+    real = next((d for d in _devices(p) if d != "meta"), "another device")
+    cause = (f"A tensor on the `meta` device (shape only, no storage) meets tensors with real data on {real}. Modules built under torch.device('meta') "
+             "(or by loaders that create empty weights first) have no storage until they are materialised; loading a checkpoint into them with "
+             "load_state_dict without assign=True leaves them empty.")
     fixes = [
         fix("Load with assign=True so the checkpoint tensors replace the meta parameters", "", "model.load_state_dict(state_dict, assign=True)", "device-mismatch"),
         fix("Or materialise the model on a real device first, then load or initialise it", "", "model = model.to_empty(device='cpu')\nmodel.load_state_dict(state_dict)", "device-mismatch"),
     ]
-    if not loading:
-        fixes.reverse()
     return hit("devices.meta", "device_mismatch", "Meta-device tensors used as real tensors", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.93, facts=facts)
 
 
@@ -390,16 +425,32 @@ _CUDA_CASES: tuple[tuple[str, str, str, str, tuple[Fix, ...]], ...] = (
 )
 
 
+def _checkpoint_gpu_index(ctx: Context, index: int, count: int) -> RuleHit:
+    cause = (f"The checkpoint stores tensors that were saved on cuda:{index} (it was written on a machine or process using that GPU), and torch.load "
+             f"restores each tensor onto the device it was saved from by default; this process sees {count} GPU(s), so cuda:{index} does not exist here.")
+    fixes = [
+        fix("Tell torch.load where to put the tensors", "map_location remaps every saved device; use the device this process trains or infers on.",
+            f"state = torch.load(path, map_location='cuda:0')   # or map_location='cpu', or {{'cuda:{index}': 'cuda:0'}}", "cuda-unavailable"),
+        fix("Save device-independent checkpoints", "Move tensors to the CPU (or save state_dict() of a model moved to CPU) before torch.save.", "torch.save({k: v.cpu() for k, v in model.state_dict().items()}, path)", "cuda-unavailable"),
+    ]
+    found = [error_fact(ctx), Fact("device", f"checkpoint tensors on cuda:{index}; {count} GPU(s) visible")]
+    return hit("devices.checkpoint_gpu_index", "cuda_unavailable", f"Checkpoint saved on cuda:{index}, only {count} GPU(s) here", cause, fixes,
+               ("cuda-unavailable", "cuda-arch-mismatch"), _loc(ctx, found), 0.93,
+               facts=Facts(devices=(f"cuda:{index}",), numbers={"device_index": float(index), "device_count": float(count)}, call="torch.load"))
+
+
 @rule(
     'devices.cuda_unavailable',
     category='cuda_unavailable',
     docs=("cuda-unavailable", "cuda-arch-mismatch"),
     priority=130,
-    outcomes=tuple(case[0] for case in _CUDA_CASES),
+    outcomes=tuple(case[0] for case in _CUDA_CASES) + ('devices.checkpoint_gpu_index',),
     examples=(
         Example("captured/cpu/hardcoded-cuda-device-cpu-build", "devices.cuda_unavailable"),
         Example("realworld/dev/detectron2-old-not-compiled-cuda-check-driver", "devices.cuda_unavailable"),
         Example("captured/cpu/torch-load-map-location-cuda-no-gpu", "devices.cuda_checkpoint_on_cpu"),
+        Example("corpus/devices/checkpoint_cuda_index_caricature.txt", "devices.checkpoint_gpu_index"),
+        Example("corpus/devices/checkpoint_cuda_index_deepsort.txt", "devices.checkpoint_gpu_index"),
         Example("realworld/dev/gaitset-old-no-nvidia-driver-multiline", "devices.no_gpu_visible"),
         Example("corpus/devices/no_cuda_gpus_available_samus.txt", "devices.no_gpu_visible"),
         Example("corpus/devices/no_cuda_gpus_visible_empty_env.txt", "devices.no_gpu_visible"),
@@ -417,6 +468,9 @@ _CUDA_CASES: tuple[tuple[str, str, str, str, tuple[Fix, ...]], ...] = (
 )
 def cuda_unavailable(ctx: Context) -> RuleHit | None:
     """CUDA requested but not usable: CPU-only build, no driver, old driver, bad ordinal, CUDA checkpoint on CPU."""
+    m = ctx.search(r"Attempting to deserialize object on CUDA device (\d+) but torch\.cuda\.device_count\(\) is (\d+)")
+    if m:
+        return _checkpoint_gpu_index(ctx, int(m.group(1)), int(m.group(2)))
     for outcome, pattern, title, cause, fixes in _CUDA_CASES:
         m = ctx.search(pattern)
         if not m:

@@ -90,7 +90,7 @@ def nccl_timeout(ctx: Context) -> RuleHit | None:
         ]
     else:
         outcome = "distributed.nccl_timeout"
-        cause = (f"{who} {what} waited for the other ranks until the timeout and gave up. NCCL collectives block until every rank joins, so at "
+        cause = (f"{who} {what} waited for the other ranks until the timeout and gave up. Collectives block until every rank joins, so at "
                  "least one rank was somewhere else: it crashed or hung (look for its own error earlier in the log), ran a different number of "
                  "iterations (uneven data per rank, an early exit), skipped a collective in rank-conditional code (evaluation or logging on rank 0 "
                  "that contains a barrier/all_reduce), or was far slower (data loading, checkpoint saving on one rank).")
@@ -104,7 +104,9 @@ def nccl_timeout(ctx: Context) -> RuleHit | None:
     first = next((n for n in ctx.failure.notes if "failed first" in n), None)
     if first:
         cause += " " + first
-    return hit(outcome, "nccl_error", "NCCL collective timed out", cause, fixes, docs, found, 0.92,
+    # The gloo backend times out with its own wording; name the backend the text shows.
+    title = "Collective timed out (gloo)" if not m and ctx.search(r"gloo") else "NCCL collective timed out"
+    return hit(outcome, "nccl_error", title, cause, fixes, docs, found, 0.92,
                facts=Facts(numbers=numbers, names=tuple(n for n in (op,) if n) + tuple(f"rank {r}" for r in ranks[:16])))
 
 
@@ -160,7 +162,8 @@ _NCCL_CODES = {"ncclSystemError": "unhandled system error", "ncclInvalidUsage": 
     docs=("nccl-errors", "process-group-init", "nccl-timeout"),
     priority=222,
     outcomes=('distributed.nccl_system_error', 'distributed.nccl_invalid_usage', 'distributed.nccl_cuda_error', 'distributed.nccl_internal_error',
-              'distributed.nccl_remote_error', 'distributed.nccl_aborted', 'distributed.peer_closed', 'distributed.duplicate_gpu', 'distributed.nccl_cpu_tensor'),
+              'distributed.nccl_remote_error', 'distributed.nccl_aborted', 'distributed.peer_closed', 'distributed.nccl_unique_id',
+              'distributed.duplicate_gpu', 'distributed.nccl_cpu_tensor'),
     examples=(
         Example('realworld/dev/imgproc-old-nccl-unhandled-system-518', 'distributed.nccl_system_error'),
         Example('corpus/distributed/nccl_invalid_usage_async_ops.txt', 'distributed.nccl_invalid_usage'),
@@ -173,6 +176,9 @@ _NCCL_CODES = {"ncclSystemError": "unhandled system error", "ncclInvalidUsage": 
         Example('corpus/distributed/nccl_remote_error_plain.txt', 'distributed.nccl_remote_error'),
         Example('corpus/distributed/nccl_communicator_aborted_title.txt', 'distributed.nccl_aborted'),
         Example('corpus/distributed/gloo_peer_closed_uneven_steps_2_13.txt', 'distributed.peer_closed'),
+        Example('corpus/distributed/nccl_unique_id_wait_timeout.txt', 'distributed.nccl_unique_id'),
+        Example('corpus/distributed/nccl_unique_id_socket_timeout.txt', 'distributed.nccl_unique_id'),
+        Example('corpus/distributed/nccl_unique_id_key_timeout_title.txt', 'distributed.nccl_unique_id'),
         Example('captured/multi_gpu/nccl-duplicate-gpu-no-set-device', 'distributed.duplicate_gpu'),
         Example('realworld/dev/verl-duplicate-gpu-ray-version', 'distributed.duplicate_gpu'),
         Example('corpus/distributed/nccl_cpu_tensor_all_reduce.txt', 'distributed.nccl_cpu_tensor'),
@@ -185,6 +191,9 @@ def nccl_error(ctx: Context) -> RuleHit | None:
     dup = ctx.search(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)")
     if dup or (ctx.search(r"invalid usage") and re.search(r"Duplicate GPU detected", raw)):
         return _duplicate_gpu(ctx, dup, raw, docs)
+    uid = ctx.search(r"\[(\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[(\d+)\][^\n]*got (?:error|exception): ([^\n]+)")
+    if uid:
+        return _unique_id(ctx, uid, docs)
     if ctx.search(r"Tensors must be CUDA and dense"):
         cause = "The NCCL backend only works on CUDA tensors, but a CPU (or sparse) tensor was passed to a collective."
         fixes = [fix("Move the tensor to this rank's GPU (or use the gloo backend for CPU tensors)", "Values computed on the CPU (metrics, counters) must be moved to the rank's device before all_reduce/all_gather.", "t = t.to(torch.device('cuda', local_rank))\ndist.all_reduce(t)", "nccl-errors")]
@@ -242,6 +251,25 @@ def _duplicate_gpu(ctx: Context, dup: re.Match[str] | None, raw: str, docs: tupl
                facts=Facts(names=(f"rank {r0}", f"rank {r1}"), devices=(f"cuda:{dev}",) if dev.isdigit() else ()))
 
 
+def _unique_id(ctx: Context, m: re.Match[str], docs: tuple[str, ...]) -> RuleHit:
+    """A rank waited for another rank to publish the NCCL id of a new communicator."""
+    waiting, owner, why = m.group(1), m.group(2), m.group(3).strip()
+    cause = (f"Rank {waiting} was creating an NCCL communicator and waited for rank {owner} to publish its ID in the rendezvous store, but it "
+             f"never came ({why[:120]}). Communicators are created lazily at the first collective on each group, so rank {owner} did not reach "
+             "that collective in time: it crashed or hung before it (look at its own log), took a code path without that collective "
+             "(rank-conditional code, a different number of steps), was much slower (loading data or a model), or the ranks cannot reach "
+             "each other's network address.")
+    fixes = [
+        fix(f"Look at rank {owner}'s log first", "Its own error or a long stall before the first collective explains the wait.", None, "nccl-timeout"),
+        fix("Make every rank reach the same collectives", "The first collective of each process group must be called by all of its ranks; keep collectives out of rank-only code.", "if rank == 0:\n    prepare()        # no collectives in here\ndist.barrier()       # every rank", "nccl-timeout"),
+        fix("Initialise communicators eagerly to surface the problem at start-up", "Passing device_id to init_process_group creates the NCCL communicator immediately, so a rank that cannot join fails there.", "dist.init_process_group('nccl', device_id=torch.device('cuda', local_rank))", "process-group-init"),
+        *_debug_fixes(),
+    ]
+    return hit("distributed.nccl_unique_id", "nccl_error", f"Rank {waiting} waited for rank {owner} to set up NCCL", cause, fixes, docs,
+               [error_fact(ctx), Fact("ranks", f"rank {waiting} waited for rank {owner}: {why[:160]}")], 0.88,
+               facts=Facts(names=(f"rank {waiting}", f"rank {owner}")))
+
+
 def _aborted(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
     cause = ("The NCCL communicator was aborted: PyTorch tears communicators down after a collective failed or timed out on some rank, so every "
              "later collective reports this. It is a consequence, not the cause — the original failure (a watchdog timeout, an NCCL error or a "
@@ -289,6 +317,7 @@ def _peer_closed(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
         Example('corpus/distributed/ddp_no_trainable_params_assertion.txt', 'distributed.ddp_no_params'),
         Example('corpus/distributed/ddp_no_params_gloo_2_13.txt', 'distributed.ddp_no_params'),
         Example('corpus/distributed/ddp_device_ids_cpu_module.txt', 'distributed.ddp_device'),
+        Example('corpus/distributed/ddp_device_ids_cpu_module_rank7.txt', 'distributed.ddp_device'),
         Example('corpus/distributed/ddp_device_ids_multi_gpu_module.txt', 'distributed.ddp_multi_device_module'),
         Example('corpus/distributed/ddp_device_ids_multi_gpu_module_three.txt', 'distributed.ddp_multi_device_module'),
     ),
@@ -398,6 +427,7 @@ def _ddp_model_mismatch(ctx: Context, m: re.Match[str] | None, docs: tuple[str, 
         Example('corpus/distributed/rendezvous_store_timeout_clients.txt', 'distributed.rendezvous'),
         Example('corpus/distributed/rendezvous_store_wait_timeout.txt', 'distributed.rendezvous'),
         Example('corpus/distributed/rendezvous_store_timeout_2_13.txt', 'distributed.rendezvous'),
+        Example('corpus/distributed/rendezvous_client_socket_timeout_title.txt', 'distributed.rendezvous'),
         Example('realworld/dev/minigpt4-torchrun-childfailed-summary', 'distributed.child_failed'),
         Example('corpus/distributed/torchrun_sigkill_rank7.txt', 'distributed.child_killed'),
         Example('corpus/distributed/torchrun_sigkill_loading_checkpoint.txt', 'distributed.child_killed'),
@@ -413,7 +443,8 @@ def process_group(ctx: Context) -> RuleHit | None:
         return hit("distributed.pg_uninitialized", "ddp_error", "Process group not initialised", cause, fixes, docs, [error_fact(ctx)], 0.93)
     m = ctx.search(r"environment variable (\w+) expected, but not set")
     if m:
-        cause = f"init_process_group uses the env:// method, which reads {m.group(1)} (with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); it is unset because the script was not started by a launcher."
+        cause = (f"init_process_group uses the env:// method, which reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment; "
+                 f"{m.group(1)} is unset because the script was not started by a launcher (torchrun) that sets them.")
         fixes = [fix("Launch with torchrun, which sets these variables", "Or pass rank, world_size and init_method explicitly for a single process.", "torchrun --nproc_per_node=NUM_GPUS train.py", "process-group-init")]
         return hit("distributed.pg_env", "ddp_error", f"{m.group(1)} not set for init_process_group", cause, fixes, docs, [error_fact(ctx)], 0.93,
                    facts=Facts(names=(m.group(1),)))
@@ -434,7 +465,8 @@ def process_group(ctx: Context) -> RuleHit | None:
                  "'nccl' backend cannot be created.")
         fixes = [fix("Use gloo here, or install a CUDA build of PyTorch on a Linux GPU machine", "Pick the backend from what the build supports.", "backend = 'nccl' if dist.is_nccl_available() and torch.cuda.is_available() else 'gloo'\ndist.init_process_group(backend)", "process-group-init")]
         return hit("distributed.nccl_not_built", "ddp_error", "PyTorch build without NCCL", cause, fixes, docs, [error_fact(ctx)], 0.9)
-    if ctx.search(r"DistStoreError|Timed out after \d+ seconds waiting for (?:clients|workers)|RendezvousTimeoutError|wait timeout after \d+ms"):
+    if ctx.search(r"DistStoreError|Timed out after \d+ seconds waiting for (?:clients|workers)|RendezvousTimeoutError|wait timeout after \d+ms"
+                  r"|client socket has timed out after \d+ms while trying to connect|client socket has failed to connect"):
         joined = ctx.search(r"(\d+)/(\d+) (?:clients|workers) joined")
         cause = ("Rendezvous timed out: not all ranks connected to the store (MASTER_ADDR:MASTER_PORT)"
                  + (f" — only {joined.group(1)} of {joined.group(2)} processes joined" if joined else "")
@@ -450,8 +482,10 @@ def process_group(ctx: Context) -> RuleHit | None:
 def _child_failed(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
     """torchrun's summary: a SIGKILL (host OOM) or any other worker failure."""
     raw = ctx.failure.text or ctx.text
-    rank = re.search(r"rank\s*:\s*(\d+) \(local_rank: (\d+)\)|local_rank: (\d+) \(pid", raw)
-    code = re.search(r"exitcode\s*:\s*(-?\d+)", raw)
+    # The summary's "Root Cause" entry names the first failure; other entries are ranks stopped after it.
+    root = raw[raw.find("Root Cause"):] if "Root Cause" in raw else raw
+    rank = re.search(r"rank\s*:\s*(\d+) \(local_rank: (\d+)\)|local_rank: (\d+) \(pid", root) or re.search(r"rank\s*:\s*(\d+) \(local_rank: (\d+)\)|local_rank: (\d+) \(pid", raw)
+    code = re.search(r"exitcode\s*:\s*(-?\d+)", root) or re.search(r"exitcode\s*:\s*(-?\d+)", raw)
     sig = re.search(r"Signal (\d+) \((SIG\w+)\)", raw)
     found = [error_fact(ctx)]
     rank_no = (rank.group(1) or rank.group(3)) if rank else None

@@ -302,6 +302,8 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
         Example("corpus/env/disk_full_torch_save.txt", "env.disk_full"),
         Example("corpus/env/disk_full_dolly.txt", "env.disk_full"),
         Example("corpus/env/network_name_resolution_facenet.txt", "env.network"),
+        Example("corpus/env/network_huggingface_offline.txt", "env.network"),
+        Example("corpus/env/network_unreachable_hf_hub.txt", "env.network"),
         Example("corpus/env/illegal_instruction_kaiming.txt", "env.illegal_instruction"),
     ),
 )
@@ -345,11 +347,13 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
         return hit("env.disk_full", "environment_error", "No space left on device", cause, fixes, ("files-and-permissions", "corrupt-checkpoint"), _found(ctx), 0.92)
     if ctx.search(r"We couldn't connect to 'https?://huggingface\.co'|Failed to establish a new connection|Temporary failure in name resolution|urlopen error|Connection refused|Max retries exceeded with url|offline mode is enabled|LocalEntryNotFoundError"):
         hf = bool(ctx.search(r"huggingface|hf_hub|LocalEntryNotFoundError"))
+        host = ctx.search(r"host='([\w.-]+)'|https?://([\w.-]+)")
         cause = ("The code tried to download something (pretrained weights, a tokenizer, a dataset) and the host could not be reached: "
                  "no network or DNS on this machine (typical of compute nodes), or a proxy/firewall in the way.")
         fixes = [fix("Download once where there is network, then load from a local path or pre-filled cache", "",
                      "export HF_HUB_OFFLINE=1 HF_HOME=/shared/hf_cache" if hf else "export TORCH_HOME=/shared/torch_cache   # pre-filled on a machine with network", "files-and-permissions")]
-        return hit("env.network", "environment_error", "No network for a download", cause, fixes, docs, _found(ctx), 0.85)
+        return hit("env.network", "environment_error", "No network for a download", cause, fixes, docs, _found(ctx), 0.85,
+                   facts=Facts(names=(host.group(1) or host.group(2),) if host else ()))
     if ctx.search(r"Illegal instruction"):
         cause = "The process executed a CPU instruction this processor lacks: a binary built for newer CPUs (AVX2/AVX-512) runs on an older or virtualised one."
         fixes = [fix("Install builds for this CPU (or build from source without -march=native)", "Check the CPU flags against what the build requires.", "grep -o -w 'avx2\\|avx512f' /proc/cpuinfo | sort -u", "library-version-mismatch")]

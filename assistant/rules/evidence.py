@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from assistant.parse.messages import fmt_bytes
 from assistant.rules.base import Context
@@ -82,20 +83,23 @@ def _frame_tensors(ctx: Context, exclude: set[str]) -> list[Fact]:
 
 def _layers(ctx: Context) -> Iterable[dict[str, Any]]:
     for m in ctx.evidence.modules:
-        for layer in m.layers:
-            yield layer
+        yield from m.layers
+
+
+_MATMUL_OUTCOMES = frozenset({"shapes.matmul", "shapes.matmul_operands"})
 
 
 def _shape(hit: RuleHit, ctx: Context) -> Refinement:
-    if len(hit.facts.shapes) != 2 or any(len(s) != 2 for s in hit.facts.shapes):
+    # Only a matrix product's operands are (rows, got) and (in_features, out_features).
+    if hit.rule not in _MATMUL_OUTCOMES or len(hit.facts.shapes) != 2 or any(len(s) != 2 for s in hit.facts.shapes):
         return Refinement([], "")
     (rows, got), (inner, out_f) = hit.facts.shapes
     layers = list(_layers(ctx))
-    linear = next((l for l in layers if l.get("type") in ("Linear", "LazyLinear") and l.get("in_features") == inner and l.get("out_features") == out_f), None)
+    linear = next((layer for layer in layers if layer.get("type") in ("Linear", "LazyLinear") and layer.get("in_features") == inner and layer.get("out_features") == out_f), None)
     if linear is None:
         return Refinement([], "")
     idx = layers.index(linear)
-    conv = next((l for l in reversed(layers[:idx]) if "out_channels" in l), None)
+    conv = next((layer for layer in reversed(layers[:idx]) if "out_channels" in layer), None)
     measured = False
     facts = [Fact("probe", f"layer `{linear['name']}` is Linear(in_features={inner}, out_features={out_f})")]
     sentence = f"The layer is `{linear['name']}` (Linear, in_features={inner}); it received a ({rows}, {got}) tensor"
@@ -157,8 +161,8 @@ def _memory(hit: RuleHit, ctx: Context) -> Refinement:
 def _labels(hit: RuleHit, ctx: Context) -> Refinement:
     facts: list[Fact] = []
     sentence = ""
-    heads = [l for l in _layers(ctx) if l.get("type") in ("Linear", "LazyLinear") and "out_features" in l]
-    embeds = [l for l in _layers(ctx) if l.get("type") == "Embedding"]
+    heads = [layer for layer in _layers(ctx) if layer.get("type") in ("Linear", "LazyLinear") and "out_features" in layer]
+    embeds = [layer for layer in _layers(ctx) if layer.get("type") == "Embedding"]
     for t in ctx.evidence.tensors:
         if t.max_value is None:
             continue

@@ -38,6 +38,7 @@ def _keys_after(label: str, text: str) -> list[str]:
         Example("corpus/io/state_dict_renamed_layer_captured.txt", "io.state_dict"),
         Example("realworld/dev/semseg-oldest-unexpected-key-module", "io.state_dict_old"),
         Example("corpus/io/optimizer_param_group_mismatch_captured.txt", "io.optimizer_state"),
+        Example("corpus/io/optimizer_param_groups_count_captured.txt", "io.optimizer_state"),
         Example("corpus/io/state_dict_used_as_model_captured.txt", "io.dict_not_model"),
         Example("corpus/io/checkpoint_missing_state_dict_key_captured.txt", "io.checkpoint_key"),
     ),
@@ -69,8 +70,9 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
     fixes = []
     stripped = _stripped_chars(missing, unexpected)
     if stripped:
-        cause = (f"Each checkpoint key is the matching model key with its first {stripped} characters cut off (`{missing[0]}` became "
-                 f"`{unexpected[0]}`): the loading code removes a fixed-length prefix (such as `module.`) from every key, "
+        i = max(range(len(missing)), key=lambda j: len(missing[j]))
+        cause = (f"Each checkpoint key is the matching model key with its first {stripped} characters cut off (`{missing[i]}` became "
+                 f"`{unexpected[i]}`): the loading code removes a fixed-length prefix (such as `module.`) from every key, "
                  "even though these keys never had it.")
         fixes.append(fix("Strip the prefix only from keys that carry it", "", "state = {k.removeprefix('module.'): v for k, v in state.items()}", "state-dict-keys"))
         return hit("io.state_dict_stripped", "state_dict_loading", f"Checkpoint keys lost their first {stripped} characters", cause, fixes, docs,
@@ -95,7 +97,7 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
                    _loc(ctx, found), 0.95, facts=facts)
     if sizes and not missing and not unexpected:
         names = [n for n, _, _ in sizes]
-        head_like = all(re.search(r"(fc|classifier|head|out|logits|lm_head|decoder|proj)", n) for n in names)
+        head_like = all(re.search(r"(?:^|[._])(?:fc|classifier|cls|head|heads|logits|lm_head|out|output)(?:$|[._\d])", n) for n in names)
         cause = f"{model} has the same layers as the checkpoint, but {len(sizes)} tensor(s) differ in shape (" + ", ".join(f"`{n}`" for n in names[:4]) + ")."
         docs = ("state-dict-size-mismatch", "state-dict-keys")
         if head_like:
@@ -175,9 +177,14 @@ def _common_prefix(unexpected: list[str], missing: list[str]) -> str | None:
 
 
 def _optimizer_state(ctx: Context) -> RuleHit | None:
-    if ctx.search(r"loaded state dict contains a parameter group that doesn't match the size of optimizer's group|loaded state dict has a different number of parameter groups"):
-        cause = "The optimizer state was saved for a different set of parameters (the model changed, or parameters were frozen/unfrozen or grouped differently)."
-        fixes = [fix("Build the optimizer over the same parameters, or start its state fresh", "Reload only the model weights when the architecture or param groups changed.", None, "state-dict-size-mismatch")]
+    m = ctx.search(r"loaded state dict contains a parameter group that doesn't match the size of optimizer's group|loaded state dict has a different number of parameter groups")
+    if m:
+        groups = "different number of parameter groups" in m.group(0)
+        cause = ("The optimizer state was saved for a different set of parameters: "
+                 + ("the saved optimizer had a different number of parameter groups than the new one (groups were added, merged or split)."
+                    if groups else "a parameter group holds a different number of tensors than when it was saved (the model changed, or parameters were frozen/unfrozen)."))
+        fixes = [fix("Build the optimizer over the same parameters and groups, or start its state fresh", "When the model or its grouping changed on purpose, load only the model weights and skip the optimizer state.",
+                     "model.load_state_dict(ckpt['model'])\n# optimizer.load_state_dict(ckpt['optimizer'])  # skip: parameters changed", "state-dict-size-mismatch")]
         return hit("io.optimizer_state", "state_dict_loading", "Optimizer state does not match its parameters", cause, fixes, ("state-dict-size-mismatch", "state-dict-keys"), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(call="load_state_dict"))
     m = ctx.search(r"'(?:collections\.)?OrderedDict' object has no attribute '(\w+)'|'dict' object has no attribute '(eval|to|cuda|forward|parameters|state_dict|load_state_dict)'")
@@ -308,7 +315,8 @@ def _weights_only(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
         short = what.rsplit(".", 1)[-1]
         fixes = [
             fix(f"If you trust the file, allow `{short}` explicitly", "Allow-listing keeps the protection against arbitrary code for everything else.",
-                f"from {what.rsplit('.', 1)[0]} import {short}\ntorch.serialization.add_safe_globals([{short}])\n# or scoped:\nwith torch.serialization.safe_globals([{short}]):\n    ckpt = torch.load(path)" if "." in what else
+                (f"# {short} must be defined (or imported) before loading\n" if what.startswith("__main__.") else f"from {what.rsplit('.', 1)[0]} import {short}\n")
+                + f"torch.serialization.add_safe_globals([{short}])\n# or scoped:\nwith torch.serialization.safe_globals([{short}]):\n    ckpt = torch.load(path)" if "." in what else
                 f"torch.serialization.add_safe_globals([{what}])", "torch-load-weights-only"),
             fix("Or load with weights_only=False — only for files you created or trust", "Unpickling can execute arbitrary code.", "ckpt = torch.load(path, weights_only=False)", "torch-load-weights-only"),
             fix("Save plain state_dicts and basic Python values next time", "Tensors, numbers, strings, lists and dicts of them load under weights_only=True.",

@@ -299,7 +299,7 @@ def _mps_oom(ctx: Context, m: re.Match[str]) -> RuleHit:
     ]
     numbers = {k: float(v) for k, v in (("mps_allocated_bytes", mps_alloc), ("other_allocations_bytes", other), ("capacity_bytes", cap), ("requested_bytes", tried)) if v is not None}
     return hit("memory.mps_oom", "cuda_oom", "MPS (Apple GPU) out of memory", cause, fixes, ("cuda-oom", "memory-profiling"), found, 0.9,
-               facts=Facts(numbers=numbers, devices=("mps",), flags=frozenset({"fragmentation_ruled_out"})))
+               facts=Facts(numbers=numbers, devices=("mps",)))
 
 
 def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool) -> RuleHit:
@@ -360,8 +360,11 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
 _CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes"
                         r"|Torch: not enough memory: you tried to allocate (\d+)GB")
 _OOM_KILLER = re.compile(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^\s*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b", re.M)
-_HOST_GROWTH = re.compile(r"(?:RAM|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing)"
-                          r"|(?:RAM|memory) leak", re.IGNORECASE)
+_HOST_GROWTH = re.compile(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing)"
+                          r"|(?:\bRAM\b|memory) leak", re.IGNORECASE)
+# Growth described in GPU terms is the CUDA rule's (or the symptom rule's) to answer, not host RAM.
+_GPU_WORDS = re.compile(r"\b(?:GPU|VRAM|CUDA memory|cuda memory|nvidia-smi)\b")
+_HOST_WORDS = re.compile(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
 
 
 @rule(
@@ -388,6 +391,7 @@ _HOST_GROWTH = re.compile(r"(?:RAM|CPU memory|system memory|host memory|memory u
         Example('corpus/memory/killed_after_start_training.txt', 'memory.cpu_oom_killed'),
         Example('corpus/memory/oom_killer_dmesg.txt', 'memory.cpu_oom_killed'),
         Example('corpus/memory/memoryerror_torch_load.txt', 'memory.cpu_oom_memoryerror'),
+        Example('corpus/memory/memoryerror_bytearray_3_11.txt', 'memory.cpu_oom_memoryerror'),
         Example('corpus/memory/host_ram_growth_prose_killed.txt', 'memory.cpu_oom_growth'),
         Example('corpus/memory/host_ram_growth_prose_crash.txt', 'memory.cpu_oom_growth'),
         Example('corpus/memory/host_ram_growth_prose_system_memory.txt', 'memory.cpu_oom_growth'),
@@ -403,6 +407,8 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
     torchrun = re.search(r"ChildFailedError|elastic\.multiprocessing", raw)
     killer = None if torchrun else (_OOM_KILLER.search(raw))
     growth = _HOST_GROWTH.search(raw)
+    if growth and _GPU_WORDS.search(raw) and not _HOST_WORDS.search(raw):
+        growth = None
     memoryerror = ctx.exc_type in ("MemoryError", "_ArrayMemoryError")
     if not (m or numpy or killer or memoryerror or growth):
         return None

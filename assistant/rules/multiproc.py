@@ -23,7 +23,7 @@ _UNPICKLABLE = re.compile(
 )
 # Unpicklable things that are open handles (reopen them lazily in the worker) vs. thread machinery.
 _HANDLE_TYPES = re.compile(r"TextIOWrapper|BufferedReader|BufferedWriter|FileIO|socket|Connection|Environment|Cursor|h5py|SSLContext|mmap|ZipFile|TarFile", re.I)
-_LOCK_TYPES = re.compile(r"lock|RLock|Condition|Thread|_local|Event|Semaphore|queue|SimpleQueue|generator|coroutine", re.I)
+_LOCK_TYPES = re.compile(r"lock|RLock|Condition|Thread|_local|Event|Semaphore|queue|SimpleQueue", re.I)
 
 
 _CUDA_CALL = re.compile(r"(\.cuda)\(|(\.to)\(\s*['\"]cuda|(device)\s*=\s*['\"]cuda|(torch\.cuda\.\w+)")
@@ -107,8 +107,8 @@ def cuda_fork(ctx: Context) -> RuleHit | None:
     docs=_DOCS,
     priority=320,
     also=('cpu_oom',),
-    outcomes=('mp.unpicklable', 'mp.unpicklable_handle', 'mp.unpicklable_lock', 'mp.spawn_global', 'mp.main_attribute', 'mp.main_attribute_guarded', 'mp.bootstrap',
-              'mp.daemonic', 'mp.child_died', 'mp.child_killed'),
+    outcomes=('mp.unpicklable', 'mp.unpicklable_handle', 'mp.unpicklable_lock', 'mp.unpicklable_object', 'mp.spawn_global', 'mp.main_attribute', 'mp.main_attribute_guarded', 'mp.bootstrap',
+              'mp.daemonic', 'mp.child_died', 'mp.child_killed', 'mp.context_already_set'),
     examples=(
         Example("captured/cpu/dataloader-spawn-lambda-collate", "mp.unpicklable"),
         Example("corpus/multiprocessing/spawn_lambda_collate_script.txt", "mp.unpicklable"),
@@ -119,6 +119,8 @@ def cuda_fork(ctx: Context) -> RuleHit | None:
         Example("corpus/multiprocessing/spawn_open_file_in_dataset.txt", "mp.unpicklable_handle"),
         Example("corpus/multiprocessing/spawn_thread_lock_in_dataset.txt", "mp.unpicklable_lock"),
         Example("corpus/multiprocessing/rlock_old_wording_win_process.txt", "mp.unpicklable_lock"),
+        Example("corpus/multiprocessing/spawn_module_attribute_in_dataset.txt", "mp.unpicklable_object"),
+        Example("corpus/multiprocessing/spawn_generator_attribute_in_dataset.txt", "mp.unpicklable_object"),
         Example("captured/cpu/mp-spawn-global-set-under-main-guard", "mp.spawn_global"),
         Example("corpus/multiprocessing/spawn_main_class_not_importable.txt", "mp.main_attribute"),
         Example("corpus/multiprocessing/main_attribute_builtin_win_htr.txt", "mp.main_attribute"),
@@ -129,6 +131,9 @@ def cuda_fork(ctx: Context) -> RuleHit | None:
         Example("corpus/multiprocessing/spawn_child_exit_code.txt", "mp.child_died"),
         Example("corpus/multiprocessing/spawn_child_sigsegv.txt", "mp.child_died"),
         Example("corpus/multiprocessing/spawn_child_sigkill.txt", "mp.child_killed"),
+        Example("corpus/multiprocessing/set_start_method_twice.txt", "mp.context_already_set"),
+        Example("corpus/multiprocessing/context_already_set_slowfast.txt", "mp.context_already_set"),
+        Example("corpus/multiprocessing/context_already_set_espnet.txt", "mp.context_already_set"),
     ),
 )
 def pickling(ctx: Context) -> RuleHit | None:
@@ -157,7 +162,8 @@ def pickling(ctx: Context) -> RuleHit | None:
         cause = ("With spawn, each child imports your script again; module-level code that creates processes (a DataLoader loop with workers, a Pool, "
                  "mp.spawn) then runs again inside the child. The script lacks the `if __name__ == '__main__':` guard around its entry point.")
         fixes = [fix("Guard the entry point", "", "def main():\n    ...\n\nif __name__ == '__main__':\n    main()", "spawn-pickling")]
-        return hit("mp.bootstrap", "multiprocessing_error", "Missing `if __name__ == '__main__'` guard", cause, fixes, _DOCS, _found(ctx), 0.95)
+        return hit("mp.bootstrap", "multiprocessing_error", "Missing `if __name__ == '__main__'` guard", cause, fixes, _DOCS, _found(ctx), 0.95,
+                   facts=Facts(flags=frozenset({"missing_main_guard"}), names=("spawn",)))
     if ctx.search(r"daemonic processes are not allowed to have children"):
         cause = ("A daemon process tried to start processes of its own. DataLoader workers are daemons, so a multiprocessing Pool, a DataLoader with "
                  "num_workers > 0, or a library that parallelises with processes cannot be used inside __getitem__ or a transform.")
@@ -166,7 +172,21 @@ def pickling(ctx: Context) -> RuleHit | None:
                 "from concurrent.futures import ThreadPoolExecutor   # threads are allowed in a worker", "spawn-pickling"),
             fix("Or precompute the expensive part before training", "", None, "spawn-pickling"),
         ]
-        return hit("mp.daemonic", "multiprocessing_error", "Processes started inside a DataLoader worker", cause, fixes, _DOCS, _found(ctx), 0.9)
+        # Innermost user line first: that is the code running inside the worker.
+        pool = next((m for f in reversed(ctx.failure.user_frames) if (m := re.search(r"\b(Pool|ProcessPoolExecutor|Process|DataLoader)\(", f.source or ""))), None)
+        return hit("mp.daemonic", "multiprocessing_error", "Processes started inside a DataLoader worker", cause, fixes, _DOCS, _found(ctx), 0.9,
+                   facts=Facts(call=pool.group(1) if pool else None, flags=frozenset({"daemon_process"})))
+    if ctx.search(r"context has already been set") and any("set_start_method" in (f.source or "") or "context.py" in f.file for f in ctx.failure.frames):
+        cause = ("multiprocessing's start method can be set only once per program, and something (your code earlier, an imported library, or a second "
+                 "call in a function that runs twice) already set it. Calling set_start_method again raises unless force=True.")
+        fixes = [
+            fix("Set the start method once, at the entry point", "Call it first thing under the main guard, before any pool, queue or DataLoader exists.",
+                "if __name__ == '__main__':\n    torch.multiprocessing.set_start_method('spawn', force=True)\n    main()", "spawn-pickling"),
+            fix("Or use a local context instead of the global one", "A context object does not touch the global setting.",
+                "ctx = torch.multiprocessing.get_context('spawn')\np = ctx.Process(target=work)\nDataLoader(ds, num_workers=2, multiprocessing_context='spawn')", "spawn-pickling"),
+        ]
+        return hit("mp.context_already_set", "multiprocessing_error", "Multiprocessing start method set twice", cause, fixes, _DOCS, _found(ctx), 0.9,
+                   facts=Facts(call="set_start_method"))
     m = ctx.search(r"process (\d+) terminated with (?:signal (SIG\w+)|exit code (-?\d+))")
     if m and ctx.search(r"ProcessExitedException|torch\.multiprocessing|spawn"):
         return _child_exit(ctx, m)
@@ -206,6 +226,17 @@ def _unpicklable(ctx: Context, m: re.Match[str]) -> RuleHit:
             fix("Pass workers only the data they need", "Hand the Dataset plain paths and arrays, not a trainer, a logger or a model wrapper.", None, "spawn-pickling"),
         ]
         return hit("mp.unpicklable_lock", "multiprocessing_error", f"Cannot pickle {obj} for a worker process", cause, fixes, _DOCS, found, 0.92, facts=facts)
+    if m.group("res") or m.group("res2"):
+        # An object type (module, generator, a C-extension object) rather than a function without an importable name.
+        cause = (f"{start}, and a `{obj}` object cannot be pickled. Something reachable from the Dataset (or the other objects sent to the child) "
+                 f"keeps a `{obj}` as an attribute: a module stored on self, a live generator or iterator, or a native object from an extension library.")
+        fixes = [
+            fix(f"Don't keep the `{obj}` on the Dataset; create it where it is used", "Import modules at the top of the file; create iterators and native handles lazily in __getitem__ or worker_init_fn.",
+                "class MyDataset(Dataset):\n    def __init__(self, path):\n        self.path, self.reader = path, None\n    def __getitem__(self, i):\n"
+                "        if self.reader is None:\n            self.reader = open_reader(self.path)   # created inside the worker\n        ...", "spawn-pickling"),
+            fix("Or drop it when pickling", "", "def __getstate__(self):\n    state = self.__dict__.copy()\n    state.pop('reader', None)\n    return state", "spawn-pickling"),
+        ]
+        return hit("mp.unpicklable_object", "multiprocessing_error", f"Cannot pickle a {obj} object for a worker process", cause, fixes, _DOCS, found, 0.88, facts=facts)
     cause = (f"{start}, and `{obj}` cannot be: lambdas and functions or classes defined inside another function have no importable name, "
              "so the child could not find them.")
     fixes = [

@@ -105,6 +105,7 @@ def module_misuse(ctx: Context) -> RuleHit | None:
     examples=(
         Example("corpus/python/valueerror_config_float_captured.txt", "python.builtin"),
         Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
+        Example("corpus/python/keyerror_batch_dict_captured.txt", "python.key_error"),
         Example("corpus/python/attributeerror_nonetype_missing_return_captured.txt", "python.none_attribute"),
         Example("corpus/python/attributeerror_typo_captured.txt", "python.attribute_error"),
         Example("corpus/python/typeerror_tensor_not_callable_captured.txt", "python.type_error"),

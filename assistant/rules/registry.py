@@ -29,7 +29,7 @@ import importlib
 import logging
 import pkgutil
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from assistant.types import CATEGORIES, Fix, RuleHit
 
