@@ -310,6 +310,7 @@ class Diagnosis:
     error: str = ""  # the failure's headline, for display
     location: str | None = None  # the innermost user frame
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    facts: Facts = field(default_factory=lambda: Facts())  # the typed values the rule read (empty without a rule)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document printed by ``torchhelp ask --json`` (stable field names)."""
@@ -327,4 +328,5 @@ class Diagnosis:
             "notes": list(self.notes),
             "error": self.error,
             "location": self.location,
+            "facts": self.facts.to_dict(),
         }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from assistant import Diagnosis, diagnose
@@ -57,3 +59,15 @@ def test_signature_only_answer_comes_from_the_document(settings, retriever) -> N
 def test_lexical_fallback_when_dense_is_off(settings) -> None:  # type: ignore[no-untyped-def]
     d = diagnose(CAPTURES[0]["stderr"], settings=settings.with_overrides(dense=False))
     assert d.category == CAPTURES[0]["category"] and d.sources
+
+
+def test_typed_facts_reach_json_and_renderers(settings) -> None:  # type: ignore[no-untyped-def]
+    """The rule's typed facts travel to the JSON contract and the renderers read them (no prose parsing)."""
+    from assistant.render.markdown import render_markdown
+
+    text = (Path(__file__).resolve().parents[1] / "examples" / "linear_shape_mismatch.log").read_text()
+    d = diagnose(text, settings=settings)
+    facts = d.to_dict()["facts"]
+    assert facts["shapes"] == [[8, 2048], [1568, 10]] and facts["layer"] == "classifier"
+    assert facts["numbers"]["in_features"] == 1568
+    assert "8×2048 vs 1568×10" in render_markdown(d)

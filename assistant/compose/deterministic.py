@@ -88,6 +88,7 @@ def compose_from_rule(failure: Failure, evidence: Evidence, hit: RuleHit, passag
         confidence=hit.confidence,
         backend="none",
         rule=hit.rule,
+        facts=hit.facts,
         notes=tuple(notes),
         error=failure.headline[:500],
         location=_location(failure),

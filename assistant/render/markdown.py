@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from assistant.render.facts import facts_line
 from assistant.types import Diagnosis
 
 
@@ -10,6 +11,9 @@ def render_markdown(d: Diagnosis) -> str:
     lines = [f"## {d.title}", "", f"**Category:** `{d.category}` · **confidence:** {d.confidence:.0%} · **answered by:** {d.backend}", ""]
     if d.error:
         lines += ["```text", d.error, "```", ""]
+    read = facts_line(d)
+    if read:
+        lines += [f"*Read from the error:* {read}", ""]
     lines += ["### Cause", "", d.cause, ""]
     if d.evidence:
         lines += ["### Evidence", ""]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from assistant.render.facts import facts_line
 from assistant.types import Diagnosis
 
 if TYPE_CHECKING:
@@ -26,6 +27,9 @@ def render_terminal(d: Diagnosis, console: Console) -> None:
     head.append(f"  ·  confidence {d.confidence:.0%}  ·  answered by {d.backend}", style="dim")
     if d.error:
         head.append(f"\n{d.error}", style="dim")
+    read = facts_line(d)
+    if read:
+        head.append(f"\nread: {read}", style="dim")
     console.print(Panel(head, title="torchhelp", title_align="left", border_style=colour))
     console.print(Panel(Text(d.cause), title="Cause", title_align="left", border_style="cyan"))
     if d.evidence:
