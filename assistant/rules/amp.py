@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import basic_facts as _found, Context, fix, hit
+from assistant.rules.base import basic_facts as _found, Context, fix, hit, lazy_re
 from assistant.types import Facts, RuleHit
 
 _DOCS = ("gradscaler-misuse", "autocast-dtype-errors")
-_LIBRARY = re.compile(r"transformers/trainer\.py|accelerate/|pytorch_lightning|lightning/|peft/|deepspeed")
+_LIBRARY = lazy_re(r"transformers/trainer\.py|accelerate/|pytorch_lightning|lightning/|peft/|deepspeed")
 _SCALER_LOOP = "scaler.scale(loss).backward()\nscaler.unscale_(optimizer)          # optional, once, e.g. for clipping\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(optimizer)\nscaler.update()                     # every iteration, also when step was skipped"
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 from assistant.parse.messages import tensor_type_parts
-from assistant.rules.base import Context, error_fact, fix, hit
+from assistant.rules.base import Context, error_fact, fix, hit, lazy_re
 from assistant.rules.base import with_location as _loc
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, RuleHit
 
-_INPLACE = re.compile(
+_INPLACE = lazy_re(
     r"one of the variables needed for gradient computation has been modified by an inplace operation: "
     r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which is output (?P<out>\d+) of (?P<op>\w+))?,? is at version (?P<ver>\d+); expected version (?P<exp>\d+)"
 )
@@ -48,7 +48,7 @@ def _op_name(node: str) -> str:
 
 
 
-_WEIGHT_OPS = re.compile(r"(T|AsStrided|TBackward|Addmm|Mm|Convolution|CudnnConvolution|ConvolutionBackward)")
+_WEIGHT_OPS = lazy_re(r"(T|AsStrided|TBackward|Addmm|Mm|Convolution|CudnnConvolution|ConvolutionBackward)")
 
 
 def _looks_like_weight(shape: tuple[int, ...], op: str | None) -> bool:
@@ -144,7 +144,7 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
     return None
 
 
-_RUNNING_TOTAL = re.compile(r"\b(\w*(?:total|running|sum|acc|accum|epoch)\w*)\s*\.backward\(", re.I)
+_RUNNING_TOTAL = lazy_re(r"\b(\w*(?:total|running|sum|acc|accum|epoch)\w*)\s*\.backward\(", re.I)
 
 
 @rule(
@@ -264,7 +264,7 @@ def no_grad_fn(ctx: Context) -> RuleHit | None:
     return None
 
 
-_NAN_ANOMALY = re.compile(r"Function '(\w+)' returned nan values in its (\d+)\w* output")
+_NAN_ANOMALY = lazy_re(r"Function '(\w+)' returned nan values in its (\d+)\w* output")
 _NAN_SOURCES = {
     "Log": "log of 0 (or a negative number): log(0) = -inf and its gradient 1/x is infinite",
     "Div": "a division by zero or by a tiny denominator",
@@ -376,8 +376,8 @@ def nan_inf(ctx: Context) -> RuleHit | None:
     return None
 
 
-_GRAD_SHAPE = re.compile(r"Mismatch in shape: grad_output\[(\d+)\] has a shape of torch\.Size\(\[([\d, ]*)\]\) and output\[\d+\] has a shape of torch\.Size\(\[([\d, ]*)\]\)")
-_NO_DERIVATIVE = re.compile(r"(?:the )?derivative for '?([\w.]+?)'? is not implemented")
+_GRAD_SHAPE = lazy_re(r"Mismatch in shape: grad_output\[(\d+)\] has a shape of torch\.Size\(\[([\d, ]*)\]\) and output\[\d+\] has a shape of torch\.Size\(\[([\d, ]*)\]\)")
+_NO_DERIVATIVE = lazy_re(r"(?:the )?derivative for '?([\w.]+?)'? is not implemented")
 
 
 def _size(text: str) -> tuple[int, ...]:

@@ -19,6 +19,53 @@ _LAYER_FILES = {
     "normalization.py": "LayerNorm", "rnn.py": "RNN/LSTM/GRU", "activation.py": "MultiheadAttention",
     "loss.py": "loss", "pooling.py": "pooling", "transformer.py": "Transformer",
 }
+class LazyPattern:
+    """A regular expression compiled on first use.
+
+    Rule modules declare hundreds of patterns and one diagnosis needs a handful; compiling them all
+    at import cost more than the rest of `torchhelp ask`'s start-up (measured in benchmarks/ask.json).
+    """
+
+    __slots__ = ("pattern", "flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern = pattern
+        self.flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled pattern (compiled once)."""
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return self._compiled
+
+    def search(self, text: str, *args: int) -> re.Match[str] | None:
+        return self.compiled().search(text, *args)
+
+    def match(self, text: str, *args: int) -> re.Match[str] | None:
+        return self.compiled().match(text, *args)
+
+    def fullmatch(self, text: str, *args: int) -> re.Match[str] | None:
+        return self.compiled().fullmatch(text, *args)
+
+    def finditer(self, text: str, *args: int):  # type: ignore[no-untyped-def]
+        return self.compiled().finditer(text, *args)
+
+    def findall(self, text: str, *args: int) -> list:  # type: ignore[type-arg]
+        return self.compiled().findall(text, *args)
+
+    def sub(self, repl, text: str, count: int = 0) -> str:  # type: ignore[no-untyped-def]
+        return self.compiled().sub(repl, text, count)
+
+    def split(self, text: str, maxsplit: int = 0) -> list:  # type: ignore[type-arg]
+        return self.compiled().split(text, maxsplit)
+
+
+def lazy_re(pattern: str, flags: int = 0) -> LazyPattern:
+    """Declare a module-level pattern without compiling it at import."""
+    return LazyPattern(pattern, flags)
+
+
 _CALL_ATTR = re.compile(r"self\.([A-Za-z_]\w*(?:\[\d+\])?(?:\.[A-Za-z_]\w*)*)\s*\(")
 _CALL_NAME = re.compile(r"(?:^|[=\s(])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*\(")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import Context, error_fact, fix, hit, location_fact, lazy_re
 from assistant.rules.registry import EARLY, Example, rule
 from assistant.types import CudaAssert, Fact, Facts, Fix, RuleHit
 
@@ -96,8 +96,8 @@ def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
 
 
 # What the failing line (when CUDA_LAUNCH_BLOCKING was not set, only a hint) points at.
-_LOSS_LINE = re.compile(r"cross_entropy|nll_loss|CrossEntropyLoss|criterion\(|loss_fn\(|\bloss\w*\s*=", re.I)
-_EMBED_LINE = re.compile(r"embed|emb\b|tok_emb|pos_emb|wte|wpe", re.I)
+_LOSS_LINE = lazy_re(r"cross_entropy|nll_loss|CrossEntropyLoss|criterion\(|loss_fn\(|\bloss\w*\s*=", re.I)
+_EMBED_LINE = lazy_re(r"embed|emb\b|tok_emb|pos_emb|wte|wpe", re.I)
 
 
 @rule(

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit
+from assistant.rules.base import Context, error_fact, fix, hit, lazy_re
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
 _DOCS = ("dataloader-worker-crash", "collate-size-mismatch", "dataloader-shared-memory")
-_STACK = re.compile(r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry (\d+) and \[([\d, ]*)\] at entry (\d+)")
-_UNBATCHABLE = re.compile(r"(?:default_collate: )?batch must contain tensors, (?:numpy arrays, )?numbers, dicts or lists; found (?:<class '([^']+)'>|(\S+))")
-_WORKER_SIGNAL = re.compile(r"DataLoader worker \(pids?\)? ?\(?([\d, ]+)\)? (?:is killed by signal: ([\w ]+)|exited unexpectedly(?: with exit code (-?\d+))?)")
-_SHM = re.compile(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|unable to write to file </torch_|No space left on device.*shm|/dev/shm")
-_FILES = re.compile(r"Too many open files|received 0 items of ancdata|unable to open shared memory object")
-_TIMEOUT = re.compile(r"DataLoader timed out after (\d+) seconds")
+_STACK = lazy_re(r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry (\d+) and \[([\d, ]*)\] at entry (\d+)")
+_UNBATCHABLE = lazy_re(r"(?:default_collate: )?batch must contain tensors, (?:numpy arrays, )?numbers, dicts or lists; found (?:<class '([^']+)'>|(\S+))")
+_WORKER_SIGNAL = lazy_re(r"DataLoader worker \(pids?\)? ?\(?([\d, ]+)\)? (?:is killed by signal: ([\w ]+)|exited unexpectedly(?: with exit code (-?\d+))?)")
+_SHM = lazy_re(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|unable to write to file </torch_|No space left on device.*shm|/dev/shm")
+_FILES = lazy_re(r"Too many open files|received 0 items of ancdata|unable to open shared memory object")
+_TIMEOUT = lazy_re(r"DataLoader timed out after (\d+) seconds")
 # Messages another family explains better, even though a dead worker is reported too.
-_OTHER_FAMILY = re.compile(r"Can't get attribute '\w+' on <module|Can't pickle|cannot pickle|objects cannot be pickled|Cannot re-initialize CUDA in forked subprocess")
+_OTHER_FAMILY = lazy_re(r"Can't get attribute '\w+' on <module|Can't pickle|cannot pickle|objects cannot be pickled|Cannot re-initialize CUDA in forked subprocess")
 
 
 def _in_collate(ctx: Context) -> bool:

@@ -6,33 +6,33 @@ import re
 from dataclasses import dataclass, replace
 
 from assistant.parse.messages import tensor_type_parts
-from assistant.rules.base import Context, error_fact, fix, hit
+from assistant.rules.base import Context, error_fact, fix, hit, lazy_re
 from assistant.rules.base import with_location as _loc
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
-_SAME_DEVICE = re.compile(
+_SAME_DEVICE = lazy_re(
     r"Expected all tensors to be on the same device, but (?:found at least two devices, (?P<a>[\w:]+) and (?P<b>[\w:]+)"
     r"|got (?P<arg>\w+) is on (?P<c>[\w:]+), different from other tensors on (?P<d>[\w:]+)"
     r"|found at least two devices \(when checking argument for argument (?P<arg2>\w+))"
 )
-_ARG_FOR = re.compile(r"when checking argument for argument (\w+)")
-_TYPE_PAIR = re.compile(r"Input type \((?P<inp>torch\.[\w.]+|\w+)\) and (?P<what>weight|bias) type \((?P<w>torch\.[\w.]+|\w+)\) should be the same")
-_OLD_DEVICE = re.compile(
+_ARG_FOR = lazy_re(r"when checking argument for argument (\w+)")
+_TYPE_PAIR = lazy_re(r"Input type \((?P<inp>torch\.[\w.]+|\w+)\) and (?P<what>weight|bias) type \((?P<w>torch\.[\w.]+|\w+)\) should be the same")
+_OLD_DEVICE = lazy_re(
     r"(?:Expected object of device type (?P<want>\w+) but got )?device type (?P<got>\w+) for argument #(?P<n>\d+) '(?P<arg>\w+)'"
     r"|Expected object of backend (?P<want2>\w+) but got backend (?P<got2>\w+) for argument #(?P<n2>\d+) '(?P<arg2>\w+)'"
 )
-_EXPECTED_DEVICE = re.compile(r"Tensor on device (\S+) is not on the expected device (\S+?)!")
-_DEVICE_TYPE = re.compile(r"Expected tensor to have (\w+) DeviceType, but got tensor with (\w+) DeviceType")
-_INDICES = re.compile(r"indices should be either on (\w+) or on the same device as the indexed tensor \((\w+)\)")
-_DATAPARALLEL = re.compile(r"module must have its parameters and buffers on device (\S+) \(device_ids\[0\]\) but found one of them on device: (\S+)")
-_GENERATOR = re.compile(r"Expected a '(\w+)' device type for generator but found '(\w+)'")
-_RNN_HIDDEN = re.compile(r"Input and hidden tensors are not at the same device, found input tensor at (\S+) and hidden tensor at (\S+)")
-_CUDA_NUMPY = re.compile(r"can't convert (\S+?)(?: device type)? tensor to numpy")
+_EXPECTED_DEVICE = lazy_re(r"Tensor on device (\S+) is not on the expected device (\S+?)!")
+_DEVICE_TYPE = lazy_re(r"Expected tensor to have (\w+) DeviceType, but got tensor with (\w+) DeviceType")
+_INDICES = lazy_re(r"indices should be either on (\w+) or on the same device as the indexed tensor \((\w+)\)")
+_DATAPARALLEL = lazy_re(r"module must have its parameters and buffers on device (\S+) \(device_ids\[0\]\) but found one of them on device: (\S+)")
+_GENERATOR = lazy_re(r"Expected a '(\w+)' device type for generator but found '(\w+)'")
+_RNN_HIDDEN = lazy_re(r"Input and hidden tensors are not at the same device, found input tensor at (\S+) and hidden tensor at (\S+)")
+_CUDA_NUMPY = lazy_re(r"can't convert (\S+?)(?: device type)? tensor to numpy")
 # Factory functions that create a tensor on the default (CPU) device unless given device=.
 # (*_like factories inherit the device of their argument, so they are not listed.)
-_FACTORY = re.compile(r"torch\.(arange|zeros|ones|full|empty|randn|rand|randint|randperm|tensor|as_tensor|from_numpy|eye|linspace)\((?![^)]*device\s*=)")
-_SELF_CALLS = re.compile(r"self\.([A-Za-z_]\w*)\s*\(")
+_FACTORY = lazy_re(r"torch\.(arange|zeros|ones|full|empty|randn|rand|randint|randperm|tensor|as_tensor|from_numpy|eye|linspace)\((?![^)]*device\s*=)")
+_SELF_CALLS = lazy_re(r"self\.([A-Za-z_]\w*)\s*\(")
 _LAYER_KINDS = ("Linear", "Conv", "Embedding", "RNN/LSTM/GRU", "BatchNorm", "LayerNorm", "Transformer", "MultiheadAttention")
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit
+from assistant.rules.base import Context, error_fact, fix, hit, lazy_re
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
-_WATCHDOG = re.compile(
+_WATCHDOG = lazy_re(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?, Timeout\(ms\)=(?P<tmo>\d+)\)(?: ran for (?P<ran>\d+) milliseconds)?"
 )
 

@@ -6,20 +6,20 @@ import re
 
 from assistant.parse.messages import normalize_dtype, tensor_type_parts
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
+from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit, lazy_re
 from assistant.types import Fact, Facts, RuleHit
 
 _PAIRS = (
-    re.compile(r"mat1 and mat2 must have the same dtype, but got (?P<a>\w+) and (?P<b>\w+)"),
-    re.compile(r"expected (?:m1|mat1) and (?:m2|mat2) to have the same dtype, but got: (?P<a>[\w:]+)\s*!=\s*(?P<b>[\w:]+)"),
-    re.compile(r"expected scalar type (?P<b>\w+) but found (?P<a>\w+)"),
-    re.compile(r"Expected object of scalar type (?P<b>\w+) but got scalar type (?P<a>\w+)(?: for (?:argument #\d+ '(?P<arg>\w+)'|sequence element \d+ in sequence argument at position #\d+ '(?P<seq>\w+)'))?"),
-    re.compile(r"Input type \((?P<a>[\w.:]+)\) and (?:weight|bias) type \((?P<b>[\w.:]+)\) should be the same"),
-    re.compile(r"self and mat2 must have the same dtype(?:, but got (?P<a>\w+) and (?P<b>\w+))?"),
-    re.compile(r"expected both vectors to have same dtype, but found (?P<a>\w+) and (?P<b>\w+)"),
-    re.compile(r"Found dtype (?P<a>\w+) but expected (?P<b>\w+)"),
-    re.compile(r"result type (?P<a>\w+) can't be cast to the desired output type (?P<b>\w+)"),
-    re.compile(r"expected (?:input|weight) and (?:weight|bias|input) to have the same dtype, but got (?P<a>\w+) and (?P<b>\w+)"),
+    lazy_re(r"mat1 and mat2 must have the same dtype, but got (?P<a>\w+) and (?P<b>\w+)"),
+    lazy_re(r"expected (?:m1|mat1) and (?:m2|mat2) to have the same dtype, but got: (?P<a>[\w:]+)\s*!=\s*(?P<b>[\w:]+)"),
+    lazy_re(r"expected scalar type (?P<b>\w+) but found (?P<a>\w+)"),
+    lazy_re(r"Expected object of scalar type (?P<b>\w+) but got scalar type (?P<a>\w+)(?: for (?:argument #\d+ '(?P<arg>\w+)'|sequence element \d+ in sequence argument at position #\d+ '(?P<seq>\w+)'))?"),
+    lazy_re(r"Input type \((?P<a>[\w.:]+)\) and (?:weight|bias) type \((?P<b>[\w.:]+)\) should be the same"),
+    lazy_re(r"self and mat2 must have the same dtype(?:, but got (?P<a>\w+) and (?P<b>\w+))?"),
+    lazy_re(r"expected both vectors to have same dtype, but found (?P<a>\w+) and (?P<b>\w+)"),
+    lazy_re(r"Found dtype (?P<a>\w+) but expected (?P<b>\w+)"),
+    lazy_re(r"result type (?P<a>\w+) can't be cast to the desired output type (?P<b>\w+)"),
+    lazy_re(r"expected (?:input|weight) and (?:weight|bias|input) to have the same dtype, but got (?P<a>\w+) and (?P<b>\w+)"),
 )
 _FLOATS = {"float32", "float64", "float16", "bfloat16"}
 _INTS = {"int64", "int32", "int16", "int8", "uint8", "bool"}
@@ -182,7 +182,7 @@ def not_implemented_for(ctx: Context) -> RuleHit | None:
     return hit("dtypes.not_implemented", "dtype_mismatch", f"`{op}` not implemented for {dtype}", cause, fixes, docs, _loc(ctx, found), 0.85, facts=values)
 
 
-_INDEX_ARG = re.compile(r"Expected tensor for argument #\d+ '(\w+)' to have (?:one of the following )?scalar types?:? ([\w, ]+); but got ([\w.]+)")
+_INDEX_ARG = lazy_re(r"Expected tensor for argument #\d+ '(\w+)' to have (?:one of the following )?scalar types?:? ([\w, ]+); but got ([\w.]+)")
 
 
 @rule(

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import basic_facts as _found, Context, fix, hit
+from assistant.rules.base import basic_facts as _found, Context, fix, hit, lazy_re
 from assistant.types import Fact, Facts, Fix, RuleHit
 
 # import name -> pip distribution, where they differ
@@ -16,7 +16,7 @@ _PIP_NAMES = {
     "flash_attn": "flash-attn", "torch_geometric": "torch-geometric", "pytorch_lightning": "pytorch-lightning", "hydra": "hydra-core",
 }
 # First path components that usually name a project's own package, not something on PyPI.
-_LOCAL_PACKAGE = re.compile(r"^(src|models?|utils?|data(sets?)?|config|lib|common|modules|nets?|networks?|tools|core)$")
+_LOCAL_PACKAGE = lazy_re(r"^(src|models?|utils?|data(sets?)?|config|lib|common|modules|nets?|networks?|tools|core)$")
 _LIBS = ("torch", "torchvision", "torchaudio", "numpy", "transformers", "triton")
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit
+from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit, lazy_re
 from dataclasses import replace
 
 from assistant.types import Fact, Facts, RuleHit
 
-_KEYS = re.compile(r'"([^"]*)"')
+_KEYS = lazy_re(r'"([^"]*)"')
 _CHECKPOINT_WRAPPER_KEYS = {"epoch", "optimizer", "model", "state_dict", "model_state_dict", "optimizer_state_dict", "scheduler", "step", "global_step", "lr_scheduler", "args", "config", "best_acc", "loss", "scaler"}
 
 
@@ -130,7 +130,7 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
     return hit("io.state_dict", "state_dict_loading", "state_dict keys do not match the model", cause, fixes, docs, _loc(ctx, found), 0.95, facts=facts)
 
 
-_SIZE_RE = re.compile(r"size mismatch for ([\w.]+): copying a param with shape (torch\.Size\(\[[^\]]*\]\)) from checkpoint, the shape in current model is (torch\.Size\(\[[^\]]*\]\))")
+_SIZE_RE = lazy_re(r"size mismatch for ([\w.]+): copying a param with shape (torch\.Size\(\[[^\]]*\]\)) from checkpoint, the shape in current model is (torch\.Size\(\[[^\]]*\]\))")
 
 
 def _stripped_chars(missing: list[str], unexpected: list[str]) -> int | None:

@@ -6,13 +6,13 @@ import re
 from dataclasses import dataclass
 
 from assistant.parse.messages import fmt_bytes, parse_bytes
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import Context, error_fact, fix, hit, location_fact, lazy_re
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
 _GiB = 1 << 30
 
-_CUDA_OOM = re.compile(
+_CUDA_OOM = lazy_re(
     r"CUDA out of memory|OutOfMemoryError|cuda runtime err(?:or)? ?\(2\) ?: ?out of memory|CUDA error: out of memory"
     r"|HIP out of memory|MPS backend out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
     r"|THCudaCheck FAIL[^\n]*error=2 : out of memory"
@@ -23,21 +23,21 @@ _CUDA_OOM = re.compile(
 _DOCS = ("cuda-oom", "cuda-oom-fragmentation", "memory-growth-training-loop", "memory-profiling")
 
 # Prose that says memory rises step after step (a leak of references), not one big step.
-_GROWTH = re.compile(
+_GROWTH = lazy_re(
     r"keeps? (?:increasing|growing|going up|rising)|(?:increas|grow)\w* (?:every|each|with each|per|after each) (?:iteration|step|epoch|batch)"
     r"|more memory with each|gradually (?:increas|fill|grow)\w*|memory leak|after (?:a few|several|some|\d+k?) (?:iterations|steps|training steps)"
     r"|after \d+k? iteration",
     re.IGNORECASE,
 )
 # Prose that says the failure happens even with the smallest batch.
-_BATCH_ONE = re.compile(r"batch[ _-]?size\W{0,3}(?:=|of|to|is|:|改为|设为|设置为|为)?\s*1(?![\d.])|batchsize\s*=?\s*1(?![\d.])|\bbs\s*=\s*1(?![\d.])", re.IGNORECASE)
+_BATCH_ONE = lazy_re(r"batch[ _-]?size\W{0,3}(?:=|of|to|is|:|改为|设为|设置为|为)?\s*1(?![\d.])|batchsize\s*=?\s*1(?![\d.])|\bbs\s*=\s*1(?![\d.])", re.IGNORECASE)
 # A description that says "OOM" (or "爆显存", GPU memory blown) without CUDA's own wording.
-_PROSE_OOM = re.compile(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of memory|爆显存|显存不足")
-_HOST_WORDS = re.compile(r"\bRAM\b|CPU memory|host memory|system memory|^\s*Killed\s*$", re.M)
+_PROSE_OOM = lazy_re(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of memory|爆显存|显存不足")
+_HOST_WORDS = lazy_re(r"\bRAM\b|CPU memory|host memory|system memory|^\s*Killed\s*$", re.M)
 # A failing line that computes attention scores (q @ k^T) or names attention.
-_ATTENTION_LINE = re.compile(r"(?:@|matmul|bmm|einsum)[^\n]*(?:transpose\(\s*-2\s*,\s*-1\s*\)|transpose\(\s*-1\s*,\s*-2\s*\)|\.mT\b)|\battn\w*\s*=|attention", re.IGNORECASE)
+_ATTENTION_LINE = lazy_re(r"(?:@|matmul|bmm|einsum)[^\n]*(?:transpose\(\s*-2\s*,\s*-1\s*\)|transpose\(\s*-1\s*,\s*-2\s*\)|\.mT\b)|\battn\w*\s*=|attention", re.IGNORECASE)
 # A failing line that moves or loads data onto the GPU (before any training step).
-_TRANSFER_LINE = re.compile(r"\.cuda\(|\.to\(|torch\.load\(|load_state_dict\(|\b(?:cuda\.)?FloatTensor\(")
+_TRANSFER_LINE = lazy_re(r"\.cuda\(|\.to\(|torch\.load\(|load_state_dict\(|\b(?:cuda\.)?FloatTensor\(")
 
 
 def _size_after(pattern: str, text: str) -> int | None:
@@ -357,14 +357,14 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
     return hit("memory.cuda_oom_bare", "cuda_oom", "CUDA out of memory", cause, fixes, _DOCS, found, 0.85)
 
 
-_CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes"
+_CPU_ALLOC = lazy_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes"
                         r"|Torch: not enough memory: you tried to allocate (\d+)GB")
-_OOM_KILLER = re.compile(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^\s*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b", re.M)
-_HOST_GROWTH = re.compile(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing)"
+_OOM_KILLER = lazy_re(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^\s*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b", re.M)
+_HOST_GROWTH = lazy_re(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing)"
                           r"|(?:\bRAM\b|memory) leak", re.IGNORECASE)
 # Growth described in GPU terms is the CUDA rule's (or the symptom rule's) to answer, not host RAM.
-_GPU_WORDS = re.compile(r"\b(?:GPU|VRAM|CUDA memory|cuda memory|nvidia-smi)\b")
-_HOST_WORDS = re.compile(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
+_GPU_WORDS = lazy_re(r"\b(?:GPU|VRAM|CUDA memory|cuda memory|nvidia-smi)\b")
+_HOST_WORDS = lazy_re(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
 
 
 @rule(

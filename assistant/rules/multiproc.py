@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact
+from assistant.rules.base import Context, error_fact, fix, hit, location_fact, lazy_re
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, RuleHit
 
 _DOCS = ("spawn-pickling", "cuda-fork-reinit")
 
 # Every wording of "this object cannot be pickled", old and new Python, plus h5py's own.
-_UNPICKLABLE = re.compile(
+_UNPICKLABLE = lazy_re(
     r"Can't pickle local object '(?P<local>[^']+)'"
     r"|Can't get local object '(?P<local2>[^']+)'"
     r"|Can't pickle <function (?P<func>[^>]+?)(?: at 0x[0-9a-f]+)?>"
@@ -22,11 +22,11 @@ _UNPICKLABLE = re.compile(
     r"|(?P<h5py>h5py objects cannot be pickled)"
 )
 # Unpicklable things that are open handles (reopen them lazily in the worker) vs. thread machinery.
-_HANDLE_TYPES = re.compile(r"TextIOWrapper|BufferedReader|BufferedWriter|FileIO|socket|Connection|Environment|Cursor|h5py|SSLContext|mmap|ZipFile|TarFile", re.I)
-_LOCK_TYPES = re.compile(r"lock|RLock|Condition|Thread|_local|Event|Semaphore|queue|SimpleQueue", re.I)
+_HANDLE_TYPES = lazy_re(r"TextIOWrapper|BufferedReader|BufferedWriter|FileIO|socket|Connection|Environment|Cursor|h5py|SSLContext|mmap|ZipFile|TarFile", re.I)
+_LOCK_TYPES = lazy_re(r"lock|RLock|Condition|Thread|_local|Event|Semaphore|queue|SimpleQueue", re.I)
 
 
-_CUDA_CALL = re.compile(r"(\.cuda)\(|(\.to)\(\s*['\"]cuda|(device)\s*=\s*['\"]cuda|(torch\.cuda\.\w+)")
+_CUDA_CALL = lazy_re(r"(\.cuda)\(|(\.to)\(\s*['\"]cuda|(device)\s*=\s*['\"]cuda|(torch\.cuda\.\w+)")
 
 
 def _cuda_call_name(m: re.Match[str] | None) -> str | None:

@@ -7,16 +7,16 @@ import re
 
 from assistant.parse.messages import flatten_explanations, fmt_shape, parse_shape
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import with_location as _with_location, Context, error_fact, fix, hit
+from assistant.rules.base import with_location as _with_location, Context, error_fact, fix, hit, lazy_re
 from assistant.types import Fact, Facts, RuleHit
 
 _MATMUL = (
-    re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
-    re.compile(r"size mismatch, m1: \[(\d+) x (\d+)\], m2: \[(\d+) x (\d+)\]"),
-    re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]"),
+    lazy_re(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
+    lazy_re(r"size mismatch, m1: \[(\d+) x (\d+)\], m2: \[(\d+) x (\d+)\]"),
+    lazy_re(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]"),
 )
-_BMM = re.compile(r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] but got: \[(\d+), (\d+)\]")
-_MATMUL_0D = re.compile(r"both arguments to matmul need to be at least 1D, but they are (\d)D and (\d)D")
+_BMM = lazy_re(r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] but got: \[(\d+), (\d+)\]")
+_MATMUL_0D = lazy_re(r"both arguments to matmul need to be at least 1D, but they are (\d)D and (\d)D")
 
 
 def _cap(text: str) -> str:
@@ -178,14 +178,14 @@ def _operand_mismatch(ctx: Context, rows: int, got: int, inner: int, out: int) -
                ("matmul-shape-mismatch",), _with_location(ctx, found), 0.93, facts=_matmul_facts(ctx, rows, got, inner, out))
 
 
-_CONV_CHANNELS = re.compile(
+_CONV_CHANNELS = lazy_re(
     r"weight(?: of size)? ?\[([\d, ]+)\],? (?:so )?expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels"
 )
-_CONV_RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input to (conv\w+|\w+pool\w*|\w+), but got input of size: \[([\d, ]*)\]")
-_CONV_RANK_OLD = re.compile(r"Expected (\d+)-dimensional input for \d+-dimensional weight ?(\[[\d, ]+\]|[\d ]+?),? but got (?:\d+-dimensional )?input of size \[([\d, ]*)\]")
-_NORM_RANK = re.compile(r"expected (\d)D or (\d)D input \(got (\d)D input\)|expected (\d)D input \(got (\d)D input\)")
-_TOO_SMALL_KERNEL = re.compile(r"Calculated padded input size per channel: \(([\d x]+)\)\. Kernel size: \(([\d x]+)\)")
-_TOO_SMALL_OUTPUT = re.compile(r"Given input size: \(([\dx]+)\)\. Calculated output size: \(([\dx]+)\)\. Output size is too small")
+_CONV_RANK = lazy_re(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input to (conv\w+|\w+pool\w*|\w+), but got input of size: \[([\d, ]*)\]")
+_CONV_RANK_OLD = lazy_re(r"Expected (\d+)-dimensional input for \d+-dimensional weight ?(\[[\d, ]+\]|[\d ]+?),? but got (?:\d+-dimensional )?input of size \[([\d, ]*)\]")
+_NORM_RANK = lazy_re(r"expected (\d)D or (\d)D input \(got (\d)D input\)|expected (\d)D input \(got (\d)D input\)")
+_TOO_SMALL_KERNEL = lazy_re(r"Calculated padded input size per channel: \(([\d x]+)\)\. Kernel size: \(([\d x]+)\)")
+_TOO_SMALL_OUTPUT = lazy_re(r"Given input size: \(([\dx]+)\)\. Calculated output size: \(([\dx]+)\)\. Output size is too small")
 _CONV_DOCS = ("conv-input-mismatch", "overfit-one-batch")
 
 
@@ -353,7 +353,7 @@ def _conv_too_small(ctx: Context, m: re.Match[str] | None, m2: re.Match[str] | N
                _with_location(ctx, [error_fact(ctx)]), 0.9, facts=values)
 
 
-_WEIGHT_NAMES = re.compile(r"(?:self\.)?(?:alpha|class_weight|weights?\b|pos_weight)")
+_WEIGHT_NAMES = lazy_re(r"(?:self\.)?(?:alpha|class_weight|weights?\b|pos_weight)")
 _BCAST_DOCS = ("broadcast-size-mismatch", "overfit-one-batch")
 
 
@@ -661,7 +661,7 @@ def _multi_target(ctx: Context) -> RuleHit:
                ("cross-entropy-target-format", "loss-input-target-shape"), _with_location(ctx, [error_fact(ctx)]), 0.92, facts=Facts(argument="target"))
 
 
-_SPATIAL = re.compile(r"only batches of spatial targets supported \((?:non-empty )?3D tensors\)(?: but got targets of (?:dimension: (\d+)|size: : \[([\d, ]*)\]))?")
+_SPATIAL = lazy_re(r"only batches of spatial targets supported \((?:non-empty )?3D tensors\)(?: but got targets of (?:dimension: (\d+)|size: : \[([\d, ]*)\]))?")
 _SEG_DOCS = ("segmentation-target-shape", "loss-input-target-shape")
 
 
@@ -773,7 +773,7 @@ def norm_layers(ctx: Context) -> RuleHit | None:
     return None
 
 
-_HIDDEN = re.compile(r"Expected hidden(?:\[0\])? size \(([\d, ]+)\), got [\[(]([\d, ]+)[\])]")
+_HIDDEN = lazy_re(r"Expected hidden(?:\[0\])? size \(([\d, ]+)\), got [\[(]([\d, ]+)[\])]")
 _RNN_DOCS = ("rnn-shape-mismatch",)
 
 

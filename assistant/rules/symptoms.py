@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from assistant.rules.base import Context, fix, hit
+from assistant.rules.base import Context, LazyPattern, fix, hit, lazy_re
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, RuleHit
 
@@ -25,55 +25,55 @@ from assistant.types import Fact, Facts, RuleHit
 
 # NaN / Inf as a word: "nan", "NaN", "-nan", "NaNs", "inf" (not "nanoGPT", "info", "infinite loop").
 # ASCII boundaries: in "变成nan了" the neighbours are word characters to `\b`, but not part of the word.
-_NAN = re.compile(r"(?<![A-Za-z0-9_.-])-?(?:nan|nans|inf)(?![A-Za-z0-9_-])", re.I)
+_NAN = lazy_re(r"(?<![A-Za-z0-9_.-])-?(?:nan|nans|inf)(?![A-Za-z0-9_-])", re.I)
 # Words that place a NaN in training (a loss, weights, outputs ...), so a stray "nan" in other prose is ignored.
-_TRAINING = re.compile(r"loss|train|epoch|iter|step|batch|weight|grad|output|logit|predict|model|value|result", re.I)
+_TRAINING = lazy_re(r"loss|train|epoch|iter|step|batch|weight|grad|output|logit|predict|model|value|result", re.I)
 
-_GROWTH = re.compile(
+_GROWTH = lazy_re(
     r"(?:memory|\bram\b|vram|\bmem\b|gpu usage|gpu_mem)[^.\n]{0,60}?"
     r"(?:keeps? (?:on )?(?:increasing|growing|rising|going up|decreasing)|(?:continuously|consistently|gradually|steadily|constantly|slowly)? ?(?:increas|grow|grew|ris(?:e|es|ing)\b|climb|leak|explod|goes up|going up|went up)"
     r"|higher and higher|will become higher|accumulat(?:es|ed|ing)\b)"
     r"|(?:increas|grow)\w* (?:in |of )?(?:the )?(?:gpu |cpu |video |system |host )?(?:memory|ram|vram)\b|memory (?:leak|explosion)|(?:\bram\b|memory)[^.\n]{0,40}?fill",
     re.I,
 )
-_OOM = re.compile(r"out of (?:gpu |cuda |video )?memory|\bOOM\b|OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY", re.I)
+_OOM = lazy_re(r"out of (?:gpu |cuda |video )?memory|\bOOM\b|OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY", re.I)
 # Killed by the system (passive, or the OS/kernel as subject), not "I killed the process after it hung".
-_KILLED = re.compile(
+_KILLED = lazy_re(
     r"\b(?:process|train\w*|job|program|python|script)\b[^.\n]{0,30}?\b(?:is|was|be|been|being|gets?|got|getting|always|directly)\b[^.\n]{0,20}?\bkilled\b"
     r"|\b(?:process|training|job|program)\b (?:\w+ )?killed\b(?! (?:the|it|my|a|this)\b)|message \W?killed\b"
     r"|\bkilled by (?:the )?(?:system|kernel|os|linux|oom)|\b(?:system|os|kernel|linux) kill(?:s|ed)\b|已杀死|OOM killer|oom-kill",
     re.I,
 )
-_HANG = re.compile(
+_HANG = lazy_re(
     r"\b(?:hang|hangs|hanging|hung|stuck|stucks|freez\w*|froze|frozen|halts?|deadlock\w*|stalls?|stalled|locks? up|locked up|blocked|suspend(?:s|ed)?)\b"
     r"|(?:no|without any) (?:more |visible )?output|never (?:prints?|returns?|progress\w*|proceeds?|finish\w*)|does not progress|stop(?:s|ped)? (?:running|progressing)",
     re.I,
 )
-_WORKERS = re.compile(r"num_workers?|\bworkers?\b|dataloader|data loader", re.I)
-_WORKER_CONDITION = re.compile(
+_WORKERS = lazy_re(r"num_workers?|\bworkers?\b|dataloader|data loader", re.I)
+_WORKER_CONDITION = lazy_re(
     r"num_workers?\s*(?:>|>=|=\s*[1-9]|is ever set|greater than 0|to [1-9]|nonzero|non-zero)|workers? ?> ?0|with (?:more than \d+ )?workers|has more than \d+ workers|dataloader with num_workers",
     re.I,
 )
-_DISTRIBUTED = re.compile(
+_DISTRIBUTED = lazy_re(
     r"\bDDP\b|DistributedDataParallel|distributed|init_process_group|\bNCCL\b|multi[- ]?gpu|multiple gpu|\d+ gpus?\b|gpus\b|multi[- ]?node|\bnodes\b|\branks?\b"
     r"|torchrun|torch\.distributed|dist_train|accelerate launch|barrier\(|all_?reduce|all_gather",
     re.I,
 )
-_INIT_PHASE = re.compile(
+_INIT_PHASE = lazy_re(
     r"init_process_group|initi?ali[sz](?:ation|ing|e)\b(?! (?:has been |is |was )?(?:completed|done|finished))|rendezvous"
     r"|before (?:entering |starting )?(?:the )?(?:first )?(?:training|epoch)"
     r"|at the (?:very )?(?:start|beginning)|(?:never|doesn'?t|does not|won'?t) (?:even )?start",
     re.I,
 )
-_FP16 = re.compile(r"\bfp16\b|float16|half[- ]precision|\.half\(\)|mixed[- ]precision|\bamp\b|autocast|to_fp16|precision\s*[:=]?\s*16\b|16-mixed|--fp16", re.I)
-_BF16 = re.compile(r"\bbf16\b|bfloat16", re.I)
-_LR_TRIED = re.compile(r"(?:reduc|lower|decreas|chang|tun)\w* (?:the )?(?:learning[ _]rate|\blr\b)|learning[ _]rate to `?\d", re.I)
-_EVAL = re.compile(r"\b(?:test(?:ing)?|validat\w*|evaluat\w*|inference|predict\w*)\b", re.I)
+_FP16 = lazy_re(r"\bfp16\b|float16|half[- ]precision|\.half\(\)|mixed[- ]precision|\bamp\b|autocast|to_fp16|precision\s*[:=]?\s*16\b|16-mixed|--fp16", re.I)
+_BF16 = lazy_re(r"\bbf16\b|bfloat16", re.I)
+_LR_TRIED = lazy_re(r"(?:reduc|lower|decreas|chang|tun)\w* (?:the )?(?:learning[ _]rate|\blr\b)|learning[ _]rate to `?\d", re.I)
+_EVAL = lazy_re(r"\b(?:test(?:ing)?|validat\w*|evaluat\w*|inference|predict\w*)\b", re.I)
 # Memory that rises within an epoch and falls back when the loader restarts (DataLoader workers' host memory).
-_DROPS = re.compile(r"drop\w* (?:back )?(?:to )?[^.\n]{0,30}(?:after|at the end of|every|each) (?:each )?epoch|after which it drops|released when (?:one |an |the |each )?epoch", re.I)
-_GPU_WORDS = re.compile(r"\bgpu\b|\bcuda\b|vram|video memory|graphics memory|device memory|gpu_mem|nvidia-smi|显存", re.I)
-_CPU_WORDS = re.compile(r"\bram\b|\bcpu\b|host memory|system memory|main memory|\bswap\b|resident|\brss\b|free -m|\bOS kills\b|system killed|kill", re.I)
-_NOT_GPU = re.compile(r"\bnot (?:on )?(?:the )?gpu\b|\(not gpu\)|\bNOT on GPU\b", re.I)
+_DROPS = lazy_re(r"drop\w* (?:back )?(?:to )?[^.\n]{0,30}(?:after|at the end of|every|each) (?:each )?epoch|after which it drops|released when (?:one |an |the |each )?epoch", re.I)
+_GPU_WORDS = lazy_re(r"\bgpu\b|\bcuda\b|vram|video memory|graphics memory|device memory|gpu_mem|nvidia-smi|显存", re.I)
+_CPU_WORDS = lazy_re(r"\bram\b|\bcpu\b|host memory|system memory|main memory|\bswap\b|resident|\brss\b|free -m|\bOS kills\b|system killed|kill", re.I)
+_NOT_GPU = lazy_re(r"\bnot (?:on )?(?:the )?gpu\b|\(not gpu\)|\bNOT on GPU\b", re.I)
 
 _WORD_NUMBERS = {
     "first": 1, "1st": 1, "one": 1, "second": 2, "2nd": 2, "two": 2, "third": 3, "3rd": 3, "three": 3, "fourth": 4, "four": 4,
@@ -88,28 +88,28 @@ _UNITS = {
 _NUM = r"(?P<num>\d[\d,]*(?:\.\d+)?k?|first|1st|second|2nd|third|3rd|fourth|fifth|sixth|seventh|eighth|ninth|tenth|one|two|three|four|five|six|seven|eight|nine|ten|a dozen|dozen)"
 _UNIT = r"(?P<unit>epoch(?:e?s)?|rounds?|iterations?|iters?|steps?|batch(?:es)?|updates?|times)\b"
 # "after 2000 iterations", "after ~6000 iters", "after more than a dozen rounds", "at the 10th epoch", "during the fifth epoch", "20k+ steps".
-_COUNT_BEFORE_UNIT = re.compile(
+_COUNT_BEFORE_UNIT = lazy_re(
     r"(?:after[^.\n\d]{0,12}?\(?|at|in|during|reaches|reaching|until|around|about|for|than|~)\s*(?:the |about |around |roughly |approximately |~|more than |over |training )*"
     + _NUM + r"(?:\+|th|st|nd|rd)?(?:\s*[-–~]\s*\d+)?\s*(?:\+\s*\d+\s*)?(?:of )?" + _UNIT,
     re.I,
 )
 # "after epoch 3", "at the epoch of 28", "at iteration 4000".
-_UNIT_BEFORE_COUNT = re.compile(r"(?:after|at|in|during|until|around)\s+(?:the\s+)?" + _UNIT + r"\s*(?:of\s+)?(?P<num>\d[\d,]*)\b", re.I)
+_UNIT_BEFORE_COUNT = lazy_re(r"(?:after|at|in|during|until|around)\s+(?:the\s+)?" + _UNIT + r"\s*(?:of\s+)?(?P<num>\d[\d,]*)\b", re.I)
 # Vague "later" words: the loss was fine for a while.
-_LATER = re.compile(
+_LATER = lazy_re(
     r"after (?:a |some |several |certain |many |a few |few )(?:\w+ )?(?:epochs?|iterations?|steps?|batches|rounds|time|while|hours)|after a while|suddenly|at some point"
     r"|(?:was|were) (?:converging|decreasing|fine|normal)|half(?:way| of the total)|in the middle|after training for|(?:high|large) (?:iteration|step) (?:numbers|counts)|突然",
     re.I,
 )
 # From the start: the first step(s) already give NaN.
-_FROM_START = re.compile(
+_FROM_START = lazy_re(
     r"(?:from|at|since|on) (?:the )?(?:very )?(?:start|beginning|begin|first (?:iteration|iter|step|batch|forward))\b|immediately|right away|from the first|from (?:the )?second (?:iteration|step|batch)"
     r"|(?:after|in|at) (?:the )?(?:first|1st|second|2nd) (?:iteration|iter|step|batch|forward|update)|(?:first|1st) (?:forward pass|few (?:iterations|steps|batches))|(?:each|every) (?:iteration|step|batch)"
     r"|\b(?:in|at) batch ?1\b|first ten batch|at init\b|in the first layer",
     re.I,
 )
 # "in/during/at the first epoch": early, but could still be hundreds of steps in.
-_FIRST_EPOCH = re.compile(r"(?:in|during|at|on) (?:the )?(?:first|1st) (?:training )?epoch", re.I)
+_FIRST_EPOCH = lazy_re(r"(?:in|during|at|on) (?:the )?(?:first|1st) (?:training )?epoch", re.I)
 
 
 def _number(word: str) -> float | None:
@@ -139,7 +139,7 @@ def _description(ctx: Context) -> str | None:
     return text if text.strip() else None
 
 
-def _first(pattern: re.Pattern[str], text: str) -> int | None:
+def _first(pattern: LazyPattern, text: str) -> int | None:
     m = pattern.search(text)
     return m.start() if m else None
 
@@ -224,7 +224,7 @@ def _nan_timing(text: str) -> _Timing:
 
 # A progress line that names its position: "step: 100 total_loss: nan", "Epoch 3, Iter 0: Loss:nan", "Iter 4200 | loss 2.31".
 # A progress line that names its position: "step: 100 total_loss: nan", "Epoch 3, Iter 0: Loss:nan", a tqdm bar "92679/5900000 [19:15<...".
-_LOG_POSITION = re.compile(r"\b(?P<unit>epoch|iter(?:ation)?|step|batch)\b\W{0,3}(?P<num>\d+)|(?P<bar>\d+)/\d+ \[\d", re.I)
+_LOG_POSITION = lazy_re(r"\b(?P<unit>epoch|iter(?:ation)?|step|batch)\b\W{0,3}(?P<num>\d+)|(?P<bar>\d+)/\d+ \[\d", re.I)
 
 
 def _timing_from_log(text: str) -> _Timing | None:
@@ -561,7 +561,7 @@ def _hang_kind(text: str) -> str | None:
 
 
 # torch.distributed's own INFO line while init_process_group waits for the other ranks (releases 1.8-2.0).
-_BARRIER = re.compile(
+_BARRIER = lazy_re(
     r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+), key: \S+ "
     r"\(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), timeout=(?P<timeout>[\d:]+)\)"
 )
