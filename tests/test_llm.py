@@ -95,6 +95,15 @@ def _verify(text: str, capture: dict = LINEAR, evidence: Evidence = Evidence()):
 
 def test_good_reply_is_accepted() -> None:
     assert _verify(good_reply()).ok
+
+
+def test_generic_reply_that_drops_every_fact_the_rule_read_is_rejected() -> None:
+    """Fluent but unspecific: no size, layer or shape the rule read from the error survives."""
+    reply = json.loads(good_reply())
+    reply["cause"] = "The shapes of the tensors in the model do not fit together, so the layer cannot process the input."
+    reply["fixes"] = [{"title": "Check the model's layers", "detail": "Make the sizes agree.", "code": None, "sources": ["matmul-shape-mismatch"]}]
+    verdict = _verify(json.dumps(reply))
+    assert not verdict.ok and "drops every specific value" in verdict.reason and "2048" in verdict.reason
     assert _verify("Sure! Here it is:\n```json\n" + good_reply() + "\n```").ok
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from collections.abc import Sequence
 
 from assistant.backends.base import TokenSink, get_backend
+from assistant.compose.deterministic import sources_from
 from assistant.compose.prompts import build_messages, reply_schema
 from assistant.compose.verify import verify
 from assistant.errors import BackendError
@@ -55,7 +56,7 @@ def llm_compose(
     )
     confidence = det.confidence if hit is not None else min(det.confidence + 0.2, NO_RULE_CONFIDENCE_CAP)
     return replace(
-        det, category=reply["category"], title=str(reply.get("title") or det.title).strip(), cause=reply["cause"].strip(),
+        det, category=reply["category"], sources=sources_from(passages, keep=[s for f in fixes for s in f.sources]), title=str(reply.get("title") or det.title).strip(), cause=reply["cause"].strip(),
         summary=str(reply.get("title") or det.title).strip() + ". " + reply["cause"].strip().split(". ")[0].rstrip(".") + ".",
         fixes=fixes, confidence=confidence, backend=name,
         notes=tuple(det.notes) + (f"Written by the '{name}' backend and verified against the evidence and retrieved sources.",),

@@ -1,7 +1,8 @@
 """Verification of an LLM reply against the evidence: it is used only if every check passes.
 
 Checks: the reply parses as the requested JSON; its citations are among the passages given; its
-category agrees with a confident rule; and no fix contradicts the evidence (moving a model to a
+category agrees with a confident rule; it keeps at least one of the specific values the rule read
+(its typed facts); and no fix contradicts the evidence (moving a model to a
 device the probes show it already is on; allocator settings when the numbers rule fragmentation
 out; CUDA calls when CUDA is not available).
 """
@@ -69,6 +70,31 @@ def _contradictions(reply: dict[str, Any], hit: RuleHit | None, evidence: Eviden
     return None
 
 
+def _fact_values(hit: RuleHit) -> set[str]:
+    """The specific values a rule read (its typed facts), as they would be written in prose."""
+    f = hit.facts
+    values = {str(int(v)) if float(v).is_integer() else str(v) for v in f.numbers.values() if abs(float(v)) >= 2}
+    values |= {str(n) for shape in f.shapes for n in shape if n >= 2}
+    values |= {v for v in (f.layer, f.argument, f.call) if v}
+    values |= set(f.names) | set(f.devices) | set(f.dtypes)
+    return {v for v in values if len(v) >= 2}
+
+
+def _dropped_facts(reply: dict[str, Any], hit: RuleHit | None) -> str | None:
+    """A reply must keep at least one of the specific values the rule read: a generic essay is not
+    an improvement on a specific deterministic answer."""
+    if hit is None:
+        return None
+    values = _fact_values(hit)
+    if not values:
+        return None
+    text = " ".join([str(reply.get("cause", ""))] + [f"{f.get('title', '')} {f.get('detail', '')} {f.get('code') or ''}" for f in reply.get("fixes", []) if isinstance(f, dict)])
+    if any(re.search(rf"(?<![\w.]){re.escape(v)}(?![\w])", text) for v in values):
+        return None
+    shown = ", ".join(sorted(values)[:5])
+    return f"it drops every specific value the rule read from the error ({shown})"
+
+
 def verify(text: str, passages: Sequence[Passage], hit: RuleHit | None, evidence: Evidence, deterministic: Diagnosis) -> Verdict:
     """Check a reply; any failure rejects it with a reason a user can read."""
     try:
@@ -93,7 +119,7 @@ def verify(text: str, passages: Sequence[Passage], hit: RuleHit | None, evidence
         return Verdict(False, f"it cites sources that were not retrieved: {', '.join(bad)}")
     if hit is not None and hit.confidence >= CONFIDENT and category != hit.category:
         return Verdict(False, f"its category {category} contradicts the rule {hit.rule} ({hit.category}, confidence {hit.confidence:.2f})")
-    problem = _contradictions(reply, hit, evidence, deterministic)
+    problem = _contradictions(reply, hit, evidence, deterministic) or _dropped_facts(reply, hit)
     if problem:
         return Verdict(False, problem)
     return Verdict(True, reply=reply)
