@@ -1,6 +1,7 @@
 """Split the real-world reports once, at random with a fixed seed, into a dev part and a frozen test part.
 
-Run once; ``--freeze-fresh`` later records the reports collected after the split (test only). The result is recorded in ``eval/realworld/split.json`` by content hash so that the test
+Run once; ``--record test_fresh`` / ``--record dev_fresh`` later record reports collected after the split
+(each into one side only). The result is recorded in ``eval/realworld/split.json`` by content hash so that the test
 part can be checked for edits later (``tests/test_eval_split.py``). Rules and knowledge documents
 may be tuned on the dev part only.
 """
@@ -23,16 +24,16 @@ def row_hash(row: dict) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def freeze_fresh() -> None:
-    """Record the reports collected after the split (test_fresh.jsonl, test only) by content hash."""
+def record_part(part: str) -> None:
+    """Record reports collected after the split (``test_fresh``: test only; ``dev_fresh``: dev only) by content hash."""
     folder = ROOT / "eval" / "realworld"
     record = json.loads((folder / "split.json").read_text())
-    if "test_fresh" in record:
-        raise SystemExit("test_fresh is already frozen")
-    rows = [json.loads(line) for line in (folder / "test_fresh.jsonl").read_text().splitlines() if line.strip()]
-    record["test_fresh"] = sorted(row_hash(r) for r in rows)
+    if part in record:
+        raise SystemExit(f"{part} is already recorded")
+    rows = [json.loads(line) for line in (folder / f"{part}.jsonl").read_text().splitlines() if line.strip()]
+    record[part] = sorted(row_hash(r) for r in rows)
     (folder / "split.json").write_text(json.dumps(record, indent=1) + "\n")
-    print({"test_fresh": len(rows)})
+    print({part: len(rows)})
 
 
 def main() -> None:
@@ -58,4 +59,7 @@ def main() -> None:
 if __name__ == "__main__":
     import sys
 
-    freeze_fresh() if sys.argv[1:] == ["--freeze-fresh"] else main()
+    if sys.argv[1:2] == ["--record"]:
+        record_part(sys.argv[2])
+    else:
+        main()

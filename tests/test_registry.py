@@ -70,7 +70,7 @@ def test_outcome_literals_in_rule_modules_are_declared() -> None:
 
 def _all_real_texts() -> list[str]:
     texts = [c["stderr"] for c in CAPTURES]
-    for name in ("dev.jsonl", "test.jsonl", "test_fresh.jsonl"):
+    for name in ("dev.jsonl", "dev_fresh.jsonl", "test.jsonl", "test_fresh.jsonl"):
         path = ROOT / "eval" / "realworld" / name
         if path.exists():
             texts += [json.loads(line)["error_text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

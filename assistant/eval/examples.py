@@ -3,7 +3,8 @@
 Sources name where the text lives in the repository:
 
 - ``captured/<device>/<slug>``: stderr of a failure reproduced by ``torchhelp eval reproduce``;
-- ``realworld/dev/<id>``: a report of the real-world **dev** split (the test split is never an example);
+- ``realworld/dev/<id>``: a report of the real-world **dev** split (dev.jsonl or dev_fresh.jsonl; the
+  test split is never an example);
 - ``corpus/<path>``: a text file under ``eval/corpus/``, a real error text copied verbatim from a real
   run or a public report; leading lines starting with ``#`` name its origin and are not part of it.
 """
@@ -51,7 +52,8 @@ def example_text(source: str, root: Path | None = None) -> str:
         split, _, ident = rest.partition("/")
         if split != "dev":
             raise EvalError(f"example {source}: only the dev split of the real-world reports may serve as a rule example")
-        reports = _dev_reports(root / "eval" / "realworld" / "dev.jsonl")
+        reports = {k: v for name in ("dev.jsonl", "dev_fresh.jsonl") if (root / "eval" / "realworld" / name).exists()
+                   for k, v in _dev_reports(root / "eval" / "realworld" / name).items()}
         if ident not in reports:
             raise EvalError(f"example {source}: no dev report with id {ident!r}")
         return reports[ident]
