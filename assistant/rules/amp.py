@@ -13,6 +13,38 @@ _LIBRARY = lazy_re(r"transformers/trainer\.py|accelerate/|pytorch_lightning|ligh
 _SCALER_LOOP = "scaler.scale(loss).backward()\nscaler.unscale_(optimizer)          # optional, once, e.g. for clipping\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(optimizer)\nscaler.update()                     # every iteration, also when step was skipped"
 
 
+_HF_TRAINER_FLAGS = lazy_re(r"--per_device_train_batch_size|--gradient_accumulation_steps|TrainingArguments\(")
+_BCE_WORD = lazy_re(r"binary_cross_entropy|\bBCELoss\b|binary cross[- ]entropy", re.I)
+_AUTOCAST_WORD = lazy_re(r"autocast|precision\s*=\s*['\"]?16|mixed[- ]precision|\bAMP\b")
+_REFUSAL_WORD = lazy_re(r"\berror\b|unsafe|can'?t|cannot|doesn'?t support|not supported|crash|fails?\b|complain", re.I)
+
+
+# A compiled extension reading its input as float (data<float> / data_ptr<float>) was handed a half tensor.
+_FLOAT_KERNEL_GOT_HALF = lazy_re(r"expected scalar type Float but found Half[^\n]*data(?:_ptr)?<float>|data(?:_ptr)?<float>[^\n]*expected scalar type Float but found Half")
+_MIXED_CONTEXT = lazy_re(r"\bapex\b|autocast|\bamp\b|mixed[- ]precision|mix-precision|\bfp16\b|opt_level", re.I)
+
+
+def _custom_op_half(ctx: Context) -> RuleHit | None:
+    """Mixed precision (apex O1 / autocast) feeds float16 tensors to a custom float32-only CUDA/C++ op."""
+    apex = any("/apex/amp/" in f.file.replace("\\", "/") for f in ctx.failure.frames)
+    if not (ctx.search(_FLOAT_KERNEL_GOT_HALF.pattern) and (apex or _MIXED_CONTEXT.search(ctx.text))):
+        return None
+    cause = ("Under mixed precision (apex amp or autocast) the tensors reaching a custom compiled operation are float16, but its kernel reads "
+             "them as float32 (the message comes from the extension asking for a float pointer). Mixed precision casts the inputs of "
+             "standard PyTorch ops only; a custom extension op has to be told to run in float32, or be given float32 inputs.")
+    fixes = [
+        fix("Cast the op's inputs to float32 before calling it, and its output back if needed", "",
+            "out = custom_op(a.float(), b.float())\nout = out.to(a.dtype)   # if the caller expects half", "autocast-dtype-errors"),
+        fix("Mark the op's autograd Function as float32 under autocast", "custom_fwd(cast_inputs=torch.float32) casts the inputs and disables autocast inside forward.",
+            "class MyOp(torch.autograd.Function):\n    @staticmethod\n    @torch.amp.custom_fwd(device_type='cuda', cast_inputs=torch.float32)\n    def forward(ctx, a, b): ...\n\n    @staticmethod\n    @torch.amp.custom_bwd(device_type='cuda')\n    def backward(ctx, grad): ...", "autocast-dtype-errors"),
+    ]
+    if apex:
+        fixes.append(fix("With apex amp, register the function as float32", "apex's O1 patching leaves unknown functions alone unless told.",
+                         "from apex import amp\namp.register_float_function(module, 'function_name')   # before amp.initialize", "autocast-dtype-errors"))
+    return hit("amp.custom_op_half", "amp_error", "Custom op given float16 under mixed precision", cause, fixes, _DOCS[::-1], _found(ctx), 0.9,
+               facts=Facts(dtypes=("float16", "float32"), names=("apex",) if apex else ()))
+
+
 def _library(ctx: Context) -> str | None:
     """The training library whose frames appear in the traceback (its own scaler calls are then involved)."""
     for f in ctx.failure.frames:
@@ -38,6 +70,7 @@ def _library(ctx: Context) -> str | None:
         Example("corpus/amp/unscale_twice_cpu.txt", "amp.unscale_twice"),
         Example("corpus/amp/unscale_twice_lvsm.txt", "amp.unscale_twice"),
         Example("corpus/amp/unscale_twice_swin.txt", "amp.unscale_twice"),
+        Example("realworld/dev/chatglm-eff-unscale-already-called-fp16", "amp.unscale_twice"),
         Example("corpus/amp/unscale_after_step_cpu.txt", "amp.unscale_after_step"),
         Example("realworld/dev/gof-no-inf-checks-spawn-none-grads", "amp.no_inf_checks"),
         Example("realworld/dev/mmseg-no-inf-checks-custom-loss-detached", "amp.no_inf_checks"),
@@ -74,6 +107,11 @@ def gradscaler(ctx: Context) -> RuleHit | None:
                  "micro-batch, or an update() that is skipped on some iterations (for example together with a skipped step).")
         if lib:
             cause += f" The traceback runs through {lib}, which unscales for its own gradient clipping: a version mismatch between it and the code calling it is a known source."
+        elif _HF_TRAINER_FLAGS.search(ctx.failure.text or ""):
+            # No frames, but the command line is a Hugging Face Trainer one (TrainingArguments flags): the Trainer does the unscaling.
+            lib = "transformers"
+            cause += (" The options shown are Hugging Face Trainer arguments (fp16 with gradient accumulation): the Trainer and accelerate "
+                      "unscale for gradient clipping themselves, and mismatched releases of the two are a known source of a double unscale.")
         fixes = [fix("Call unscale_ once per optimizer per step, and update() every iteration", "With gradient accumulation, unscale and clip only on the iteration that steps.", _SCALER_LOOP, "gradscaler-misuse")]
         if lib:
             fixes.append(fix(f"Upgrade {lib} (and its companions) together", "Mismatched releases of training libraries unscale twice.", None, "gradscaler-misuse"))
@@ -124,25 +162,38 @@ def gradscaler(ctx: Context) -> RuleHit | None:
     category='amp_error',
     docs=_DOCS[::-1],
     priority=231,
-    outcomes=('amp.bce_unsafe', 'amp.overflow_constant', 'amp.no_bf16'),
+    outcomes=('amp.bce_unsafe', 'amp.overflow_constant', 'amp.no_bf16', 'amp.custom_op_half'),
     examples=(
         Example("corpus/amp/bce_unsafe_transfiner.txt", "amp.bce_unsafe"),
         Example("corpus/amp/bce_unsafe_yolox.txt", "amp.bce_unsafe"),
+        Example("realworld/dev/lightning-precision16-bce-autocast", "amp.bce_unsafe"),
+        Example("realworld/dev/yolov4-vc-binary-cross-entropy-autocast", "amp.bce_unsafe"),
+        Example("corpus/amp/bce_unsafe_prose_pyaptamer_title.txt", "amp.bce_unsafe"),
+        Example("corpus/amp/bce_unsafe_prose_bcewithlogits_comment.txt", "amp.bce_unsafe"),
         Example("corpus/amp/half_masked_fill_overflow.txt", "amp.overflow_constant"),
         Example("corpus/amp/no_bf16_rtg.txt", "amp.no_bf16"),
         Example("corpus/amp/no_bf16_nanogpt.txt", "amp.no_bf16"),
+        Example("realworld/dev/apex-custom-iou-op-half-float", "amp.custom_op_half"),
+        Example("corpus/amp/custom_op_half_dcnv2_apex_2080ti.txt", "amp.custom_op_half"),
+        Example("corpus/amp/custom_op_half_dcnv2_apex_mixprecision.txt", "amp.custom_op_half"),
     ),
 )
 def autocast_misc(ctx: Context) -> RuleHit | None:
     """Ops that refuse autocast, constants that overflow half precision, bf16 on GPUs without it."""
-    if ctx.search(r"binary_cross_entropy and torch\.nn\.BCELoss are unsafe to autocast"):
+    # The message itself, or a description of it: "binary_cross_entropy gives an autocast error", "BCELoss doesn't support autocasting".
+    bce_prose = not ctx.exc_type and bool(_BCE_WORD.search(ctx.text) and _AUTOCAST_WORD.search(ctx.text) and _REFUSAL_WORD.search(ctx.text))
+    if ctx.search(r"binary_cross_entropy and torch\.nn\.BCELoss are unsafe to autocast") or bce_prose:
         cause = ("binary_cross_entropy/BCELoss takes probabilities (after a sigmoid), which lose too much precision in float16, so autocast refuses "
                  "to run it inside an autocast region.")
         fixes = [
-            fix("Feed raw logits to BCEWithLogitsLoss", "Remove the sigmoid in front of the loss; the fused version is safe under autocast.", "criterion = nn.BCEWithLogitsLoss()\nloss = criterion(logits, target)", "autocast-dtype-errors"),
+            fix("Feed raw logits to BCEWithLogitsLoss", "Remove the sigmoid in front of the loss; the fused version is safe under autocast.",
+                "criterion = nn.BCEWithLogitsLoss()\nloss = criterion(logits, target)\n# functional form: F.binary_cross_entropy_with_logits(logits, target)", "autocast-dtype-errors"),
             fix("Or compute this loss outside autocast in float32", "", "with torch.autocast('cuda', enabled=False):\n    loss = F.binary_cross_entropy(probs.float(), target.float())", "autocast-dtype-errors"),
         ]
         return hit("amp.bce_unsafe", "amp_error", "BCELoss under autocast", cause, fixes, _DOCS[::-1], _found(ctx), 0.95, facts=Facts(call="binary_cross_entropy"))
+    custom = _custom_op_half(ctx)
+    if custom:
+        return custom
     m = ctx.search(r"value cannot be converted to type (?:at::|c10::)?(Half|BFloat16) without overflow")
     if m:
         cause = ("A Python constant is written into a half-precision tensor but does not fit its range (float16 tops out near 65504): large "

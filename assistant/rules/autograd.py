@@ -15,6 +15,14 @@ _INPLACE = lazy_re(
     r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which is output (?P<out>\d+) of (?P<op>\w+))?,? is at version (?P<ver>\d+); expected version (?P<exp>\d+)"
 )
 # Backward node -> what its forward was, for prose.
+# The same error without the tensor details: torch <= 0.4 printed only this sentence, and users often quote only it.
+_INPLACE_BARE = lazy_re(r"one of the variables needed for gradient computation has been modified by an inplace operation")
+# Prose: the user found that an inplace flag breaks backward ("removed inplace from the MLP", "inplace=True ... prevents backward").
+_INPLACE_PROSE = lazy_re(r"\b(?:remov|disabl|drop)\w*\s+(?:the\s+)?in-?place\b|\bin-?place\s*=\s*(?:True|False)\b|\bin-?place\s+(?:option|flag)", re.I)
+# ...and says backward is involved, or that changing the flag made the error go away.
+_BACKWARD_WORDS = lazy_re(r"backward|backprop|gradient|\b(?:fixed|solved|resolved)\b|goes away|disappear", re.I)
+# `x += y` typed anywhere in the text (an ipdb/REPL line, a quoted snippet), when no traceback frame gives the line.
+_AUG_ASSIGN = lazy_re(r"^[\s>*.:|]*(?:ipdb>\s*|>>>\s*)?(?P<name>[A-Za-z_][\w.]*)\s*(?P<op>[-+*/])=(?!=)\s*(?P<rhs>\S.*)$", re.M)
 _OP_NAMES = {
     "Relu": "a ReLU", "Sigmoid": "a sigmoid", "Tanh": "a tanh", "Exp": "an exp", "Addmm": "a Linear layer (addmm)",
     "Mm": "a matrix multiply", "T": "a transposed weight (Linear's weight.t())", "AsStrided": "a view of a parameter",
@@ -64,7 +72,8 @@ def _looks_like_weight(shape: tuple[int, ...], op: str | None) -> bool:
     category='inplace_autograd',
     docs=("inplace-modification", "anomaly-detection"),
     priority=280,
-    outcomes=('autograd.inplace', 'autograd.inplace_weight', 'autograd.leaf_inplace', 'autograd.view_inplace'),
+    outcomes=('autograd.inplace', 'autograd.inplace_weight', 'autograd.leaf_inplace', 'autograd.view_inplace', 'autograd.inplace_bare',
+              'autograd.inplace_prose'),
     examples=(
         Example("captured/cpu/relu-inplace-after-sigmoid-gate", "autograd.inplace"),
         Example("captured/cpu/residual-add-inplace-after-relu", "autograd.inplace"),
@@ -74,7 +83,15 @@ def _looks_like_weight(shape: tuple[int, ...], op: str | None) -> bool:
         Example("realworld/dev/singan-inplace-optimizer-step-15", "autograd.inplace_weight"),
         Example("captured/cpu/weight-init-inplace-on-leaf", "autograd.leaf_inplace"),
         Example("realworld/dev/nyudlsp-jupyter-view-leaf-inplace", "autograd.leaf_inplace"),
+        Example("realworld/dev/msswift-npu-inputs-embeds-leaf-inplace", "autograd.leaf_inplace"),
         Example("corpus/autograd/unbind_view_inplace.txt", "autograd.view_inplace"),
+        Example("realworld/dev/tsan-inplace-out-equals-x", "autograd.inplace_bare"),
+        Example("corpus/autograd/inplace_bare_syncbn_041.txt", "autograd.inplace_bare"),
+        Example("corpus/autograd/inplace_bare_xception_relu.txt", "autograd.inplace_bare"),
+        Example("corpus/autograd/inplace_bare_videocaption_040.txt", "autograd.inplace_bare"),
+        Example("realworld/dev/powerfulbenchmarker-relu-inplace-classifier", "autograd.inplace_prose"),
+        Example("corpus/autograd/inplace_prose_relu_rpnet.txt", "autograd.inplace_prose"),
+        Example("corpus/autograd/inplace_prose_relu_distdl.txt", "autograd.inplace_prose"),
     ),
 )
 def inplace_modified(ctx: Context) -> RuleHit | None:
@@ -125,7 +142,16 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
         call = _inplace_call(_line(ctx))
         if call:
             cause += f" The failing line applies `{call}` directly to such a tensor."
-        fixes = [
+        aug = None if _line(ctx) else _AUG_ASSIGN.search(ctx.text)
+        fixes = []
+        if aug:
+            # The user quotes `x += y` on such a tensor: the out-of-place spelling makes a new tensor in the graph instead.
+            name, op, rhs = aug.group("name"), aug.group("op"), aug.group("rhs").strip()
+            call = call or f"{op}="
+            cause += f" Your text shows `{name} {op}= ...`, an in-place update of such a tensor."
+            fixes.append(fix(f"Write it out-of-place: `{name} = {name} {op} ...`", "The out-of-place form builds a new tensor that autograd tracks; the leaf itself is left alone.",
+                             f"{name} = {name} {op} {rhs}", "leaf-inplace"))
+        fixes += [
             fix("Wrap manual updates/initialisation in torch.no_grad()", "", "with torch.no_grad():\n    w -= lr * w.grad\n    w.grad.zero_()", "leaf-inplace"),
             fix("Use nn.init functions for initialisation", "They run under no_grad for you.", "nn.init.kaiming_normal_(layer.weight)", "leaf-inplace"),
             fix("If you need a modified copy, edit a clone", "A clone is a new tensor in the graph, so in-place edits on it are allowed and gradients still flow to the leaf.",
@@ -141,9 +167,52 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
         fixes = [fix("Clone the view before modifying it", "", "part = part.clone()\npart.mul_(2)", "leaf-inplace")]
         return hit("autograd.view_inplace", "inplace_autograd", "In-place change of a view autograd cannot track", cause, fixes, ("leaf-inplace", "inplace-modification"), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(names=(m.group(2),), numbers={"output": float(m.group(1))}, call=_inplace_call(_line(ctx))))
+    if _INPLACE_BARE.search(ctx.text):
+        return _inplace_unspecified(ctx, docs)
+    if not ctx.exc_type and _INPLACE_PROSE.search(ctx.text) and _BACKWARD_WORDS.search(ctx.text):
+        return _inplace_prose(ctx, docs)
     return None
 
 
+_OUT_OF_PLACE = fix("Replace the in-place operation with its out-of-place form", "", "x = x + residual      # instead of x += residual\nact = nn.ReLU()       # instead of nn.ReLU(inplace=True)", "inplace-modification")
+_CLONE = fix("Clone before modifying", "If you need to edit a tensor the graph uses, edit a copy.", "y = x.clone()\ny[mask] = 0", "inplace-modification")
+_ANOMALY = fix("Let anomaly detection point at the forward line", "With it enabled, the error also prints the traceback of the forward operation whose saved tensor was modified.",
+               "torch.autograd.set_detect_anomaly(True)", "anomaly-detection")
+
+
+def _inplace_unspecified(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
+    """The in-place error quoted without the tensor, its shape or its version numbers."""
+    call = _inplace_call(_line(ctx))
+    cause = ("A tensor that autograd saved during the forward pass was changed in place before backward used it. The text does not say which "
+             "tensor (older versions print no shape or version, and the quote may be cut), so look for in-place forms on the way from the "
+             "inputs to the loss: `x += ...`, `x[idx] = ...`, methods ending in `_`, an output written into its own input (out=x), "
+             "and layers built with inplace=True.")
+    if call:
+        cause += f" The failing line uses `{call}`."
+    fixes = [_ANOMALY, _OUT_OF_PLACE, _CLONE]
+    return hit("autograd.inplace_bare", "inplace_autograd", "A tensor needed for backward was modified in place", cause, fixes, docs,
+               _loc(ctx, [error_fact(ctx)]), 0.85, facts=Facts(call=call))
+
+
+def _inplace_prose(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
+    """A description (no error line) of backward failing until an inplace flag was turned off."""
+    flag = ctx.search(r"\bin-?place\s*=\s*(True|False)")
+    cause = ("The description ties the failure of backward to an in-place option (inplace=True on an activation or similar). An in-place layer "
+             "overwrites its input; when that input was saved by an earlier operation for computing gradients, backward can no longer run. "
+             "Turning the flag off is the right fix: it only costs a little memory and does not change what the layer computes or how gradients flow.")
+    fixes = [
+        fix("Build the activations with inplace=False", "Out-of-place activations give the same values and gradients; only peak memory grows slightly.",
+            "act = nn.ReLU(inplace=False)   # also LeakyReLU/ELU/Hardtanh/Dropout(inplace=...)", "inplace-modification"),
+        _CLONE,
+        _ANOMALY,
+    ]
+    return hit("autograd.inplace_prose", "inplace_autograd", "An in-place layer breaks backward", cause, fixes, docs, _loc(ctx, []), 0.7,
+               facts=Facts(flags=frozenset({f"inplace_{flag.group(1).lower()}"}) if flag else frozenset()))
+
+
+# Prose: "backwards through the ... twice", "call backward on one variable twice", together with the retain flag.
+_TWICE_PROSE = lazy_re(r"backward\w*\b[^.\n]{0,60}\btwice\b|\btwice\b[^.\n]{0,40}\bbackward", re.I)
+_RETAIN_WORD = lazy_re(r"\bretain(?:_graphs?|_variables?)?\b", re.I)
 _RUNNING_TOTAL = lazy_re(r"\b(\w*(?:total|running|sum|acc|accum|epoch)\w*)\s*\.backward\(", re.I)
 
 
@@ -152,7 +221,7 @@ _RUNNING_TOTAL = lazy_re(r"\b(\w*(?:total|running|sum|acc|accum|epoch)\w*)\s*\.b
     category='backward_twice',
     docs=("backward-twice",),
     priority=281,
-    outcomes=('autograd.backward_twice', 'autograd.backward_twice_accumulated'),
+    outcomes=('autograd.backward_twice', 'autograd.backward_twice_accumulated', 'autograd.backward_twice_prose'),
     examples=(
         Example("captured/cpu/char-rnn-hidden-not-detached", "autograd.backward_twice"),
         Example("realworld/dev/gnmot-backward-twice-new-wording-pycharm", "autograd.backward_twice"),
@@ -160,11 +229,16 @@ _RUNNING_TOTAL = lazy_re(r"\b(\w*(?:total|running|sum|acc|accum|epoch)\w*)\s*\.b
         Example("corpus/autograd/backward_twice_shared_features.txt", "autograd.backward_twice"),
         Example("captured/cpu/accumulated-loss-backward", "autograd.backward_twice_accumulated"),
         Example("realworld/dev/ctrlgen-old-backward-twice-buffers-py27", "autograd.backward_twice_accumulated"),
+        Example("realworld/dev/revtorch-backward-twice-reversible", "autograd.backward_twice_prose"),
+        Example("corpus/autograd/backward_twice_prose_tutorials_pr.txt", "autograd.backward_twice_prose"),
+        Example("corpus/autograd/backward_twice_prose_td_loop.txt", "autograd.backward_twice_prose"),
     ),
 )
 def backward_twice(ctx: Context) -> RuleHit | None:
     """Backward through a graph whose saved tensors were already freed."""
     if not ctx.search(r"Trying to backward through the graph a second time|buffers have already been freed|saved intermediate (?:results|values) .* (?:already been )?freed"):
+        if not ctx.exc_type and _TWICE_PROSE.search(ctx.text) and _RETAIN_WORD.search(ctx.text):
+            return _backward_twice_prose(ctx)
         return None
     found = [error_fact(ctx)]
     line = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
@@ -201,6 +275,23 @@ def backward_twice(ctx: Context) -> RuleHit | None:
                facts=Facts(flags=frozenset({"retain_graph_on_line"}) if retain else frozenset()))
 
 
+def _backward_twice_prose(ctx: Context) -> RuleHit:
+    """A description (no error line) of a second backward through one graph, with the retain flag mentioned."""
+    cause = ("The description is of a second backward pass through a graph the first pass already freed: after backward, the tensors saved "
+             "for gradients are released unless retain_graph=True was passed to the first call. Passing it only helps when you really need "
+             "two passes through the same graph; values a custom autograd Function keeps on ctx (or frees itself in its backward) are not "
+             "kept by retain_graph, so such a Function must not free them, or the second pass must use a freshly built graph.")
+    fixes = [
+        fix("Pass retain_graph=True to every backward except the last through the shared graph", "Only when both passes are intended (e.g. two losses on one trunk).",
+            "loss_a.backward(retain_graph=True)\nloss_b.backward()", "backward-twice"),
+        fix("Or sum the losses and call backward once", "One pass, no retained graph, the same gradients.", "(loss_a + loss_b).backward()", "backward-twice"),
+        fix("Detach state carried from an earlier step", "A tensor built in a previous iteration (hidden state, cache) pulls that iteration's freed graph into this one.",
+            "hidden = hidden.detach()", "backward-twice"),
+    ]
+    return hit("autograd.backward_twice_prose", "backward_twice", "Second backward through a freed graph", cause, fixes, ("backward-twice",), _loc(ctx, []), 0.7,
+               facts=Facts(flags=frozenset({"retain_graph_mentioned"})))
+
+
 @rule(
     'autograd.no_grad_fn',
     category='no_grad_fn',
@@ -213,6 +304,7 @@ def backward_twice(ctx: Context) -> RuleHit | None:
         Example("captured/cpu/numpy-postprocess-breaks-graph", "autograd.no_grad_fn"),
         Example("realworld/dev/torchsplatting-no-grad-fn-loss-printed", "autograd.no_grad_fn"),
         Example("realworld/dev/opensplat-libtorch-no-grad-fn", "autograd.no_grad_fn"),
+        Example("realworld/dev/cdpn-argmax-loss-no-grad-fn", "autograd.no_grad_fn"),
         Example("corpus/autograd/backward_non_scalar_reduction_none.txt", "autograd.non_scalar"),
         Example("captured/cpu/sklearn-metric-numpy-on-grad-tensor", "autograd.numpy"),
         Example("realworld/dev/ssvae-old-numpy-variable-requires-grad", "autograd.numpy"),
@@ -229,10 +321,19 @@ def no_grad_fn(ctx: Context) -> RuleHit | None:
         cause = ("backward() was called on a tensor that is not connected to any parameter that requires grad, so there is no graph to differentiate. "
                  "The forward pass ran under torch.no_grad()/torch.inference_mode(), or the loss was rebuilt from values that left the graph "
                  "(.item(), .detach(), .numpy(), torch.tensor(...) of outputs, argmax/round), or all parameters are frozen (requires_grad=False).")
-        breaker = re.search(r"torch\.tensor\(|\.item\(\)|\.detach\(\)|\.numpy\(\)|\.argmax\(|torch\.argmax\(|\.round\(", src)
+        breakers = r"torch\.tensor\(|\.item\(\)|\.detach\(\)|\.numpy\(\)|\.arg(?:max|min)\(|torch\.arg(?:max|min)\(|\.round\("
+        # No traceback frames: the user may still quote the code that builds the loss.
+        breaker = re.search(breakers, src) or (None if ctx.failure.user_frames else re.search(breakers, ctx.text))
         if breaker:
             cause += f" Your own code calls {breaker.group(0).rstrip('(')}(...) on the way to the loss, which cuts the graph there."
-        fixes = [
+        fixes = []
+        if breaker and re.search(r"arg(?:max|min)|round", breaker.group(0)):
+            # Index-valued / rounded results have no gradient at all; the loss must use the values before that step.
+            fixes.append(fix(f"Compute the loss from the scores before {breaker.group(0).strip('.(').replace('torch.', '')}",
+                             "argmax/argmin/round are non-differentiable: their outputs carry no gradient. Keep them for metrics or decoding, and build the "
+                             "loss from the logits/probabilities (cross-entropy, or a soft-argmax = softmax-weighted sum of positions when you need a coordinate).",
+                             "loss = F.cross_entropy(logits, target)\n# soft-argmax: coord = (logits.softmax(dim) * positions).sum(dim)", "no-grad-fn"))
+        fixes += [
             fix("Build the loss from the model's output tensors directly", "Keep every step differentiable; no .item()/.detach()/torch.tensor() in the loss path.", "loss = criterion(model(x), y)   # not torch.tensor(loss_value)", "no-grad-fn"),
             fix("Make sure training is not inside no_grad / inference_mode", "Check for a decorator or a context manager around the training step.", "torch.set_grad_enabled(True)", "no-grad-fn"),
             fix("Check that some parameters require grad", "", "print(sum(p.requires_grad for p in model.parameters()))", "no-grad-fn"),

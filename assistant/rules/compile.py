@@ -154,6 +154,8 @@ def _onnx_operator(ctx: Context, op: str, opset: int) -> RuleHit:
             f"def symbolic(g, *args):\n    return g.op('<onnx op>', *args)\ntorch.onnx.register_custom_op_symbolic('{name}', symbolic, {opset})", "onnx-export-errors"),
         fix(f"Or rewrite the model so `{name}` is not needed at export time", "Replace it with equivalent supported "
             "operators, or move it out of the exported forward (pre/post-processing).", None, "onnx-export-errors"),
+        fix("Or upgrade PyTorch", "Each release's exporter translates more operators; one missing in an older release may be covered in a newer one.",
+            "python -m pip install --upgrade torch", "onnx-export-errors"),
     ]
     return hit("compile.onnx_unsupported_op", "compile_error", f"No ONNX export for `{name}`", cause, fixes, _ONNX_DOCS, found, 0.9,
                facts=Facts(names=(name,), numbers={"opset": opset}))
@@ -292,6 +294,9 @@ def _constraint(ctx: Context, dims: str | None) -> RuleHit:
         Example("captured/cpu/compile-fullgraph-train-step-backward", "compile.dynamo"),
         Example("realworld/dev/pytorch-133965-dynamo-unsupported-abc", "compile.dynamo"),
         Example("realworld/dev/dion-dynamo-recompile-limit-fullgraph", "compile.recompiles"),
+        Example("realworld/dev/heavyball-dynamo-cache-limit-exceeded", "compile.recompiles"),
+        Example("corpus/compile/cache_size_limit_old_torchdynamo_resnet.txt", "compile.recompiles"),
+        Example("corpus/compile/cache_size_limit_unsupported_reached.txt", "compile.recompiles"),
         Example("captured/cpu/compile-early-exit-branch-fullgraph", "compile.data_dependent"),
         Example("captured/cuda/compile-fullgraph-data-dependent-branch", "compile.data_dependent"),
         Example("corpus/compile/dynamo_dynamic_control_flow_torch_cond.txt", "compile.data_dependent"),
@@ -300,7 +305,7 @@ def _constraint(ctx: Context, dims: str | None) -> RuleHit:
 )
 def dynamo(ctx: Context) -> RuleHit | None:
     """Graph breaks under fullgraph, unsupported constructs, data-dependent guards, recompile limits."""
-    m = ctx.search(r"torch\._dynamo\.exc\.(\w+)|Unsupported: ([^\n]+)|GuardOnDataDependentSymNode|Dynamic control flow is not supported|Could not guard on data-dependent expression|(?:recompile_limit|cache_size_limit) \((\d+)\)|torch\._dynamo hit config\.\w+")
+    m = ctx.search(r"torch\._dynamo\.exc\.(\w+)|Unsupported: ([^\n]+)|GuardOnDataDependentSymNode|Dynamic control flow is not supported|Could not guard on data-dependent expression|(?:recompile_limit|cache_size_limit) \((\d+)\)|torch(?:\._)?dynamo hit config\.\w+|CacheLimitExceeded|RecompileLimitExceeded|FailOnRecompileLimitHit")
     if not m and not (ctx.exc_type in ("Unsupported", "UserError", "InternalTorchDynamoError", "TorchRuntimeError", "ObservedException") and "torch._dynamo" in (ctx.failure.exc_type or "")):
         return None
     if ctx.search(r"BackendCompilerFailed|InductorError|CppCompileError|InvalidCxxCompiler|TritonMissing|Cannot find a working triton"):
@@ -313,7 +318,7 @@ def dynamo(ctx: Context) -> RuleHit | None:
     docs = ("dynamo-errors", "inductor-backend-failures")
     reason = ctx.search(r"(?:Unsupported|UserError):\s*([^\n]+)")
     expl = ctx.search(r"Explanation:\s*([^\n]+)")
-    if ctx.search(r"recompile_limit|cache_size_limit|hit config\.(?:recompile|cache_size)_limit"):
+    if ctx.search(r"recompile_limit|cache_size_limit|hit config\.(?:recompile|cache_size)_limit|CacheLimitExceeded|RecompileLimitExceeded|FailOnRecompileLimitHit"):
         fn = ctx.search(r"function: '(\w+)'")
         last = ctx.search(r"last reason: ([^\n]+)")
         cause = ("torch.compile recompiled " + (f"`{fn.group(1)}`" if fn else "the function") + " as many times as its limit allows and stopped compiling it: "
@@ -323,6 +328,9 @@ def dynamo(ctx: Context) -> RuleHit | None:
             fix("See what triggers the recompiles", "", "TORCH_LOGS=recompiles python train.py", "dynamo-errors"),
             fix("Make the changing input dynamic, or stop it from changing", "Mark varying sizes dynamic; pass changing Python "
                 "numbers as tensors.", "torch._dynamo.mark_dynamic(x, 0)\nmodel = torch.compile(model, dynamic=True)", "dynamo-errors"),
+            fix("Or raise the limit when each variant is legitimate", "A function called with a bounded set of shapes (e.g. one per parameter "
+                "tensor in an optimizer step) needs one graph per shape; allow that many (the setting is named recompile_limit in newer releases).",
+                "torch._dynamo.config.cache_size_limit = 64   # newer releases: torch._dynamo.config.recompile_limit", "dynamo-errors"),
         ]
         facts = Facts(names=(fn.group(1),) if fn else ())
         return hit("compile.recompiles", "compile_error", "torch.compile recompile limit reached", cause, fixes, docs, found, 0.9, facts=facts)
@@ -496,7 +504,7 @@ def _ts_python_call(ctx: Context, site: str | None) -> RuleHit | None:
     if not m:
         return None
     name = m.group(1)
-    autograd = bool(re.search(r"Function$", name)) or "apply" in (site or "")
+    autograd = bool(re.search(r"(?:Function|Fn|Func)$", name)) or "apply" in (site or "")
     cause = (f"The scripted/traced module still calls the Python function `{name}`, which TorchScript cannot save: a serialized "
              "model may only contain TorchScript code. "
              + ("It looks like a custom torch.autograd.Function, which TorchScript cannot compile." if autograd else
@@ -505,6 +513,13 @@ def _ts_python_call(ctx: Context, site: str | None) -> RuleHit | None:
         fix(f"Replace or script `{name}`", "Script the helper too, or express it with tensor operations TorchScript knows"
             + ("; for a custom autograd.Function, register its kernel as a custom operator (torch.library) so the graph calls an op instead of Python." if autograd else "."),
             None, "torchscript-errors"),
+    ]
+    if autograd:
+        # Libraries often ship a fused/memory-efficient autograd function next to a plain version of the same layer.
+        fixes.append(fix("Switch that layer to its plain implementation while exporting", "A custom autograd function (a memory-efficient or fused "
+                         "version of a layer) is not supported by tracing/scripting; if the library has a plain or exportable variant, disable the custom "
+                         "one for the export (a config flag, an 'exportable'/'scriptable' mode), or keep that part out of the exported model.", None, "torchscript-errors"))
+    fixes += [
         fix("Or export with torch.export", "It captures through Python helpers and supports custom ops registered with torch.library.",
             "ep = torch.export.export(model, (x,))", "torch-export-errors"),
     ]

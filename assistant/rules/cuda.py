@@ -52,7 +52,7 @@ def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
             "classes than the data.",
             (fix("Check the label range against the model's output size", "Labels must satisfy 0 <= y < num_classes; the final layer's out_features must be num_classes.", "print(y.min().item(), y.max().item(), logits.shape[-1])\nassert 0 <= y.min() and y.max() < logits.shape[-1]", "device-side-assert"),
              fix("Shift 1-based labels, or mark padding with ignore_index", "", "loss = F.cross_entropy(logits, y - 1)\n# or: nn.CrossEntropyLoss(ignore_index=-100) with padding set to -100", "device-side-assert")))
-    if re.search(r"input_val >= zero && input_val <= one|binary_cross_entropy", k):
+    if re.search(r"input_val >= zero && input_val <= one|input >= 0\. && input <= 1\.|binary_cross_entropy|BCECriterion", k):
         return AssertStory(
             "cuda.assert_bce_range", "BCE input outside [0, 1]",
             f"binary_cross_entropy's kernel found an input outside [0, 1] (assertion `{a.condition}`): it was given raw logits, values that drifted "
@@ -117,6 +117,7 @@ _EMBED_LINE = lazy_re(r"embed|emb\b|tok_emb|pos_emb|wte|wpe", re.I)
         Example('corpus/cuda/assert_bce_input_range.txt', 'cuda.assert_bce_range'),
         Example('corpus/cuda/assert_bce_input_range_old.txt', 'cuda.assert_bce_range'),
         Example('corpus/cuda/assert_bce_input_range_h200.txt', 'cuda.assert_bce_range'),
+        Example('realworld/dev/pytorch-bce-input-not-in-0-1-assert', 'cuda.assert_bce_range'),
         Example('corpus/cuda/assert_multinomial_cumdist.txt', 'cuda.assert_multinomial'),
         Example('corpus/cuda/assert_multinomial_negative.txt', 'cuda.assert_multinomial'),
         Example('corpus/cuda/assert_multinomial_thc.txt', 'cuda.assert_multinomial'),
@@ -168,7 +169,8 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
             conjecture = "The reported line works with embeddings: check the token/position ids against the embedding sizes first."
         elif _LOSS_LINE.search(src):
             conjecture = "The reported line computes a loss: check the target labels against the number of classes first."
-        fixes.append(fix("Check labels and indices first", "These are behind most device-side asserts.", "assert 0 <= y.min() and y.max() < num_classes\nassert ids.max() < embedding.num_embeddings", "device-side-assert"))
+        fixes.append(fix("Check labels and indices first", "These are behind most device-side asserts. Placeholder labels for unlabeled or void samples (-1, 255) are out of range too: exclude them with the loss's ignore_index.",
+                         "assert 0 <= y.min() and y.max() < num_classes\nassert ids.max() < embedding.num_embeddings\ncriterion = nn.CrossEntropyLoss(ignore_index=-1)   # when -1 marks unlabeled samples", "device-side-assert"))
         title = "CUDA device-side assert triggered"
         values = Facts()
     fixes.extend(_localise_fixes())
@@ -192,17 +194,25 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
         Example('captured/cuda/cuda-illegal-access-triton-byte-stride', 'cuda.illegal_memory_access'),
         Example('corpus/cuda/illegal_access_triton_inductor.txt', 'cuda.illegal_memory_access_custom'),
         Example('corpus/cuda/illegal_access_triton_sparse_attention.txt', 'cuda.illegal_memory_access_custom'),
+        Example('realworld/dev/deformabledetr-illegal-access-batch-size', 'cuda.illegal_memory_access_custom'),
+        Example('realworld/dev/torchvision-deformconv-illegal-access-bs10', 'cuda.illegal_memory_access_custom'),
+        Example('realworld/dev/tutorials-cpp-ext-multigpu-illegal-access', 'cuda.illegal_memory_access_custom'),
+        Example('corpus/cuda/illegal_access_deform_conv2d_batch_size.txt', 'cuda.illegal_memory_access_custom'),
         Example('captured/cuda/cuda-misaligned-address-flat-grad-ext', 'cuda.misaligned_address'),
     ),
 )
 def illegal_memory_access(ctx: Context) -> RuleHit | None:
     """Illegal address, misaligned address, unspecified launch failure."""
-    m = ctx.search(r"an illegal memory access was encountered|misaligned address|unspecified launch failure|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress|CUDA_ERROR_MISALIGNED_ADDRESS|an illegal instruction was encountered|illegal address")
+    m = ctx.search(r"an illegal (?:cuda )?memory access was encountered|CUDA illegal memory access|misaligned address|unspecified launch failure|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress|CUDA_ERROR_MISALIGNED_ADDRESS|an illegal instruction was encountered|illegal address")
     if not m or ctx.search(r"CUBLAS_STATUS|CUDNN_STATUS"):
         return None
     kind = m.group(0)
+    if kind == "unspecified launch failure" and not ctx.search(r"illegal (?:cuda )?memory access|illegal address|misaligned address|CUDA_ERROR_ILLEGAL"):
+        # cudaErrorLaunchFailure alone names no cause (a kernel fault, a display watchdog timeout, a driver or hardware fault): decline.
+        return None
     raw = ctx.failure.text or ctx.text
-    custom = re.search(r"triton|cpp_extension|load_inline|_C\.so|\.cu\b|cupy|numba", " ".join(f.file for f in ctx.failure.frames) + " " + raw, re.I)
+    custom = re.search(r"triton|cpp_extension|load_inline|_C\.so|\.cu\b|cupy|numba|custom (?:cuda |c\+\+ )?(?:extension|op|kernel|layer)|cuda extension"
+                       r"|deform\w*[ _]?(?:conv\w*|attn|attention)", " ".join(f.file for f in ctx.failure.frames) + " " + raw, re.I)
     found = [error_fact(ctx)]
     if custom:
         found.append(Fact("custom_kernel", f"the text mentions a custom kernel: {custom.group(0)}"))
@@ -227,7 +237,11 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
             fix("Bounds-check the kernel", "If it is a kernel you wrote or can change: in Triton, mask every load/store with the valid range and pass strides in elements; in CUDA C++, guard with `if (i < n)` and use int64 offsets for big tensors.", "x = tl.load(ptr + offs, mask=offs < n_elements)", "illegal-memory-access"),
             fix("Make inputs contiguous", "Kernels that assume a contiguous layout read the wrong addresses on transposed or sliced tensors.", "x = x.contiguous()", "illegal-memory-access"),
             fix("If the kernel was generated by torch.compile, compare with eager mode", "Running the same step without torch.compile tells a compiler bug from a bad input.", "model = torch.compile(model, backend='eager')  # or drop torch.compile", "illegal-memory-access"),
+            fix("Check whether it depends on the batch or input size", "If it only fails above some batch size (or image/sequence size), the kernel's element count or offsets overflow 32-bit integers: a smaller batch size avoids it until the kernel uses 64-bit indexing. For a library's compiled op, upgrade the library: such indexing bugs are regularly fixed in its releases.", None, "illegal-memory-access"),
         ]
+        if re.search(r"c\+\+|cpp|\.cu\b|cuda extension|custom (?:cuda |c\+\+ )?(?:extension|op|kernel)", raw, re.I):
+            fixes.insert(1, fix("Launch on the input's GPU, not the current device", "An extension kernel is launched on the current CUDA device and stream; when its tensors live on another GPU (cuda:1, or a process sharing several cards) it reads addresses that are invalid there. Set a device guard from the input at the top of the C++ function.",
+                                "#include <c10/cuda/CUDAGuard.h>\nconst at::cuda::OptionalCUDAGuard device_guard(device_of(input));\n// Python side: with torch.cuda.device(x.device): out = ext.forward(x)", "illegal-memory-access"))
     else:
         outcome = "cuda.illegal_memory_access"
         cause = ("A GPU kernel accessed memory outside any valid allocation. In plain PyTorch code this usually comes from out-of-range indices in an "
@@ -358,6 +372,10 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
         fix("Make inputs contiguous and of a supported dtype", "", "x = x.contiguous()", "cudnn-errors"),
     ]
     versions = fix("Check which cuDNN PyTorch actually loads", "Compare the versions PyTorch reports with the GPU's compute capability, remove other cuDNN/CUDA copies from the library path (LD_LIBRARY_PATH / PATH), or reinstall the official wheel (with a CUDA toolkit that supports this GPU).", "print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())\nprint(torch.cuda.get_device_capability())", "cudnn-errors")
+    if outcome in ("cuda.cudnn_internal_error", "cuda.cudnn_execution_failed"):
+        # Autotuning benchmarks many algorithms, some with large workspaces or known bugs; failures that come and go often stop without it.
+        fixes.append(fix("Turn off cuDNN autotuning", "With torch.backends.cudnn.benchmark = True, cuDNN tries many algorithms (some with large workspaces or bugs for particular shapes); setting it to False picks a default algorithm and often makes intermittent internal errors disappear.",
+                         "torch.backends.cudnn.benchmark = False", "cudnn-errors"))
     if outcome in ("cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch", "cuda.cudnn_bad_param"):
         fixes.insert(0, versions)
     else:
@@ -451,6 +469,33 @@ def cublas_error(ctx: Context) -> RuleHit | None:
                facts=Facts(names=tuple(n for n in (f"CUBLAS_STATUS_{status}", call_name) if n), dtypes=dtypes, call=call_name))
 
 
+# The whole computer (not the process) restarting or powering off under load: "my computer restarts", "the system restarts itself", "电脑就会重启".
+_MACHINE_REBOOT = lazy_re(
+    r"\b(?:computer|pc|machine|system|server|workstation|desktop)\b[^.\n]{0,25}?\b(?:restarts?|reboots?|restarting|rebooting|shuts? (?:itself )?down|shutting down|powers? off|turns? off)\b"
+    r"|\b(?:cold|hard) (?:boots?|reboots?)\b|电脑[^。\n]{0,10}重启|(?:自动|突然)重启",
+    re.I,
+)
+
+
+def _machine_reboot(ctx: Context, m: re.Match[str]) -> RuleHit:
+    """The machine itself reboots or switches off while training: power, cooling or firmware, not Python."""
+    found = [Fact("description", f"your words: \"{m.group(0)}\"")]
+    cause = ("The whole computer restarts (or switches off) while training runs, with no Python error. A user program cannot reboot a machine, so "
+             "this is the hardware or its firmware giving up under the sustained load of training (inference or testing loads the GPUs far less): "
+             "most often a power supply that cannot deliver the GPUs' peak draw (its overload protection cuts power), overheating, a loose power "
+             "cable or riser, or a motherboard BIOS/firmware problem.")
+    fixes = [
+        fix("Check the power supply against the load", "Add up the GPUs' and CPU's rated power: the PSU needs clear headroom over that, since training produces short power spikes. Limiting the GPUs' power draw is a quick test: if the reboots stop, power delivery is the cause.",
+            "sudo nvidia-smi -pl 200   # watts, per GPU; test with a lower limit", "gpu-hardware-faults"),
+        fix("Watch temperatures and read the logs of the previous boot", "Log GPU temperature and power until the reboot; the system journal of the previous boot may show thermal or hardware (MCE, PCIe AER) events.",
+            "nvidia-smi --query-gpu=temperature.gpu,power.draw --format=csv -l 5 > gpu.log\njournalctl -b -1 -k | tail -50", "gpu-hardware-faults"),
+        fix("Reseat cables and update (or roll back) the BIOS", "Check that the GPUs' power cables are firmly connected; a motherboard BIOS update or rollback fixes some boards that reset under heavy PCIe load.", None, "gpu-hardware-faults"),
+        fix("Narrow it down", "Run with one GPU, then the other, and with a smaller batch: a reboot that follows one card or only the full load points at that card or at the power supply.", "CUDA_VISIBLE_DEVICES=0 python train.py", "gpu-hardware-faults"),
+    ]
+    return hit("cuda.hardware_machine_reboot", "hardware_error", "The computer restarts during training (hardware/power)", cause, fixes, ("gpu-hardware-faults",), found, 0.7,
+               facts=Facts(flags=frozenset({"machine_reboot"})))
+
+
 def _first_cuda_call(ctx: Context) -> bool:
     """Whether the failing code is the first touch of CUDA: a tensor created on it, a model moved to it, or CUDA's lazy init."""
     if any((fr.function or "") == "_lazy_init" for fr in ctx.failure.frames):
@@ -465,7 +510,8 @@ def _first_cuda_call(ctx: Context) -> bool:
     docs=("gpu-hardware-faults",),
     priority=EARLY,
     also=('cuda_unavailable',),
-    outcomes=('cuda.hardware', 'cuda.hardware_ecc', 'cuda.hardware_launch_timeout', 'cuda.hardware_unknown_error', 'cuda.unknown_error_at_start'),
+    outcomes=('cuda.hardware', 'cuda.hardware_ecc', 'cuda.hardware_launch_timeout', 'cuda.hardware_unknown_error', 'cuda.unknown_error_at_start',
+              'cuda.hardware_machine_reboot'),
     examples=(
         Example('realworld/dev/returnn-gpu-unknown-error-pcie-dmesg', 'cuda.hardware'),
         Example('corpus/cuda/gpu_lost_nvidia_smi.txt', 'cuda.hardware'),
@@ -478,6 +524,10 @@ def _first_cuda_call(ctx: Context) -> bool:
         Example('corpus/cuda/unknown_error_mid_training.txt', 'cuda.hardware_unknown_error'),
         Example('corpus/cuda/unknown_error_first_cuda_tensor.txt', 'cuda.unknown_error_at_start'),
         Example('corpus/cuda/unknown_error_model_cuda.txt', 'cuda.unknown_error_at_start'),
+        Example('realworld/dev/mmdet-train-restarts-computer-bios', 'cuda.hardware_machine_reboot'),
+        Example('corpus/cuda/machine_restarts_dual_gpu_darknet.txt', 'cuda.hardware_machine_reboot'),
+        Example('corpus/cuda/machine_reboots_itself_spacy_gpu.txt', 'cuda.hardware_machine_reboot'),
+        Example('corpus/cuda/machine_restarts_chinese_train_py.txt', 'cuda.hardware_machine_reboot'),
     ),
 )
 def hardware_error(ctx: Context) -> RuleHit | None:
@@ -487,7 +537,8 @@ def hardware_error(ctx: Context) -> RuleHit | None:
                   r"|the launch timed out and was terminated|GPU Reset|hardware stack error|CUDA error: unknown error|Unable to determine the device handle"
                   r"|PCIe Bus Error|\bAER: ", raw, re.I)
     if not m:
-        return None
+        reboot = None if ctx.failure.exc_type else _MACHINE_REBOOT.search(raw)
+        return _machine_reboot(ctx, reboot) if reboot else None
     xid = int(m.group(1)) if m.group(1) else None
     text = f"Xid {xid}" if xid is not None else m.group(0)
     found = [error_fact(ctx), Fact("hardware", text.strip())]

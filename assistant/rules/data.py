@@ -11,7 +11,7 @@ from assistant.types import Fact, Facts, Fix, RuleHit
 _DOCS = ("dataloader-worker-crash", "collate-size-mismatch", "dataloader-shared-memory")
 _STACK = lazy_re(r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry (\d+) and \[([\d, ]*)\] at entry (\d+)")
 _UNBATCHABLE = lazy_re(r"(?:default_collate: )?batch must contain tensors, (?:numpy arrays, )?numbers, dicts or lists; found (?:<class '([^']+)'>|(\S+))")
-_WORKER_SIGNAL = lazy_re(r"DataLoader worker \(pids?\)? ?\(?([\d, ]+)\)? (?:is killed by signal: ([\w ]+)|exited unexpectedly(?: with exit code (-?\d+))?)")
+_WORKER_SIGNAL = lazy_re(r"DataLoader worker \(pid(?:\(s\)|s)?\)? ?\(?([\d, ]+)\)? (?:is killed by signal: ([\w ]+)|exited unexpectedly(?: with exit code (-?\d+))?)")
 _SHM = lazy_re(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|unable to write to file </torch_|No space left on device.*shm|/dev/shm")
 _FILES = lazy_re(r"Too many open files|received 0 items of ancdata|unable to open shared memory object")
 _TIMEOUT = lazy_re(r"DataLoader timed out after (\d+) seconds")
@@ -21,6 +21,14 @@ _OTHER_FAMILY = lazy_re(r"Can't get attribute '\w+' on <module|Can't pickle|cann
 
 def _in_collate(ctx: Context) -> bool:
     return any("collate" in (f.file + (f.function or "")) for f in ctx.failure.frames) or "DataLoader worker" in (ctx.failure.wrapper or "")
+
+
+# A bare stack message whose report speaks of batching samples (batch_size, collate_fn, __getitem__, a *Dataset class): the DataLoader's collate.
+_BATCHING_WORDS = lazy_re(r"\bbatch[ _]?size\b|collate|__getitem__|DataLoader|\w*Dataset\b", re.I)
+
+
+def _batching_report(ctx: Context) -> bool:
+    return not ctx.failure.frames and bool(_BATCHING_WORDS.search(ctx.failure.text))
 
 
 def _sharing_context(ctx: Context) -> bool:
@@ -57,6 +65,11 @@ _SKIP_NONE = ("def collate_skip_none(batch):\n    batch = [b for b in batch if b
         Example("realworld/dev/trmisr-collate-stack-unequal", "data.collate_image_sizes"),
         Example("captured/cpu/collate-variable-image-sizes", "data.collate_image_sizes"),
         Example("realworld/dev/kohya-getitem-stack-latents", "data.collate_image_sizes"),
+        Example("realworld/dev/pytorchunet-stack-unequal-image-sizes", "data.collate_image_sizes"),
+        Example("corpus/data/collate_stack_prose_batchsize_cest.txt", "data.collate_image_sizes"),
+        Example("realworld/dev/captchabreak-stack-label-length-4-vs-5", "data.collate_sizes"),
+        Example("realworld/dev/ssdpytorch-stack-variable-num-boxes", "data.collate_sizes"),
+        Example("corpus/data/collate_stack_prose_batchsize_dsca.txt", "data.collate_sizes"),
         Example("corpus/data/collate_resize_storage_tuplan.txt", "data.collate_resize_storage"),
         Example("corpus/data/collate_custom_object.txt", "data.collate_type"),
         Example("corpus/data/collate_dataset_object_handseg.txt", "data.collate_type"),
@@ -72,7 +85,7 @@ def collate(ctx: Context) -> RuleHit | None:
     """default_collate could not batch the samples."""
     found = _worker_found(ctx)
     m = _STACK.search(ctx.text)
-    if m and _in_collate(ctx):
+    if m and (_in_collate(ctx) or _batching_report(ctx)):
         return _collate_sizes(ctx, m, found)
     if ctx.search(r"Trying to resize storage that is not resizable") and _in_collate(ctx):
         cause = ("default_collate preallocates one block of shared memory for the whole batch, sized from the first sample, and then stacks every "
@@ -166,6 +179,10 @@ def _collate_type(ctx: Context, found_type: str, found: list[Fact]) -> RuleHit:
               'data.pin_memory_thread'),
     examples=(
         Example("corpus/data/worker_terminated_mmseg.txt", "data.worker_crash"),
+        Example("realworld/dev/loeber-tutorial-worker-exited-windows", "data.worker_crash"),
+        Example("realworld/dev/basnet-test-worker-exited-num-workers", "data.worker_crash"),
+        Example("corpus/data/worker_exited_pids_scgan.txt", "data.worker_crash"),
+        Example("corpus/data/worker_exited_pids_chinesenre.txt", "data.worker_crash"),
         Example("corpus/data/worker_segfault_native_getitem.txt", "data.worker_segfault"),
         Example("corpus/data/worker_segfault_pysot.txt", "data.worker_segfault"),
         Example("corpus/data/worker_segfault_ctracker.txt", "data.worker_segfault"),
@@ -338,10 +355,18 @@ def _worker_crash(ctx: Context, found: list[Fact], facts: Facts, sig: str, code:
                 else "Look above this traceback for the worker's own output: a worker that fails while starting up (importing the script, unpickling the "
                 "Dataset) prints its error there before exiting. If nothing was printed, the worker was most likely killed for using too much host "
                 "memory or crashed in native code; the kernel log (dmesg) tells which."))
+    windows = bool(ctx.search(r"[A-Z]:[\\/]\w|WinError|Windows|Anaconda3\\"))
+    if windows:
+        # On Windows workers are spawned: each re-imports the script and unpickles the Dataset, so start-up failures are common.
+        cause += (" The paths show Windows, where workers are started with spawn: each one re-imports the script (it needs an "
+                  "`if __name__ == '__main__':` guard) and receives a pickled copy of the Dataset, and each costs a full torch import in memory.")
     fixes = [
         fix("Reproduce with num_workers=0", "The failing sample then raises in the main process with a full traceback.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
         fix("Check the scheduler/container logs and memory limits", "A worker stopped from outside leaves its reason there, not in Python.", "dmesg -T | tail -50", "dataloader-worker-crash"),
     ]
+    if windows:
+        fixes[1] = fix("Guard the entry point and keep few workers on Windows", "Run the training loop under the main guard; use num_workers=0 or a small number if workers keep dying.",
+                       "if __name__ == '__main__':\n    main()", "spawn-pickling")
     return hit("data.worker_crash", "dataloader_error", "DataLoader worker died", cause, fixes, ("dataloader-worker-crash",), found, 0.8, facts=facts)
 
 
@@ -392,6 +417,52 @@ def dataset_misc(ctx: Context) -> RuleHit | None:
         return hit("data.worker_options", "dataloader_error", f"DataLoader: {m.group(1)} without workers", cause, fixes, ("dataloader-options",), [error_fact(ctx)], 0.9,
                    facts=Facts(argument=m.group(1), numbers={"num_workers": 0.0}))
     return None
+
+
+# A GPU described as idle / barely used ...
+_GPU_IDLE = lazy_re(r"GPU[- ]?Util(?:i[sz]ation|ity)?\b[^.\n]{0,60}?(?:\b0\b|\b0 ?%|zero|very low|\blow\b)|(?:\blow|zero|0 ?%) GPU[- ]?util|GPU (?:is |was )?(?:idle|waiting|starv)", re.I)
+# ... while the words blame loading the data.
+_LOADING = lazy_re(r"data ?loader|data loading|load(?:s|ing)? (?:the |train(?:ing)? )?data|__getitem__|_sample\b|collat|waiting for (?:the )?data|\bI/?O\b", re.I)
+
+
+@rule(
+    'data.input_bottleneck',
+    category='dataloader_error',
+    docs=("dataloader-input-bottleneck", "dataloader-options"),
+    priority=263,
+    outcomes=('data.input_bottleneck',),
+    examples=(
+        Example("realworld/dev/ge2e-gpu-util-zero-compressed-feats", "data.input_bottleneck"),
+        Example("corpus/data/input_bottleneck_gpu_zero_transfuser.txt", "data.input_bottleneck"),
+        Example("corpus/data/input_bottleneck_gpu_util_low_retinanet.txt", "data.input_bottleneck"),
+        Example("corpus/data/input_bottleneck_waiting_for_data_barc.txt", "data.input_bottleneck"),
+    ),
+)
+def input_bottleneck(ctx: Context) -> RuleHit | None:
+    """A description (no error) of an idle GPU that the user ties to data loading: the input pipeline is the bottleneck."""
+    failure = ctx.failure
+    if failure.exc_type or failure.frames or failure.cuda_asserts:
+        return None  # an error message is explained by the message rules
+    text = failure.text or ctx.text
+    idle, loading = _GPU_IDLE.search(text), _LOADING.search(text)
+    if not (idle and loading):
+        return None
+    cause = ("No error: the GPU waits for data. Each step's batch takes longer to produce on the CPU (reading and decoding files, decompressing, "
+             "augmenting, collating) than the GPU needs to process it, so the GPU sits idle between batches and its utilisation reads near 0%.")
+    fixes = [
+        fix("Measure data loading against the training step", "Time how long fetching a batch takes compared with the forward/backward pass "
+            "(or run the profiler); if loading dominates, speed up the input pipeline, not the model.",
+            "t0 = time.time(); batch = next(it); t1 = time.time(); step(batch); torch.cuda.synchronize(); print('load', t1 - t0, 'step', time.time() - t1)",
+            "dataloader-input-bottleneck"),
+        fix("Load in parallel", "Use several worker processes, keep them alive between epochs and pin memory for the host-to-GPU copy.",
+            "DataLoader(ds, batch_size=64, num_workers=8, persistent_workers=True, pin_memory=True, prefetch_factor=4)", "dataloader-input-bottleneck"),
+        fix("Make each sample cheap to produce", "Do expensive per-sample work once, before training: decode or decompress files (compressed feature "
+            "matrices, large images) into a fast format, cache preprocessed samples, keep small datasets in RAM, move heavy augmentation to the GPU.",
+            None, "dataloader-input-bottleneck"),
+    ]
+    found = [Fact("symptom", f"{idle.group(0).strip()} … {loading.group(0).strip()}")]
+    return hit("data.input_bottleneck", "dataloader_error", "GPU idle: data loading is the bottleneck", cause, fixes, ("dataloader-input-bottleneck", "dataloader-options"),
+               found, 0.7, facts=Facts(names=(idle.group(0).strip(), loading.group(0).strip())))
 
 
 # Categories that, raised inside a DataLoader worker, are really "your Dataset code failed".

@@ -12,10 +12,12 @@ from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
 _SAME_DEVICE = lazy_re(
-    r"Expected all tensors to be on the same device, but (?:found at least two devices, (?P<a>[\w:]+) and (?P<b>[\w:]+)"
+    r"Expected all tensors to be on the same device, but (?:found at least two devices\s*, (?P<a>[\w:]+) and (?P<b>[\w:]+)"
     r"|got (?P<arg>\w+) is on (?P<c>[\w:]+), different from other tensors on (?P<d>[\w:]+)"
     r"|found at least two devices \(when checking argument for argument (?P<arg2>\w+))"
 )
+# Older wording (torch.cat / torch.stack on CUDA, about 1.5-1.9): "All input tensors must be on the same device. Received cuda:0 and cpu".
+_ALL_INPUTS = lazy_re(r"All input tensors must be on the same device\. Received (?P<a>[\w:]+) and (?P<b>[\w:]+)", re.I)
 _ARG_FOR = lazy_re(r"when checking argument for argument (\w+)")
 _TYPE_PAIR = lazy_re(r"Input type \((?P<inp>torch\.[\w.]+|\w+)\) and (?P<what>weight|bias) type \((?P<w>torch\.[\w.]+|\w+)\) should be the same")
 _OLD_DEVICE = lazy_re(
@@ -55,6 +57,8 @@ def _read_pair(ctx: Context) -> _Pair | None:
             extra = _ARG_FOR.search(ctx.text)
             arg = extra.group(1) if extra else None
         return _Pair(m.group("a") or m.group("c"), m.group("b") or m.group("d"), arg)
+    if m := _ALL_INPUTS.search(ctx.text):
+        return _Pair(m.group("a"), m.group("b"), None)
     t = _TYPE_PAIR.search(ctx.text)
     if t:
         (_, dev_i), (_, dev_w) = tensor_type_parts(t.group("inp")), tensor_type_parts(t.group("w"))
@@ -138,9 +142,15 @@ _BUFFERS = fix("Register constant tensors as buffers", "model.to(device) moves p
         Example("corpus/devices/index_select_two_devices_viewfusion.txt", "devices.mismatch_other"),
         Example("corpus/devices/ones_in_forward_without_device_gpu.txt", "devices.mismatch_other"),
         Example("corpus/devices/mps_placeholder_lm_eval.txt", "devices.mismatch_other"),
+        Example("corpus/devices/all_inputs_same_device_cat_sassd.txt", "devices.mismatch_other"),
+        Example("corpus/devices/all_inputs_same_device_cat_minimalhand.txt", "devices.mismatch_other"),
+        Example("corpus/devices/all_inputs_same_device_darnn.txt", "devices.mismatch_other"),
+        Example("realworld/dev/pl-self-log-tensor-cpu-device", "devices.mismatch_other"),
+        Example("realworld/dev/pgt-dcrnn-hidden-state-cpu", "devices.mismatch_other"),
         Example("corpus/devices/meta_model_arange_without_device.txt", "devices.created_in_forward"),
         Example("corpus/devices/arange_positions_in_forward_gpu.txt", "devices.created_in_forward"),
         Example("captured/multi_gpu/multigpu-pipeline-cuda0-cuda1-mismatch", "devices.two_gpus"),
+        Example("realworld/dev/irnet-dataparallel-kt-on-cuda0", "devices.two_gpus"),
         Example("corpus/devices/generator_cuda_randperm_cunerf.txt", "devices.generator"),
         Example("corpus/devices/generator_cuda_oneline_froyo.txt", "devices.generator"),
         Example("corpus/devices/generator_default_device_cuda_gpu.txt", "devices.generator"),
@@ -315,6 +325,10 @@ def _two_gpus(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHi
         fix("Use one device object per process", "Pick the device once (e.g. from LOCAL_RANK), call torch.cuda.set_device, and pass it everywhere instead of literals.",
             "device = torch.device('cuda', local_rank)\ntorch.cuda.set_device(device)\nmodel.to(device); x = x.to(device)", "device-mismatch"),
         fix("For model parallelism, move activations between stages", "", "h = self.stage1(x.to('cuda:0'))\nout = self.stage2(h.to('cuda:1'))", "device-mismatch"),
+        # DataParallel replicates parameters and buffers only: a plain tensor attribute (or one made with .cuda()) stays on the first GPU.
+        fix("Under DataParallel, register constant tensors as buffers or build them on the input's device",
+            "Replicas on the other GPUs get copies of parameters and registered buffers only; plain tensor attributes stay where they were made.",
+            "self.register_buffer('k', torch.tensor(1.0), persistent=False)\n# or, inside forward/backward: k = self.k.to(input.device)", "device-mismatch"),
     ]
     return hit("devices.two_gpus", "device_mismatch", f"Tensors on two different GPUs ({p.a}, {p.b})", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.95, facts=facts)
 

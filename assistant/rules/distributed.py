@@ -172,6 +172,9 @@ _NCCL_CODES = {"ncclSystemError": "unhandled system error", "ncclInvalidUsage": 
         Example('realworld/dev/nccl1410-unhandled-cuda-invalid-argument-rank', 'distributed.nccl_cuda_error'),
         Example('corpus/distributed/nccl_internal_error_last_error.txt', 'distributed.nccl_internal_error'),
         Example('corpus/distributed/nccl_internal_error_old.txt', 'distributed.nccl_internal_error'),
+        Example('realworld/dev/nccl-comminit-internal-error-topo-xml', 'distributed.nccl_internal_error'),
+        Example('corpus/distributed/nccl_short_internal_error_infiniband.txt', 'distributed.nccl_internal_error'),
+        Example('corpus/distributed/nccl_comminit_internal_error_kuberay.txt', 'distributed.nccl_internal_error'),
         Example('corpus/distributed/nccl_remote_error_connection_reset.txt', 'distributed.nccl_remote_error'),
         Example('corpus/distributed/nccl_remote_error_plain.txt', 'distributed.nccl_remote_error'),
         Example('corpus/distributed/nccl_communicator_aborted_title.txt', 'distributed.nccl_aborted'),
@@ -205,6 +208,11 @@ def nccl_error(ctx: Context) -> RuleHit | None:
     if reason is None and code:
         reason = _NCCL_CODES.get(code.group(1) or code.group(2))
     if reason is None:
+        # Short form printed by other launchers and by NCCL's own checks: "ncclCommInitRank failed with error: NCCL error: internal error".
+        short = ctx.search(r"NCCL error:\s*([a-z][a-z ]*[a-z])")
+        if short and short.group(1).strip() in _NCCL_KINDS:
+            reason = short.group(1).strip()
+    if reason is None:
         if ctx.search(r"NCCL communicator was aborted"):
             return _aborted(ctx, docs)
         if ctx.search(r"gloo[^\n]*(?:Connection closed by peer|Connection reset by peer)|Connection closed by peer[^\n]*remote worker"):
@@ -230,7 +238,17 @@ def nccl_error(ctx: Context) -> RuleHit | None:
         fix("Isolate the transport", "If a network path is broken, disabling it tells you which: NCCL_P2P_DISABLE=1 (GPU peer-to-peer), NCCL_IB_DISABLE=1 (InfiniBand), NCCL_SOCKET_IFNAME=<interface> (pick the interface).", "NCCL_P2P_DISABLE=1 torchrun ...", "nccl-errors"),
     ]
     if outcome in ("distributed.nccl_cuda_error", "distributed.nccl_internal_error", "distributed.nccl_system_error"):
+        fixes.append(fix("Confirm it is the communication between GPUs", "Run the same script on a single GPU (or with a single process): if that works, the model and data are fine and the fault is in how the GPUs or nodes talk to each other.",
+                         "CUDA_VISIBLE_DEVICES=0 python train.py", "nccl-errors"))
         fixes.append(fix("Check driver, CUDA and NCCL versions", "Every rank should run the same PyTorch/NCCL build, with a driver new enough for its CUDA version; containers need the host's driver to match.", "python -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'\nnvidia-smi", "nccl-errors"))
+    init = ctx.search(r"ncclCommInit\w*|commInit")
+    if init and outcome in ("distributed.nccl_internal_error", "distributed.nccl_system_error"):
+        found.append(Fact("nccl", f"failed while creating the communicator ({init.group(0)})"))
+        cause += (" It failed while the communicator was being created, when NCCL detects the machine's topology (GPUs, PCIe/NVLink, "
+                  "network cards): a topology file it cannot parse (NCCL_TOPO_FILE, or one a cloud network plugin installs) or a container "
+                  "that hides /sys from it makes this step fail.")
+        fixes.insert(1, fix("Check NCCL's topology detection", "NCCL_DEBUG=INFO with the GRAPH/INIT subsystems prints the topology it builds and the line where it gives up; if a topology XML file is in use (NCCL_TOPO_FILE or a network plugin's), validate or unset it; dumping the detected topology shows what NCCL sees.",
+                            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH NCCL_TOPO_DUMP_FILE=topo.xml torchrun ...\nenv | grep NCCL_TOPO", "nccl-errors"))
     if outcome == "distributed.nccl_remote_error":
         fixes.insert(0, fix("Find the rank that died first", "This error is usually a consequence: search the other ranks' logs (or the launcher's summary) for the first traceback or an OOM kill.", None, "nccl-errors"))
     elif outcome == "distributed.nccl_invalid_usage":

@@ -123,6 +123,7 @@ def loss_target_dtype(ctx: Context) -> RuleHit | None:
         Example("corpus/dtypes/half_cpu_addmm_chatglm3.txt", "dtypes.half_cpu"),
         Example("corpus/dtypes/half_cpu_addmm_rwkv.txt", "dtypes.half_cpu"),
         Example("corpus/dtypes/half_cpu_addmm_knowlm.txt", "dtypes.half_cpu"),
+        Example("realworld/dev/huatuo-addmm-half-cpu-torch-build", "dtypes.half_cpu"),
         Example("corpus/dtypes/half_cpu_layernorm_onediff.txt", "dtypes.half_cpu"),
         Example("corpus/dtypes/half_cpu_layernorm_iqa.txt", "dtypes.half_cpu"),
         Example("corpus/dtypes/half_cpu_slow_conv2d_prd.txt", "dtypes.half_cpu"),
@@ -157,7 +158,9 @@ def not_implemented_for(ctx: Context) -> RuleHit | None:
                      "available, a CPU-only PyTorch build, or the model/tensors were never moved), or only part of the model was moved to the GPU.")
             fixes = [
                 fix("On the CPU, run in float32", "Convert the model and its inputs back to float32 (slower, but every CPU kernel supports it).", "model = model.float()\nx = x.float()", "half-not-implemented"),
-                fix("Or move the half-precision model to the GPU", "Check that PyTorch sees a GPU before relying on float16.", "assert torch.cuda.is_available()\nmodel = model.to('cuda'); x = x.to('cuda')", "half-not-implemented"),
+                fix("Or move the half-precision model to the GPU", "Check that PyTorch sees a GPU before relying on float16: if torch.cuda.is_available() is False, "
+                    "the installed PyTorch may be a CPU-only build (install the CUDA build matching your driver) or the driver is not usable.",
+                    "print(torch.__version__, torch.version.cuda, torch.cuda.is_available())   # version.cuda None = CPU-only build\nmodel = model.to('cuda'); x = x.to('cuda')", "half-not-implemented"),
             ]
             if dtype == "float16":
                 fixes.append(fix("Or use bfloat16 on the CPU where the kernels support it", "Recent releases implement most CPU kernels for bfloat16, not float16; autocast picks it per operation.", "with torch.autocast('cpu', dtype=torch.bfloat16):\n    y = model(x.float())", "half-not-implemented"))

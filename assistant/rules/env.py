@@ -20,6 +20,22 @@ _LOCAL_PACKAGE = lazy_re(r"^(src|models?|utils?|data(sets?)?|config|lib|common|m
 _LIBS = ("torch", "torchvision", "torchaudio", "numpy", "transformers", "triton")
 
 
+# First CUDA release whose toolkit targets each architecture: a wheel built with an older CUDA has no kernels for it.
+_MIN_CUDA = {"sm_80": "11.0", "sm_86": "11.1", "sm_87": "11.4", "sm_89": "11.8", "sm_90": "11.8", "sm_100": "12.8", "sm_120": "12.8"}
+# GPU names users write -> architecture (only generations that older wheels commonly lack).
+_GPU_ARCH = ((r"RTX\s?30[5-9]0|RTX\s?A[2-6]000|\bA40\b|\bA10G?\b", "sm_86"), (r"\bA100\b|\bA30\b", "sm_80"), (r"RTX\s?40[5-9]0|\bL4\b|\bL40S?\b", "sm_89"),
+             (r"\bH100\b|\bH200\b|\bGH200\b", "sm_90"), (r"RTX\s?50[5-9]0", "sm_120"))
+
+
+def _named_gpu(ctx: Context) -> tuple[str, str] | None:
+    """(GPU name as written, architecture) when the report names a recent GPU."""
+    for pattern, arch in _GPU_ARCH:
+        m = ctx.search(pattern, re.I)
+        if m:
+            return m.group(0), arch
+    return None
+
+
 @rule(
     'env.arch_mismatch',
     category='environment_error',
@@ -30,6 +46,8 @@ _LIBS = ("torch", "torchvision", "torchaudio", "numpy", "transformers", "triton"
         Example("corpus/env/arch_sm120_not_compatible.txt", "env.arch_mismatch"),
         Example("corpus/env/arch_a100_old_wheel_no_kernel_image.txt", "env.arch_mismatch"),
         Example("corpus/env/no_kernel_image_comfyui.txt", "env.no_kernel_image"),
+        Example("realworld/dev/umt-no-kernel-image-3090", "env.no_kernel_image"),
+        Example("realworld/dev/gailpytorch-sm86-not-compatible", "env.arch_mismatch"),
     ),
 )
 def arch_mismatch(ctx: Context) -> RuleHit | None:
@@ -47,9 +65,10 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
                  + (" ".join(archs) if archs else "other architectures") + ": "
                  + ("the wheel predates this GPU generation (built for a CUDA version that does not target it)." if newer else
                     "this build does not include this GPU's architecture (dropped from or never in the wheel's list)."))
+        need = _MIN_CUDA.get(arch)
         fixes = [
             fix("Install a PyTorch build whose CUDA version targets this GPU", "Pick the wheel index for a CUDA release that supports "
-                f"{arch} (see the install selector on pytorch.org); check the result with torch.cuda.get_arch_list().",
+                f"{arch}" + (f" (CUDA {need} or newer)" if need else "") + " (see the install selector on pytorch.org); check the result with torch.cuda.get_arch_list().",
                 "python -m pip install --upgrade torch --index-url https://download.pytorch.org/whl/<cuda tag>", "cuda-arch-mismatch"),
             fix("Compare the GPU's capability with the build's architectures", "", "python -c \"import torch; print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list(), torch.version.cuda)\"", "cuda-arch-mismatch"),
         ]
@@ -59,12 +78,23 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
     cause = ("A CUDA kernel was launched that has no compiled version for this GPU's architecture. Either the installed PyTorch "
              "build does not target this GPU, or a compiled extension (a package with its own CUDA code) was built for other "
              "architectures; the traceback's last library frame tells which.")
+    named = _named_gpu(ctx)
     fixes = [
         fix("Check whether PyTorch itself supports the GPU", "If the capability is missing from the arch list, install a build for a newer CUDA release.",
             "python -c \"import torch; print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list())\"", "cuda-arch-mismatch"),
         fix("Rebuild the failing extension for this architecture", "Set TORCH_CUDA_ARCH_LIST to the GPU's capability before building it.",
             "TORCH_CUDA_ARCH_LIST=\"<major.minor>\" python -m pip install --no-build-isolation --force-reinstall <extension>", "cuda-arch-mismatch"),
     ]
+    if named:
+        gpu, arch = named
+        need = _MIN_CUDA[arch]
+        cause += (f" The report names a {gpu} ({arch}); PyTorch builds made with a CUDA release older than {need} carry no kernels for it, "
+                  "so an older PyTorch (or one installed for an older CUDA) fails this way on it.")
+        fixes.insert(0, fix(f"Upgrade to a PyTorch build made with CUDA {need} or newer", f"Install torch (and torchvision) from the wheel index of a CUDA release that "
+                            f"targets {arch}; projects pinned to old PyTorch versions need a newer PyTorch version for this GPU.",
+                            "python -m pip install --upgrade torch torchvision --index-url https://download.pytorch.org/whl/<cuda tag>", "cuda-arch-mismatch"))
+        return hit("env.no_kernel_image", "environment_error", f"No GPU kernel for the {gpu} ({arch})", cause, fixes, docs, _found(ctx, Fact("gpu", f"{gpu}: {arch}")), 0.9,
+                   facts=Facts(names=(arch,)))
     return hit("env.no_kernel_image", "environment_error", "No GPU kernel for this architecture", cause, fixes, docs, _found(ctx), 0.88)
 
 
@@ -215,12 +245,47 @@ def _numpy_abi(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
 def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     lib = m.group(1)
     cuda = bool(re.match(r"lib(cudnn|cudart|cublas|cufft|curand|cusparse|nvrtc|nccl|cuda)", lib))
-    return (f"Shared library `{lib}` not found",
-            f"The dynamic loader cannot find `{lib}`, which a compiled module needs: "
-            + ("a CUDA/cuDNN runtime library of the version this build expects is not installed or not on the loader path (for pip wheels it ships in the nvidia-* packages of the same environment)." if cuda
-               else "the library is not installed on this system, or not on the loader path."),
-            [fix("Install the matching runtime or put it on the loader path", "Reinstalling torch from its official index restores the CUDA libraries it ships with.",
-                 f"ldconfig -p | grep {lib.split('.')[0]}\npython -m pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/<cuda tag>", "library-version-mismatch")])
+    # libcudart.so.10.1 names the CUDA release the importing binary was built for.
+    version = re.match(r"libcudart\.so\.(\d+\.\d+)", lib)
+    fixes = [fix("Install the matching runtime or put it on the loader path", "Reinstalling torch from its official index restores the CUDA libraries it ships with.",
+                 f"ldconfig -p | grep {lib.split('.')[0]}\npython -m pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/<cuda tag>", "library-version-mismatch")]
+    cause = (f"The dynamic loader cannot find `{lib}`, which a compiled module needs: "
+             + ("a CUDA/cuDNN runtime library of the version this build expects is not installed or not on the loader path (for pip wheels it ships in the nvidia-* packages of the same environment)." if cuda
+                else "the library is not installed on this system, or not on the loader path."))
+    if version:
+        ver = version.group(1)
+        # The innermost import statement quoted in the traceback is the one that loads the binary.
+        importers = re.findall(r"^\s*(?:import|from) ([\w.]+)", m.string, re.M)
+        what = f"`{importers[-1]}`" if importers else "the package being imported"
+        cause += (f" The binary of {what} was built against CUDA {ver}; the CUDA runtime installed (or visible) here is another version, "
+                  "so either that runtime must be provided or the package replaced by a build made for the installed CUDA.")
+        fixes = [
+            fix(f"Provide the CUDA {ver} runtime to this environment", f"In a conda environment install the toolkit package of that version; with a system CUDA {ver} "
+                "install, add its lib64 folder to the CUDA path the loader searches (LD_LIBRARY_PATH).",
+                f"conda install cudatoolkit={ver}\n# or: export LD_LIBRARY_PATH=/usr/local/cuda-{ver}/lib64:$LD_LIBRARY_PATH", "library-version-mismatch"),
+            fix(f"Or reinstall {what} as a build for the CUDA version you have", "Compiled packages (torch, torchvision, CUDA extensions of detection/vision toolkits) come in one build per "
+                "CUDA release; pick the one matching torch.version.cuda, or rebuild it from source.",
+                "python -c \"import torch; print(torch.__version__, torch.version.cuda)\"", "library-version-mismatch"),
+        ]
+    return (f"Shared library `{lib}` not found", cause, fixes)
+
+
+def _windows_dll(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
+    dll_path = m.group(1) or ""
+    dll = dll_path.replace("\\", "/").rsplit("/", 1)[-1] or None
+    gpu = bool(dll and re.search(r"nvrtc|cudnn|cublas|cufft|curand|cusparse|cudart|nccl|caffe2_nvrtc|hip|rocm", dll, re.I))
+    cause = ("Windows could not load " + (f"`{dll}`" if dll else "a DLL of the installed package") + " or a DLL it depends on: "
+             + ("it is part of the GPU build and needs the GPU runtime's own DLLs (CUDA, or ROCm/HIP for AMD builds), whose bin folder must be on PATH; "
+                if gpu else "")
+             + "a system dependency is missing (the Microsoft Visual C++ Redistributable, the OpenMP runtime), the folder holding it is not on PATH, or the "
+             "installation is incomplete or mixes files of two versions.")
+    fixes = [
+        fix("Make the DLL's dependencies findable", ("Add the GPU runtime's bin folder (CUDA or ROCm) to PATH and open a new terminal; " if gpu else "")
+            + "install the latest Microsoft Visual C++ Redistributable (x64).", "where nvcc\necho %PATH%", "library-version-mismatch"),
+        fix("Reinstall the package in a clean environment", "Uninstall, then install one build from its official index so no files of another version remain.",
+            "python -m pip uninstall -y torch\npython -m pip install torch --index-url https://download.pytorch.org/whl/<cuda tag or cpu>", "library-version-mismatch"),
+    ]
+    return ("Windows cannot load a DLL" + (f" (`{dll}`)" if dll else ""), cause, fixes)
 
 
 def _glibc(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
@@ -244,6 +309,7 @@ _BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, li
     (r"compiled with different CUDA (?:major )?versions", "env.torchvision_cuda", _torchvision_cuda),
     (r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|numpy\.core\.multiarray failed to import|_ARRAY_API not found|Numpy is not available", "env.numpy_abi", _numpy_abi),
     (r"(lib[\w.+-]+\.so[\d.]*): cannot open shared object file", "env.shared_library", _shared_library),
+    (r"\[WinError 12[67]\][^\n]*?(?:Error loading \\?\"(.+?\.dll)\\?\"|(?=\n)|$)", "env.windows_dll", _windows_dll),
     (r"`?((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'? not found", "env.glibc", _glibc),
     (r"CUDA_HOME environment variable is not set|No such file or directory: '[^']*nvcc'|Ninja is required to load C\+\+ extensions|error: command '[^']*(?:gcc|g\+\+|nvcc)' failed", "env.build_toolchain", _toolchain),
 )
@@ -267,6 +333,11 @@ _BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, li
         Example("corpus/env/numpy_not_available.txt", "env.numpy_abi"),
         Example("corpus/env/libcudnn_so_missing.txt", "env.shared_library"),
         Example("corpus/env/libcudnn_so9_lib64.txt", "env.shared_library"),
+        Example("realworld/dev/extremenet-import-torch-libcudart9", "env.shared_library"),
+        Example("realworld/dev/zluda-caffe2-nvrtc-rocm-path", "env.windows_dll"),
+        Example("corpus/env/windows_dll_fbgemm_pytorch.txt", "env.windows_dll"),
+        Example("corpus/env/windows_dll_shm_qdiffusion.txt", "env.windows_dll"),
+        Example("corpus/env/windows_dll_cudnn_chatglm.txt", "env.windows_dll"),
         Example("corpus/env/glibcxx_not_found.txt", "env.glibc"),
         Example("corpus/env/glibcxx_old_conda.txt", "env.glibc"),
         Example("corpus/env/cuda_home_not_set.txt", "env.build_toolchain"),

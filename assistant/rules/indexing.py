@@ -6,7 +6,7 @@ import re
 
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit
-from assistant.types import Fact, Facts, RuleHit
+from assistant.types import Fact, Facts, Fix, RuleHit
 
 _DOCS = ("index-out-of-range", "device-side-assert")
 
@@ -22,8 +22,8 @@ def _mentions(ctx: Context, pattern: str, flags: int = 0) -> bool:
     category='index_error',
     docs=_DOCS,
     priority=290,
-    outcomes=('index.embedding', 'index.out_of_range_self', 'index.out_of_bounds', 'index.off_by_one', 'index.negative', 'index.dim_out_of_range',
-              'index.target_oob', 'index.target_negative', 'index.too_many', 'index.zero_dim', 'index.gather_shape', 'index.select_vector',
+    outcomes=('index.embedding', 'index.out_of_range_self', 'index.out_of_bounds', 'index.empty_tensor', 'index.small_batch', 'index.off_by_one', 'index.negative', 'index.dim_out_of_range',
+              'index.target_oob', 'index.target_void_label', 'index.target_negative', 'index.too_many', 'index.zero_dim', 'index.gather_shape', 'index.select_vector',
               'index.float_indices'),
     examples=(
         Example("realworld/dev/keqa-embedding-index-out-of-range", "index.embedding"),
@@ -31,6 +31,11 @@ def _mentions(ctx: Context, pattern: str, flags: int = 0) -> bool:
         Example("corpus/indexing/embedding_out_of_range.txt", "index.embedding"),
         Example("corpus/indexing/index_select_out_of_range.txt", "index.out_of_range_self"),
         Example("corpus/indexing/index_out_of_bounds_far.txt", "index.out_of_bounds"),
+        Example("realworld/dev/convntm-batch-size-1-empty-edges", "index.empty_tensor"),
+        Example("corpus/indexing/empty_dim_after_epochs_gvar.txt", "index.empty_tensor"),
+        Example("corpus/indexing/empty_dim_landmark_trainer.txt", "index.empty_tensor"),
+        Example("realworld/dev/deformablelka-last-batch-size1-index", "index.small_batch"),
+        Example("corpus/indexing/small_batch_transunet_image_batch.txt", "index.small_batch"),
         Example("captured/cpu/one-hot-labels-one-based", "index.off_by_one"),
         Example("captured/cuda/index-error-task-head-out-of-range", "index.off_by_one"),
         Example("corpus/indexing/index_out_of_bounds.txt", "index.off_by_one"),
@@ -39,6 +44,9 @@ def _mentions(ctx: Context, pattern: str, flags: int = 0) -> bool:
         Example("captured/cpu/gather-dim-out-of-range", "index.dim_out_of_range"),
         Example("corpus/indexing/dim_out_of_range.txt", "index.dim_out_of_range"),
         Example("corpus/indexing/ce_target_out_of_bounds.txt", "index.target_oob"),
+        Example("realworld/dev/deeplabv3plus-target-225-ignore-index", "index.target_void_label"),
+        Example("corpus/indexing/ce_target_255_unet_dwt.txt", "index.target_void_label"),
+        Example("corpus/indexing/ce_target_255_binary_mask_unet.txt", "index.target_void_label"),
         Example("corpus/indexing/ce_target_negative.txt", "index.target_negative"),
         Example("corpus/indexing/too_many_indices.txt", "index.too_many"),
         Example("corpus/indexing/zero_dim_index.txt", "index.zero_dim"),
@@ -117,6 +125,12 @@ def _out_of_bounds(ctx: Context, idx: int, dim: int, size: int) -> RuleHit:
     if src:
         base += f" The failing line is `{src}`."
     check = fix("Check how the index is computed", "Print the index range and the size at the failing line.", "print(idx.min(), idx.max(), t.shape)", "index-out-of-range")
+    if size == 0:
+        return _empty_tensor(ctx, idx, dim, base, check, fact, values)
+    # A fixed position on dimension 0 of a batch (`image_batch[1, ...]`): fails when a batch holds fewer samples than assumed.
+    batch_pick = _BATCH_PICK.search(src) or (None if src else _BATCH_PICK.search(ctx.failure.text or ""))
+    if dim == 0 and idx >= size and batch_pick:
+        return _small_batch(ctx, idx, size, batch_pick.group(0), base, check, fact, values)
     if idx == size:
         cause = base + (" It is exactly one past the end — an off-by-one: 1-based indices or labels, a count (len(x), x.size(0)) used as an "
                         "index, or a table built one entry too small.")
@@ -129,6 +143,40 @@ def _out_of_bounds(ctx: Context, idx: int, dim: int, size: int) -> RuleHit:
     cause = base + f" The index is {idx - size + 1} beyond the last position: it refers to a larger tensor than this one (a different vocabulary, class count or sequence length)."
     fixes = [check, fix("Build the indexed tensor for the full index range, or remap the indices", "", None, "index-out-of-range")]
     return hit("index.out_of_bounds", "index_error", f"Index {idx} out of bounds for size {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.92, facts=values)
+
+
+_BATCH_PICK = re.compile(r"\b\w*batch\w*\s*\[\s*\d+\s*[,\]]", re.I)
+_BATCH_SIZE_WORDS = re.compile(r"batch[_ ]?size|\bbs\s*=\s*1\b|last batch|single (?:sample|image)", re.I)
+
+
+def _empty_tensor(ctx: Context, idx: int, dim: int, base: str, check: Fix, fact: Fact, values: Facts) -> RuleHit:
+    """Indexing into a tensor that has no elements along the dimension (size 0)."""
+    cause = (base + f" The tensor is empty along dimension {dim}: whatever should have filled it produced nothing for this input — a filter or "
+             "mask that selected no element, a sample with no objects/edges/tokens, or an empty batch. Code that takes element 0 then fails.")
+    fixes = [fix("Handle the empty case before indexing", "Skip the sample/batch or use a default when nothing was selected.",
+                 "if t.size(0) == 0:\n    ...   # skip, or return a default\nfirst = t[0]", "index-out-of-range"), check]
+    if _BATCH_SIZE_WORDS.search(ctx.failure.text or ""):
+        # The user links the failure to the batch size: with one sample per batch, pairwise structures (edges, pairs) come out empty.
+        fixes.insert(0, fix("The failure depends on the batch size: make the code work for small batches",
+                            "With one sample per batch, things built between samples (edges, pairs, negatives) are empty. Use a batch size above 1, "
+                            "drop the short last batch (drop_last=True), or guard the empty case.",
+                            "loader = DataLoader(ds, batch_size=bs, shuffle=True, drop_last=True)", "index-out-of-range"))
+    return hit("index.empty_tensor", "index_error", f"Index {idx} into an empty dimension", cause, fixes, _DOCS, _found(ctx, fact), 0.9, facts=values)
+
+
+def _small_batch(ctx: Context, idx: int, size: int, pick: str, base: str, check: Fix, fact: Fact, values: Facts) -> RuleHit:
+    """A hard-coded sample position in a batch that, this time, holds fewer samples."""
+    cause = (base + f" `{pick.strip()}` picks a fixed sample position on the batch dimension, but this batch has only {size} sample(s). "
+             "The last batch of an epoch is smaller when the dataset size is not a multiple of the batch size (or the batch size is set low), "
+             "so code that assumes a full batch fails there.")
+    fixes = [
+        fix("Index a sample that always exists, e.g. the first one", "For logging/visualisation take sample 0, or loop over range(batch.size(0)).",
+            "image = image_batch[0, 0:1, :, :]", "index-out-of-range"),
+        fix("Or drop the incomplete last batch", "", "loader = DataLoader(ds, batch_size=bs, shuffle=True, drop_last=True)", "index-out-of-range"),
+        check,
+    ]
+    return hit("index.small_batch", "index_error", f"Sample {idx} requested from a batch of {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.9,
+               facts=Facts(numbers=dict(values.numbers), call=pick.strip()))
 
 
 def _dim_out_of_range(ctx: Context, lo: int, hi: int, got: int) -> RuleHit:
@@ -156,6 +204,10 @@ def _target_oob(ctx: Context, t: int) -> RuleHit:
                  "they equal its ignore_index (default -100).")
         fixes = [fix(f"Pass ignore_index={t} (or map the marker to -100)", "", f"loss = F.cross_entropy(logits, y, ignore_index={t})", "index-out-of-range")]
         return hit("index.target_negative", "index_error", f"Negative class label {t}", cause, fixes, docs, _found(ctx), 0.93, facts=values)
+    seg = r"segment|\bmasks?\b|pixel|pascal|\bvoc\b|cityscapes|ade20k|deeplab|unet"
+    # The user's own description around the message often says what the labels are (a Pascal-format dataset, masks).
+    if t >= 250 or (t >= 100 and (_mentions(ctx, seg, re.I) or re.search(seg, ctx.failure.text or "", re.I))):
+        return _target_void_label(ctx, t, docs, values)
     cause = (f"A class label {t} is outside the range the loss accepts (0 … C-1, where C is the number of logits per sample): the labels "
              f"reach {t} but the model produces at most {t} classes — labels numbered from 1, or an output layer with too few classes.")
     fixes = [
@@ -163,3 +215,20 @@ def _target_oob(ctx: Context, t: int) -> RuleHit:
         fix("Make the output size equal to the number of classes, and labels 0-based", "", "self.head = nn.Linear(hidden, num_classes)", "device-side-assert"),
     ]
     return hit("index.target_oob", "index_error", f"Class label {t} out of range", cause, fixes, docs, _found(ctx), 0.93, facts=values)
+
+
+def _target_void_label(ctx: Context, t: int, docs: tuple[str, ...], values: Facts) -> RuleHit:
+    """A label value far above any class count: a void/border marker (255) or a mask that does not hold class ids."""
+    cause = (f"The target holds the value {t}, far above any plausible class count. In segmentation-style label maps such a value is either a "
+             "'void'/border marker that should be ignored (255 in Pascal VOC-style masks), or a sign that the masks do not hold class ids at all: "
+             "binary masks saved as 0/255, RGB or palette images read as colours, or masks resized with bilinear interpolation or saved as JPEG "
+             "(which creates in-between values).")
+    fixes = [
+        fix(f"If {t} marks pixels to skip, pass ignore_index={t} to the loss", "The loss then ignores those pixels instead of treating them as a class.",
+            f"criterion = nn.CrossEntropyLoss(ignore_index={t})", "index-out-of-range"),
+        fix("Check which values the label maps really contain", "Expect 0 … C-1 (plus the ignore value); anything else comes from how masks were saved or resized.",
+            "print(torch.unique(target))   # or np.unique(np.array(Image.open(mask_path)))", "index-out-of-range"),
+        fix("Store masks as single-channel class ids and resize them with nearest-neighbour", "Map 0/255 binary masks to 0/1; never use bilinear resizing or JPEG for label maps.",
+            "mask = (mask > 127).long()   # binary 0/255 -> 0/1\nmask = F.interpolate(mask[None, None].float(), size, mode='nearest')[0, 0].long()", "index-out-of-range"),
+    ]
+    return hit("index.target_void_label", "index_error", f"Label value {t} is not a class id", cause, fixes, docs, _found(ctx), 0.9, facts=values)

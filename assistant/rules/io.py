@@ -35,6 +35,9 @@ def _keys_after(label: str, text: str) -> list[str]:
         Example("realworld/dev/spin-size-mismatch-resnet-depth", "io.state_dict_size"),
         Example("realworld/dev/efficientfcn-size-mismatch-width", "io.state_dict_size"),
         Example("realworld/dev/rrl-bad-prefix-strip", "io.state_dict_stripped"),
+        Example("realworld/dev/vst-why-strip-module-prefix", "io.state_dict_prefix"),
+        Example("corpus/io/state_dict_keys_no_header_mvdet.txt", "io.state_dict"),
+        Example("realworld/dev/xlm-embeddings-size-mismatch-max-vocab", "io.state_dict_size"),
         Example("corpus/io/state_dict_renamed_layer_captured.txt", "io.state_dict"),
         Example("realworld/dev/semseg-oldest-unexpected-key-module", "io.state_dict_old"),
         Example("corpus/io/optimizer_param_group_mismatch_captured.txt", "io.optimizer_state"),
@@ -50,8 +53,10 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
     if not head and old:
         return _old_key_message(ctx, old)
     text = ctx.text
-    sizes = _SIZE_RE.findall(text)
-    if not head and not sizes:
+    sizes = _SIZE_RE.findall(text) + _SIZE_OLD_RE.findall(text)
+    # Reports often paste only the key lists, without the "Error(s) in loading state_dict" header line.
+    keyed = ctx.search(r"(?:Missing|Unexpected) key\(s\) in state_dict: \"")
+    if not head and not sizes and not keyed:
         return _optimizer_state(ctx)
     model = head.group(1) if head else "the model"
     missing = _keys_after("Missing key\\(s\\) in state_dict", text)
@@ -112,8 +117,23 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
         cause += (" The layer names match but their sizes do not: the model was constructed with different hyper-parameters "
                   "(widths, depth/variant, input channels, embedding sizes) than the one that produced the checkpoint.")
         first, ck, cur = sizes[0]
+        # An embedding table whose row count differs: its rows are the vocabulary (tokens, characters, classes) the model was built with.
+        embed = next((n for n, c, m in sizes if re.search(r"embed", n, re.I) and _shape(c)[:1] != _shape(m)[:1]), None)
+        if embed:
+            cause += (f" `{embed}` is an embedding table with a different number of rows: the vocabulary used now is not the one the checkpoint "
+                      "was trained with.")
+            fixes.append(fix("Use the checkpoint's vocabulary", f"The first dimension of `{embed}` is the vocabulary size. Build the vocabulary/tokenizer from the same "
+                             "files and settings as the checkpoint (same vocab file, same maximum vocabulary size or frequency cut-off), or pass that vocab_size.",
+                             None, "state-dict-size-mismatch"))
         fixes.append(fix("Build the model with the checkpoint's configuration", f"`{first}` is {list(_shape(ck))} in the checkpoint but {list(_shape(cur))} in the model: "
                          "construct the model with the hyper-parameters (width, depth/variant, channels) the checkpoint was trained with.", None, "state-dict-size-mismatch"))
+        if len(sizes) <= 3:
+            # Few tensors differ: often a deliberate change for fine-tuning (fewer classes, new tokens), where those tensors must be learned anew.
+            names = [n for n, _, _ in sizes]
+            fixes.append(fix("If the change is intended (fine-tuning), exclude these tensors and train them from scratch",
+                             "Drop the mismatching entries, load the rest non-strictly and check that only they are reported missing.",
+                             f"state = torch.load(path, map_location='cpu')\nfor k in {names!r}:\n    state.pop(k)\nprint(model.load_state_dict(state, strict=False))",
+                             "state-dict-size-mismatch"))
         return hit("io.state_dict_size", "state_dict_loading", "Checkpoint tensor shapes differ from the model", cause, fixes, docs,
                    _loc(ctx, found), 0.93, facts=facts)
     cause = f"The checkpoint and {model} have different parameter names"
@@ -131,6 +151,10 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
 
 
 _SIZE_RE = lazy_re(r"size mismatch for ([\w.]+): copying a param with shape (torch\.Size\(\[[^\]]*\]\)) from checkpoint, the shape in current model is (torch\.Size\(\[[^\]]*\]\))")
+
+
+# Wording of PyTorch releases before 1.0 ("copying a param of torch.Size([..]) from checkpoint, where the shape is torch.Size([..]) in current model").
+_SIZE_OLD_RE = lazy_re(r"size mismatch for ([\w.]+): copying a param of (torch\.Size\(\[[^\]]*\]\)) from checkpoint, where the shape is (torch\.Size\(\[[^\]]*\]\)) in current model")
 
 
 def _stripped_chars(missing: list[str], unexpected: list[str]) -> int | None:
@@ -203,6 +227,52 @@ def _optimizer_state(ctx: Context) -> RuleHit | None:
     return None
 
 
+# A loaded model described as performing like an untrained one ...
+_UNTRAINED = lazy_re(r"(?:same as|like|as if|no better than|equal to|as bad as)\s+(?:an? |the )?(?:untrained|randomly[- ]initiali[sz]ed|random(?:ly)?\b)"
+                     r"|near[- ]random|(?:weights|model) (?:are |were |is |was )?not (?:loaded|restored) (?:properly|correctly)", re.I)
+# ... after the user loaded weights.
+_LOADED = lazy_re(r"\bload(?:ed|ing|s)?\b|checkpoint|pretrained|restor", re.I)
+
+
+@rule(
+    'io.loaded_model_untrained',
+    category='state_dict_loading',
+    docs=("state-dict-keys",),
+    priority=302,
+    outcomes=('io.loaded_model_untrained',),
+    examples=(
+        Example("realworld/dev/robustar-loaded-model-random-accuracy-eval", "io.loaded_model_untrained"),
+        Example("corpus/io/loaded_model_untrained_accuracy_lightning.txt", "io.loaded_model_untrained"),
+        Example("corpus/io/loaded_checkpoint_near_random_transformers.txt", "io.loaded_model_untrained"),
+    ),
+)
+def loaded_model_untrained(ctx: Context) -> RuleHit | None:
+    """A description (no error) of a model that, after loading its weights, scores like an untrained one."""
+    failure = ctx.failure
+    if failure.exc_type or failure.frames or failure.cuda_asserts:
+        return None
+    text = failure.text or ctx.text
+    untrained, loaded = _UNTRAINED.search(text), _LOADED.search(text)
+    if not (untrained and loaded):
+        return None
+    cause = ("No error, but the loaded model evaluates like an untrained one. Either the trained weights never reach the model that is evaluated "
+             "(a non-strict load that silently skipped every key, a loader that returns a new model whose result is not assigned, or evaluation "
+             "of another instance), or they do and the evaluation differs from training: the model left in training mode (dropout active, "
+             "batch norm using batch statistics and updating its running averages) or inputs preprocessed differently.")
+    fixes = [
+        fix("Switch to eval mode before evaluating", "model.eval() puts dropout and batch norm in inference behaviour; wrap evaluation in torch.no_grad().",
+            "model.load_state_dict(torch.load(path, map_location='cpu'))\nmodel.eval()\nwith torch.no_grad():\n    out = model(x)", "state-dict-keys"),
+        fix("Check that the weights really arrived", "Load strictly (or print what a non-strict load skipped) and compare a parameter with the checkpoint; "
+            "loaders that return the model (e.g. classmethods like load_from_checkpoint) must have their result assigned.",
+            "res = model.load_state_dict(state, strict=False)\nprint(res.missing_keys, res.unexpected_keys)\n"
+            "k = next(iter(state)); print(torch.equal(model.state_dict()[k].cpu(), state[k].cpu()))", "state-dict-keys"),
+        fix("Preprocess inputs exactly as in training", "Same normalisation, resizing and tokenisation as the run that produced the checkpoint.", None, "state-dict-keys"),
+    ]
+    found = [Fact("symptom", f"{loaded.group(0)} … {untrained.group(0)}")]
+    return hit("io.loaded_model_untrained", "state_dict_loading", "Loaded model behaves like an untrained one", cause, fixes, ("state-dict-keys",),
+               found, 0.65, facts=Facts(names=(untrained.group(0),)))
+
+
 @rule(
     'io.serialization',
     category='serialization_error',
@@ -251,12 +321,18 @@ def serialization(ctx: Context) -> RuleHit | None:
     if m:
         ch = m.group(1)
         story = {"<": "an HTML page (a failed download or a login page saved in place of the file)", "v": "a Git LFS pointer ('version https://git-lfs…'): the real file was never pulled"}.get(ch, "a file in another format (not a PyTorch/pickle checkpoint), or a corrupted one")
-        cause = f"torch.load read the byte '{ch}' where a pickle/zip header should start: the file is {story}."
+        plain = any(re.search(r"\b(?:pickle|pkl|cPickle)\.load\(", f.source or "") for f in ctx.failure.user_frames)
+        cause = f"{'pickle.load' if plain else 'torch.load'} read the byte '{ch}' where a pickle/zip header should start: the file is {story}."
         fixes = [fix("Look at the file", "", f"head -c 200 {shown}", "corrupt-checkpoint")]
         if ch == "<":
             fixes.append(fix("Download the file again from its real URL", "The saved file is an HTML page; a direct download link (or the hub's download tool) gives the binary file.", None, "corrupt-checkpoint"))
         if ch == "v":
             fixes.append(fix("Fetch the LFS object", "", "git lfs pull", "corrupt-checkpoint"))
+        if ch not in "<v":
+            # Any other first byte: a truncated/corrupt copy or a file of another format; a fresh copy settles which.
+            fixes.append(fix("Get a fresh copy of the file", "A partial download, an upload cut off by a size limit or a disk error leaves a corrupt file: "
+                             "download it again from its original release (compare the size or checksum), or re-create it with the code that wrote it.",
+                             f"ls -l {shown}\nsha256sum {shown}", "corrupt-checkpoint"))
         return hit("io.invalid_load_key", "serialization_error", "Checkpoint file is not what torch.load expects", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.92,
                    facts=replace(facts, names=(*facts.names, ch)))
     if ctx.exc_type == "EOFError" and (ctx.search(r"Ran out of input") or any("serialization.py" in f.file for f in ctx.failure.frames)):

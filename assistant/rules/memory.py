@@ -17,7 +17,7 @@ _CUDA_OOM = lazy_re(
     r"|HIP out of memory|MPS backend out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
     r"|THCudaCheck FAIL[^\n]*error=2 : out of memory"
     # Bare log lines and prose: "cuda runtime error: out of memory", "my GPU runs out of memory".
-    r"|\b(?:cuda|gpu)\b[^\n.]{0,30}\bout of memory",
+    r"|\b(?:cuda|gpu)\b[^\n.]{0,30}\bout of me(?:mo|meo|mro)ry",
     re.IGNORECASE,
 )
 _DOCS = ("cuda-oom", "cuda-oom-fragmentation", "memory-growth-training-loop", "memory-profiling")
@@ -30,9 +30,14 @@ _GROWTH = lazy_re(
     re.IGNORECASE,
 )
 # Prose that says the failure happens even with the smallest batch.
-_BATCH_ONE = lazy_re(r"batch[ _-]?size\W{0,3}(?:=|of|to|is|:|改为|设为|设置为|为)?\s*1(?![\d.])|batchsize\s*=?\s*1(?![\d.])|\bbs\s*=\s*1(?![\d.])", re.IGNORECASE)
+_BATCH_ONE = lazy_re(r"batch[ _-]?size\W{0,3}(?:(?:is |was |were )?set (?:to|as)|=|of|to|is|:|改为|设为|设置为|为)?\s*1(?![\d.])|batchsize\s*=?\s*1(?![\d.])|\bbs\s*=\s*1(?![\d.])", re.IGNORECASE)
 # A description that says "OOM" (or "爆显存", GPU memory blown) without CUDA's own wording.
-_PROSE_OOM = lazy_re(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of memory|爆显存|显存不足")
+_PROSE_OOM = lazy_re(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of me(?:mo|meo|mro)ry|爆显存|显存不足")
+# Evaluation named next to the OOM in a description ("Validation out of memory", "out of memory during testing", "验证时出现out of memory").
+_EVAL_OOM = lazy_re(r"(?:validat\w*|evaluat\w*|testing|inference|验证|测试)[^.\n]{0,40}(?:out of memory|\bOOM\b)|(?:out of memory|\bOOM\b)[^.\n]{0,30}\b(?:validat\w*|evaluat\w*|testing|inference)", re.I)
+# A running total built from the loss tensor itself ("total_loss += loss", "+= ... without .item()"): keeps every step's graph alive.
+_LOSS_ACCUM = lazy_re(r"\b\w*loss\w*\s*\+=\s*\w*loss\w*\b(?![.\[])|\+=[^\n]{0,30}\bwithout \.?item\(\)", re.I)
+_LEAK_TALK = lazy_re(r"\.item\(\)|\.data\[0\]|out of memory|\bmemory\b|显存|内存", re.I)
 _HOST_WORDS = lazy_re(r"\bRAM\b|CPU memory|host memory|system memory|^\s*Killed\s*$", re.M)
 # A failing line that computes attention scores (q @ k^T) or names attention.
 _ATTENTION_LINE = lazy_re(r"(?:@|matmul|bmm|einsum)[^\n]*(?:transpose\(\s*-2\s*,\s*-1\s*\)|transpose\(\s*-1\s*,\s*-2\s*\)|\.mT\b)|\battn\w*\s*=|attention", re.IGNORECASE)
@@ -132,7 +137,7 @@ def _measure_fix() -> Fix:
     docs=_DOCS,
     priority=200,
     outcomes=('memory.cuda_oom', 'memory.cuda_oom_impossible', 'memory.cuda_oom_other_processes', 'memory.cuda_oom_fragmented',
-              'memory.cuda_oom_bare', 'memory.cuda_oom_batch_one', 'memory.cuda_oom_growth', 'memory.mps_oom'),
+              'memory.cuda_oom_bare', 'memory.cuda_oom_batch_one', 'memory.cuda_oom_growth', 'memory.cuda_oom_eval', 'memory.mps_oom'),
     examples=(
         Example('captured/cuda/cuda-oom-eval-without-no-grad', 'memory.cuda_oom'),
         Example('captured/cuda/cuda-oom-big-vocab-backward', 'memory.cuda_oom'),
@@ -160,6 +165,14 @@ def _measure_fix() -> Fix:
         Example('corpus/memory/oom_growth_prose_loss_accumulation.txt', 'memory.cuda_oom_growth'),
         Example('corpus/memory/oom_growth_prose_each_iteration.txt', 'memory.cuda_oom_growth'),
         Example('corpus/memory/oom_growth_prose_testing.txt', 'memory.cuda_oom_growth'),
+        Example('realworld/dev/yolo3-bubbliiiing-total-loss-graph-oom', 'memory.cuda_oom_growth'),
+        Example('corpus/memory/oom_growth_prose_loss_plus_equals_decouplenet.txt', 'memory.cuda_oom_growth'),
+        Example('corpus/memory/oom_growth_prose_losstensor_mean_chexnet.txt', 'memory.cuda_oom_growth'),
+        Example('realworld/dev/dgl-validation-oom-disable-grad', 'memory.cuda_oom_eval'),
+        Example('corpus/memory/oom_eval_prose_semseg_no_grad.txt', 'memory.cuda_oom_eval'),
+        Example('corpus/memory/oom_eval_prose_mmdet_chinese.txt', 'memory.cuda_oom_eval'),
+        Example('realworld/dev/yolov3-oom-batch1-img-size', 'memory.cuda_oom_batch_one'),
+        Example('realworld/dev/deeplung-oom-test-uncropped-volume', 'memory.cuda_oom_batch_one'),
         Example('corpus/memory/mps_oom_backward.txt', 'memory.mps_oom'),
         Example('corpus/memory/mps_oom_sampling.txt', 'memory.mps_oom'),
         Example('corpus/memory/mps_oom_m2_laptop.txt', 'memory.mps_oom'),
@@ -169,11 +182,16 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
     """CUDA out of memory, with advice ordered by what the allocator's numbers (or the user's words) show."""
     raw = ctx.failure.text or ctx.text
     # "OOM even with batch size 1": the batch-size remark is what makes a bare "OOM" a GPU memory question.
-    prose = bool(_PROSE_OOM.search(raw) and _BATCH_ONE.search(raw) and not _HOST_WORDS.search(raw))
-    if not (ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or prose) or ctx.search(r"DefaultCPUAllocator"):
+    described = not ctx.failure.exc_type and not ctx.failure.frames
+    prose = bool(_PROSE_OOM.search(raw) and (_BATCH_ONE.search(raw) or _EVAL_OOM.search(raw)) and not _HOST_WORDS.search(raw))
+    # A description that shows the loss tensor being accumulated and talks about memory/.item(): the classic leak that ends in OOM.
+    accum = bool(described and _LOSS_ACCUM.search(raw) and _LEAK_TALK.search(raw) and not _HOST_WORDS.search(raw))
+    if not (ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or prose or accum) or ctx.search(r"DefaultCPUAllocator"):
         return None
     if re.search(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS", ctx.message):
         return None  # shown as a cuBLAS / cuDNN error; those rules explain the OOM behind it
+    if ctx.search(r"an illegal (?:cuda )?memory access was encountered") and not ctx.search(r"Tried to allocate|OutOfMemoryError"):
+        return None  # the failure is the illegal access; an OOM mentioned beside it is context
     mps = ctx.search(r"MPS backend out of memory \(MPS allocated: ([\d.]+ ?\w+), other allocations: ([\d.]+ ?\w+), max allowed: ([\d.]+ ?\w+)\)")
     if mps:
         return _mps_oom(ctx, mps)
@@ -181,7 +199,7 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
     batch_one = bool(_BATCH_ONE.search(raw))
     # Only the function name and the file's own name: a directory called "test" says nothing about the code.
     in_eval = any(re.search(r"\b(eval|valid|predict|infer|generate|test)", (fr.function or "") + " " + fr.file.replace("\\", "/").rsplit("/", 1)[-1], re.I)
-                  for fr in ctx.failure.user_frames)
+                  for fr in ctx.failure.user_frames) or bool(described and _EVAL_OOM.search(raw))
     if not num.any:
         return _oom_without_numbers(ctx, raw, batch_one, in_eval)
     return _oom_with_numbers(ctx, num, batch_one, in_eval)
@@ -250,6 +268,8 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
                  + (" Fragmentation is not the problem here (little memory is reserved but unused), so allocator settings will not help." if unalloc is not None else ""))
         if huge_request:
             cause += f" The single request of {fmt_bytes(tried)} is {tried / cap:.0%} of the card: look at the tensor created on the failing line first."  # type: ignore[operator]
+            fixes.append(fix("Process large inputs in tiles or chunks", "One allocation this large usually comes from a whole high-resolution image, volume or long sequence at once: split it into tiles/patches (many inference tools have a tile option) or chunks and stitch the results.",
+                             "outputs = torch.cat([model(chunk) for chunk in x.split(chunk_size, dim=0)])", "cuda-oom"))
     if batch_one and not impossible:
         cause += (" You report that it fails even with batch size 1, so the memory that does not shrink with the batch dominates: "
                   "the weights, gradients and optimizer state, or a single very large input.")
@@ -309,7 +329,7 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
     if loc:
         found.append(loc)
     src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
-    growth = _GROWTH.search(raw)
+    growth = _GROWTH.search(raw) or (_LOSS_ACCUM.search(raw) if not ctx.failure.exc_type else None)
     if growth:
         found.append(Fact("symptom", f"memory rises over time: “{growth.group(0)}”"))
         cause = ("GPU memory that rises step after step until it runs out means something from every iteration stays alive. "
@@ -335,13 +355,28 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
                  "references kept across steps are the likelier cause.")
         fixes = [
             fix("Estimate what the model alone needs", "Weights + gradients + optimizer state; compare with the card's memory before touching the data.", "n = sum(p.numel() for p in model.parameters())\nprint(n * 16 / 2**30, 'GiB for fp32 weights+grads+Adam')\nprint(torch.cuda.get_device_properties(0).total_memory / 2**30, 'GiB on the card')", "cuda-oom"),
-            fix("Shrink the per-sample cost", "Lower the input resolution or crop / tile it, shorten sequences, or process a volume in patches.", None, "cuda-oom"),
+            fix("Shrink the per-sample cost", "Lower the input resolution (the image size your script or config actually uses) or crop / tile the input, shorten sequences, or process a volume in patches.", None, "cuda-oom"),
             *_common_fixes(in_eval, True)[:-1],
             fix("Check that nothing else holds the card", "Another process (or a previous run still alive) leaves less memory than the card's size.", "nvidia-smi", "cuda-oom"),
             _measure_fix(),
         ]
         return hit("memory.cuda_oom_batch_one", "cuda_oom", "CUDA out of memory even at batch size 1", cause, fixes, _DOCS, found, 0.8,
                    facts=Facts(flags=frozenset({"batch_size_one"})))
+    if in_eval and not ctx.failure.exc_type and _EVAL_OOM.search(raw):
+        found.append(Fact("symptom", f"out of memory in evaluation: “{_EVAL_OOM.search(raw).group(0)}”"))  # type: ignore[union-attr]
+        cause = ("The GPU runs out of memory in the validation/test phase, although training steps fit. Evaluation run with autograd enabled "
+                 "keeps every activation for a backward pass that never comes, so a forward pass costs as much as in training and graphs can "
+                 "pile up across batches when outputs or losses are collected as tensors; a larger evaluation batch or full-size (uncropped) "
+                 "evaluation inputs add to it.")
+        fixes = [
+            fix("Evaluate without autograd", "Wrap the whole validation loop in torch.no_grad() (or torch.inference_mode()); model.eval() alone does not disable gradients.",
+                "model.eval()\nwith torch.no_grad():\n    for x, y in val_loader:\n        out = model(x.cuda())\n        total += criterion(out, y.cuda()).item()", "cuda-oom"),
+            fix("Collect numbers or CPU copies", "Accumulate `loss.item()` and `out.detach().cpu()` instead of GPU tensors across validation batches.", "preds.append(out.detach().cpu())", "memory-growth-training-loop"),
+            fix("Use a smaller evaluation batch or input size", "Validation often uses larger batches or full-resolution inputs than training crops.", None, "cuda-oom"),
+            _measure_fix(),
+        ]
+        return hit("memory.cuda_oom_eval", "cuda_oom", "CUDA out of memory during validation/testing", cause, fixes, _DOCS, found, 0.75,
+                   facts=Facts(flags=frozenset({"in_eval"})))
     cause = ("CUDA ran out of memory, but this message carries no allocator numbers (an old release, or CUDA's own error rather than "
              "PyTorch's allocator), so it cannot tell a too-large working set from memory held by another process or from fragmentation.")
     if _TRANSFER_LINE.search(src):
@@ -360,10 +395,12 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
 _CPU_ALLOC = lazy_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes"
                         r"|Torch: not enough memory: you tried to allocate (\d+)GB")
 _OOM_KILLER = lazy_re(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^\s*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b", re.M)
-_HOST_GROWTH = lazy_re(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing)"
+_HOST_GROWTH = lazy_re(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing|keeps? piling up|piles? up|piling up)"
                           r"|(?:\bRAM\b|memory) leak", re.IGNORECASE)
 # Growth described in GPU terms is the CUDA rule's (or the symptom rule's) to answer, not host RAM.
 _GPU_WORDS = lazy_re(r"\b(?:GPU|VRAM|CUDA memory|cuda memory|nvidia-smi)\b")
+# The growth is tied to a loop in the user's own code ("in a for loop", "with every loop").
+_IN_LOOP = lazy_re(r"\b(?:in|inside) (?:a |the |my )?(?:for |while )?loop\b|\b(?:every|each) loop\b", re.I)
 _HOST_WORDS = lazy_re(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
 
 
@@ -395,6 +432,8 @@ _HOST_WORDS = lazy_re(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
         Example('corpus/memory/host_ram_growth_prose_killed.txt', 'memory.cpu_oom_growth'),
         Example('corpus/memory/host_ram_growth_prose_crash.txt', 'memory.cpu_oom_growth'),
         Example('corpus/memory/host_ram_growth_prose_system_memory.txt', 'memory.cpu_oom_growth'),
+        Example('realworld/dev/gradcam-ram-grows-cam-created-each-loop', 'memory.cpu_oom_growth'),
+        Example('corpus/memory/host_ram_growth_prose_piling_up_title.txt', 'memory.cpu_oom_growth'),
     ),
 )
 def cpu_oom(ctx: Context) -> RuleHit | None:
@@ -473,8 +512,12 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
         fixes = [
             fix("Measure RSS per step to find what grows", "Log the process's resident memory; with tracemalloc, compare snapshots to see which lines allocate the growth.", "import psutil, os\nprint(psutil.Process(os.getpid()).memory_info().rss / 2**30, 'GiB')", "cpu-oom"),
             fix("Store numbers, not tensors", "Accumulate `loss.item()` and detached CPU copies; clear lists you only need per epoch.", "losses.append(loss.item())", "memory-growth-training-loop"),
-            fix("Reduce per-worker copies", "Store dataset metadata in numpy arrays instead of Python lists/dicts and lower num_workers to see if growth stops.", "DataLoader(ds, num_workers=2, persistent_workers=True)", "cpu-oom"),
+            fix("Reduce per-worker copies and loader buffers", "Store dataset metadata in numpy arrays instead of Python lists/dicts, and lower num_workers (for streaming pipelines: the number of loading threads and the shuffle/prefetch buffer sizes) to see if growth stops.", "DataLoader(ds, num_workers=2, persistent_workers=True)", "cpu-oom"),
         ]
+        if _IN_LOOP.search(raw):
+            # Objects built per iteration (a model wrapper, an explainer/CAM, anything registering hooks) each add hooks and references.
+            fixes.insert(1, fix("Create heavy objects once, outside the loop", "A model, wrapper or explainer constructed on every iteration (especially one that registers forward/backward hooks on the model) adds new hooks and references each time; build it once before the loop and reuse it, or remove its hooks when done.",
+                                "cam = make_explainer(model)      # once, before the loop\nfor x in inputs:\n    result = cam(x)\n# handles returned by register_forward_hook(): handle.remove()", "memory-growth-training-loop"))
     loc = location_fact(ctx)
     if loc:
         found.append(loc)

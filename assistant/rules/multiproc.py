@@ -12,7 +12,7 @@ _DOCS = ("spawn-pickling", "cuda-fork-reinit")
 
 # Every wording of "this object cannot be pickled", old and new Python, plus h5py's own.
 _UNPICKLABLE = lazy_re(
-    r"Can't pickle local object '(?P<local>[^']+)'"
+    r"Can't pickle local object '(?P<local>[^'\"]+)['\"]"  # prose sometimes closes the quote with "
     r"|Can't get local object '(?P<local2>[^']+)'"
     r"|Can't pickle <function (?P<func>[^>]+?)(?: at 0x[0-9a-f]+)?>"
     r"|Can't pickle <lambda>"
@@ -51,6 +51,15 @@ def _mp_context(ctx: Context) -> bool:
     files = " ".join(f.file for f in ctx.failure.frames)
     return (bool(re.search(r"multiprocessing|spawn\.py|popen_|reduction\.py|dataloader\.py|forkserver", files)) or bool(ctx.failure.wrapper)
             or bool(ctx.search(r"spawn|DataLoader|multiprocessing|h5py objects", re.I)))
+
+
+def _bare_local_object(ctx: Context, m: re.Match[str]) -> bool:
+    """A bare "Can't pickle local object" with no traceback and no sign of saving: almost always DataLoader workers under spawn.
+
+    Outside multiprocessing the same message comes from torch.save/pickle.dump of a model, which a report then mentions.
+    """
+    local = m.group("local") or m.group("local2")
+    return bool(local) and not ctx.failure.frames and not ctx.search(r"torch\.save|\bsave\w*\(|pickle\.dumps?\(|deepcopy|checkpoint", re.I)
 
 
 def _in_loader(ctx: Context) -> bool:
@@ -115,6 +124,11 @@ def cuda_fork(ctx: Context) -> RuleHit | None:
         Example("corpus/multiprocessing/spawn_local_dataset_class.txt", "mp.unpicklable"),
         Example("corpus/multiprocessing/local_lambda_win_mutualnet.txt", "mp.unpicklable"),
         Example("corpus/multiprocessing/local_lambda_maml.txt", "mp.unpicklable"),
+        Example("realworld/dev/deepslide-pickle-local-mydataset", "mp.unpicklable"),
+        Example("realworld/dev/smp-pickle-local-preprocess-fn-windows", "mp.unpicklable"),
+        Example("realworld/dev/centernet-windows-pickle-local-dataset", "mp.unpicklable"),
+        Example("corpus/multiprocessing/local_object_bare_mosi.txt", "mp.unpicklable"),
+        Example("corpus/multiprocessing/local_object_bare_advfaces.txt", "mp.unpicklable"),
         Example("corpus/multiprocessing/h5py_pickle_spawn_win_sst.txt", "mp.unpicklable_handle"),
         Example("corpus/multiprocessing/spawn_open_file_in_dataset.txt", "mp.unpicklable_handle"),
         Example("corpus/multiprocessing/spawn_thread_lock_in_dataset.txt", "mp.unpicklable_lock"),
@@ -142,7 +156,7 @@ def pickling(ctx: Context) -> RuleHit | None:
     if saving:
         return None
     m = _UNPICKLABLE.search(ctx.text)
-    if m and _mp_context(ctx):
+    if m and (_mp_context(ctx) or _bare_local_object(ctx, m)):
         return _unpicklable(ctx, m)
     name_err = ctx.exc_type == "NameError" and (ctx.failure.wrapper or "").startswith("spawned process")
     if name_err:
@@ -202,7 +216,9 @@ def _unpicklable(ctx: Context, m: re.Match[str]) -> RuleHit:
              "sent to a child process, including the Dataset and the collate/worker_init functions of a DataLoader, is pickled")
     facts = Facts(names=(obj,))
     found = _found(ctx, Fact("object", f"unpicklable: {obj}"))
-    if _HANDLE_TYPES.search(obj):
+    # A '<locals>' name is a nested function or class, even when its name contains "queue" or "file".
+    local = bool(m.group("local") or m.group("local2"))
+    if _HANDLE_TYPES.search(obj) and not local:
         what = "an open HDF5 file or dataset handle" if "h5py" in obj else f"an open handle (`{obj}`)"
         cause = (f"{start}, and {what} cannot be: it refers to an operating-system resource of this process. The Dataset (or something it references) "
                  "opened the file in __init__, in the parent, before the workers were started.")
@@ -216,7 +232,7 @@ def _unpicklable(ctx: Context, m: re.Match[str]) -> RuleHit:
                 "DataLoader(ds, num_workers=4, worker_init_fn=worker_init)", "spawn-pickling"),
         ]
         return hit("mp.unpicklable_handle", "multiprocessing_error", f"Cannot pickle {obj} for a worker process", cause, fixes, _DOCS, found, 0.93, facts=facts)
-    if _LOCK_TYPES.search(obj):
+    if _LOCK_TYPES.search(obj) and not local:
         cause = (f"{start}, and `{obj}` cannot be: locks, threads, queues and generators belong to one process. Something reachable from the Dataset "
                  "or the objects passed to the child keeps one as an attribute (a cache guarded by a lock, a logger/writer thread, a trainer object).")
         fixes = [

@@ -21,7 +21,8 @@ _BUILTIN = {
     category='python_error',
     docs=_DOCS[::-1],
     priority=340,
-    outcomes=('python.super_init', 'python.missing_argument', 'python.too_many_args', 'python.wrapper_attribute', 'python.empty_params', 'python.no_forward'),
+    outcomes=('python.super_init', 'python.missing_argument', 'python.too_many_args', 'python.wrapper_attribute', 'python.empty_params', 'python.no_forward',
+              'python.module_not_callable'),
     examples=(
         Example("captured/cpu/module-missing-super-init", "python.super_init"),
         Example("captured/cpu/forward-missing-mask-argument", "python.missing_argument"),
@@ -31,6 +32,9 @@ _BUILTIN = {
         Example("corpus/python/dataparallel_attribute_captured.txt", "python.wrapper_attribute"),
         Example("captured/cpu/layers-in-plain-list-empty-optimizer", "python.empty_params"),
         Example("corpus/python/module_missing_forward_captured.txt", "python.no_forward"),
+        Example("realworld/dev/fastformer-module-not-callable-import", "python.module_not_callable"),
+        Example("corpus/python/module_not_callable_3dbbox.txt", "python.module_not_callable"),
+        Example("corpus/python/module_not_callable_panpp.txt", "python.module_not_callable"),
     ),
 )
 def module_misuse(ctx: Context) -> RuleHit | None:
@@ -80,6 +84,9 @@ def module_misuse(ctx: Context) -> RuleHit | None:
         fixes = [fix(f"Reach through the wrapper: {inner}.{attr}", "", f"{inner}.{attr}", "module-misuse")]
         return hit("python.wrapper_attribute", "python_error", f"{wrapper} has no attribute `{attr}`", cause, fixes, _DOCS[::-1], _found(ctx), 0.92,
                    facts=Facts(names=(wrapper, attr)))
+    # The raw text too: notebook tracebacks with Windows paths can leave the final message out of the parsed one.
+    if ctx.search(r"'module' object is not callable") or re.search(r"TypeError: 'module' object is not callable", ctx.failure.text):
+        return _module_not_callable(ctx)
     if ctx.search(r"optimizer got an empty parameter list"):
         cause = ("The optimizer received no parameters: the model's parameters() is empty because its layers are kept in a plain "
                  "Python list/dict (not registered) or created in forward() instead of __init__, or a filter removed every parameter.")
@@ -95,6 +102,28 @@ def module_misuse(ctx: Context) -> RuleHit | None:
     return None
 
 
+_CALLED = re.compile(r"(?:^|[=\s(])([A-Za-z_]\w*)\s*\(")
+
+
+def _module_not_callable(ctx: Context) -> RuleHit:
+    """`import X` followed by `X(...)`: the module (file) is called instead of the class or function inside it."""
+    line = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    if not line:
+        # Notebook tracebacks mark the failing line with an arrow; pasted snippets quote it just above the message.
+        marked = re.search(r"-+>\s*\d*\s+([^\n]+)", ctx.failure.text) or re.search(r"([^\n]*\w\s*\([^\n]*)\n[^\n]*'module' object is not callable", ctx.failure.text)
+        line = marked.group(1).strip(" `") if marked else ""
+    called = _CALLED.search(line)
+    name = called.group(1) if called else None
+    cause = ((f"`{name}` on the failing line (`{line}`) is a module" if name else "The name called on the failing line is a module")
+             + ", i.e. a .py file or package, not the class or function defined inside it: `import X` binds the file, so `X(...)` calls the module. "
+             "This happens when a file and the class/function in it share a name.")
+    target = name or "Name"
+    fixes = [fix("Import the class or function itself, not its module", "Or call it through the module (`module.Name(...)`).",
+                 f"from {target} import {target}\n# or: import {target}; obj = {target}.{target}(...)", "python-errors")]
+    return hit("python.module_not_callable", "python_error", f"Module `{target}` called like a function", cause, fixes, _DOCS, _found(ctx), 0.9,
+               facts=Facts(call=name, names=(name,) if name else ()))
+
+
 @rule(
     'python.python_exception',
     category='python_error',
@@ -107,6 +136,9 @@ def module_misuse(ctx: Context) -> RuleHit | None:
         Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
         Example("corpus/python/keyerror_batch_dict_captured.txt", "python.key_error"),
         Example("corpus/python/attributeerror_nonetype_missing_return_captured.txt", "python.none_attribute"),
+        Example("realworld/dev/s2fpn-nonetype-copy-windows-path", "python.none_attribute"),
+        Example("corpus/python/nonetype_shape_image_tcmr.txt", "python.none_attribute"),
+        Example("corpus/python/nonetype_shape_getitem_retinaface.txt", "python.none_attribute"),
         Example("corpus/python/attributeerror_typo_captured.txt", "python.attribute_error"),
         Example("corpus/python/typeerror_tensor_not_callable_captured.txt", "python.type_error"),
         Example("corpus/python/indexerror_dataset_len_captured.txt", "python.index_error"),
@@ -117,11 +149,16 @@ def module_misuse(ctx: Context) -> RuleHit | None:
 def python_exception(ctx: Context) -> RuleHit | None:
     """Fallback for built-in Python exceptions raised by user code, one answer per exception family."""
     exc = ctx.exc_type
+    msg = ctx.message.strip().splitlines()[0] if ctx.message.strip() else ""
+    if not exc:
+        # A report in prose that quotes the error ("there is an AttributeError: 'NoneType' object has no attribute 'copy'").
+        quoted = re.search(r"\bAttributeError: ('NoneType' object has no attribute '\w+')", ctx.text)
+        if quoted:
+            exc, msg = "AttributeError", quoted.group(1)
     if exc not in _BUILTIN:
         return None
     frame = ctx.user_frame
     src = frame.source if frame and frame.source else ""
-    msg = ctx.message.strip().splitlines()[0] if ctx.message.strip() else ""
     at = f" in {ctx.where()}" if frame else ""
     found = _found(ctx)
     title = f"Python {exc}" + (f" in {frame.function}" if frame and frame.function else "")
@@ -134,6 +171,18 @@ def python_exception(ctx: Context) -> RuleHit | None:
                      "returned nothing on this path (a missing `return`, a loader that returns None on failure, an optional value never set).")
             fixes = [fix("Trace where the value comes from and check it", "Find the assignment of the object on the failing line and "
                          "make that path return a value (or fail loudly when it cannot).", "assert obj is not None, 'loader returned None'", "python-errors")]
+            attr = m.group(2)
+            owner = re.search(r"([\w.\[\]'\"]+)\." + re.escape(attr) + r"\b", src)
+            if owner and re.search(r"\b(?:cfg|config|conf|args|opt|opts|hparams|params|settings)\b", owner.group(1), re.I):
+                # `config.a.b.attr` with b None: the config file has the key but with a null value, or an older layout.
+                cause += f" Here `{owner.group(1)}` comes from the configuration and is None."
+                fixes.insert(0, fix(f"Fill in `{owner.group(1)}` in the config", "The config file sets this entry to null or leaves it out; give it the "
+                                    "sub-keys the code reads, or update the config file to the layout this version of the code expects.", None, "python-errors"))
+            elif attr in ("copy", "shape", "astype", "transpose", "resize", "size") and re.search(r"imread|image|img|\.png|\.jpe?g|path", src + "\n" + ctx.failure.text, re.I):
+                # Image readers (cv2.imread) return None for a path they cannot open instead of raising.
+                fixes.insert(0, fix("Check the image path: the reader returned None", "cv2.imread and similar readers return None for a missing file or "
+                                    "a wrong path (mixed separators, a wrong dataset root) instead of raising; print and check the path that is read.",
+                                    "img = cv2.imread(path)\nassert img is not None, f'cannot read {path}'", "python-errors"))
             return hit("python.none_attribute", "python_error", title, cause, fixes, _DOCS, found, 0.75,
                        facts=Facts(names=("NoneType", m.group(2))))
         hint = re.search(r"Did you mean: '(\w+)'", msg)

@@ -46,6 +46,8 @@ def _shape_of(text: str | None) -> tuple[int, ...]:
         Example("realworld/dev/hybridsn-old-size-mismatch-cuda", "shapes.matmul"),
         Example("realworld/dev/pytorchbook-old-size-mismatch-jupyter", "shapes.matmul"),
         Example("realworld/dev/seass-old-size-mismatch-cpu", "shapes.matmul"),
+        Example("realworld/dev/animateanyone-mat1-mat2-wrong-image-encoder", "shapes.matmul"),
+        Example("realworld/dev/datasetgan-mat1-mat2-latent-transpose", "shapes.matmul"),
         Example("corpus/shapes/mm_operands.txt", "shapes.matmul_operands"),
         Example("corpus/shapes/mat1_dim_no_sizes_addmm_facesr.txt", "shapes.matmul_no_sizes"),
         Example("corpus/shapes/mat1_dim_no_sizes_title_dlwithpytorch.txt", "shapes.matmul_no_sizes"),
@@ -128,6 +130,9 @@ def matmul_mismatch(ctx: Context) -> RuleHit | None:
     return None
 
 
+_EMBED_WIDTHS = frozenset({384, 512, 640, 768, 1024, 1152, 1280, 1536, 2048, 2560, 3072, 4096, 5120, 8192})
+
+
 def _matmul_facts(ctx: Context, rows: int, got: int, inner: int, out: int) -> Facts:
     # evidence.py reads shapes as ((rows, got), (inner, out)): keep this exact layout.
     name, kind = ctx.layer
@@ -156,6 +161,17 @@ def _linear_mismatch(ctx: Context, rows: int, got: int, inner: int, out: int) ->
         fix("Or compute the flatten size from a dummy input", "Run the feature extractor once on a tensor of the real input size and read the flattened size instead of hard-coding it.", "with torch.no_grad():\n    n_features = self.features(torch.zeros(1, *input_shape)).flatten(1).shape[1]", "matmul-shape-mismatch"),
         fix("Flatten only the non-batch dimensions", "x.flatten(1) (or x.view(x.size(0), -1)) keeps the batch axis intact; a hard-coded view can fold the batch into the features.", "x = torch.flatten(x, 1)", "matmul-shape-mismatch"),
     ]
+    if got in _EMBED_WIDTHS and inner in _EMBED_WIDTHS and not explain:
+        # Both sizes are common hidden widths of pretrained encoders (768 vs 1024 ...): two model variants were mixed.
+        cause += (f" Both {got} and {inner} are typical embedding widths of pretrained encoders, so the features may come from a different "
+                  "encoder variant (or checkpoint) than the one this layer was trained with.")
+        fixes.insert(0, fix(f"If the input is a pretrained encoder's embedding, load the encoder variant whose width is {inner}",
+                            f"A layer trained on {inner}-wide embeddings needs the same encoder (and its weights); a {got}-wide encoder is a different "
+                            "model size/family. Check which encoder checkpoint the configuration loads.", None, "matmul-shape-mismatch"))
+    elif got % inner and inner % got:
+        # Linear acts on the last axis, so the features may sit on another axis of the input (ranked lower when a flatten explains the sizes).
+        fixes.insert(len(fixes) if explain else 2, fix("If the features sit on another axis, move them last", "nn.Linear works on the last dimension; a channels-first or [batch, features, steps] "
+                            "tensor has to be transposed/permuted first (print the shape before the layer).", "x = x.transpose(1, 2)   # [B, F, T] -> [B, T, F]", "matmul-shape-mismatch"))
     return hit("shapes.matmul", "shape_mismatch", f"Linear layer expects {inner} input features but got {got}", cause, fixes,
                ("matmul-shape-mismatch", "overfit-one-batch"), _with_location(ctx, found), 0.95,
                facts=_matmul_facts(ctx, rows, got, inner, out), conjecture=conjecture)

@@ -65,7 +65,11 @@ _INIT_PHASE = lazy_re(
     r"|at the (?:very )?(?:start|beginning)|(?:never|doesn'?t|does not|won'?t) (?:even )?start",
     re.I,
 )
-_FP16 = lazy_re(r"\bfp16\b|float16|half[- ]precision|\.half\(\)|mixed[- ]precision|\bamp\b|autocast|to_fp16|precision\s*[:=]?\s*16\b|16-mixed|--fp16", re.I)
+_FP16 = lazy_re(r"\bfp16\b|float16|half[- ]precision|\.half\(\)|mixed[-_ ]precision|\bamp\b|autocast|to_fp16|precision\s*[:=]?\s*16\b|precision (?:is |was )?(?:set )?(?:to |as )?16\b|16-mixed|--fp16", re.I)
+# A loss described as diverging/exploding (no literal "nan"): the same family, read as "became non-finite/huge after a while".
+_DIVERGE = lazy_re(r"\bloss\w*\b[^.\n]{0,40}?\b(?:diverg\w*|explod\w*|blows? up|blew up)|\b(?:diverg\w*|exploding) (?:training )?loss", re.I)
+# The user's text names a logarithm (torch.log(x), log of 0): log at 0 is a direct source of -inf/NaN.
+_LOG_CALL = lazy_re(r"torch\.log\(|\blog\(0\)|\blog\(\s*\w+\s*\)|\blog of (?:0|zero)\b", re.I)
 _BF16 = lazy_re(r"\bbf16\b|bfloat16", re.I)
 _LR_TRIED = lazy_re(r"(?:reduc|lower|decreas|chang|tun)\w* (?:the )?(?:learning[ _]rate|\blr\b)|learning[ _]rate to `?\d", re.I)
 _EVAL = lazy_re(r"\b(?:test(?:ing)?|validat\w*|evaluat\w*|inference|predict\w*)\b", re.I)
@@ -146,7 +150,10 @@ def _first(pattern: LazyPattern, text: str) -> int | None:
 
 def _nan_position(text: str) -> int | None:
     m = _NAN.search(text)
-    return m.start() if m and _TRAINING.search(text) else None
+    if m and _TRAINING.search(text):
+        return m.start()
+    d = _DIVERGE.search(text)
+    return d.start() if d else None
 
 
 def _memory_position(text: str) -> int | None:
@@ -159,7 +166,7 @@ def _memory_position(text: str) -> int | None:
 
 def _hang_position(text: str) -> int | None:
     m = _HANG.search(text)
-    return m.start() if m and (_WORKERS.search(text) or _DISTRIBUTED.search(text)) else None
+    return m.start() if m and (_WORKERS.search(text) or _DISTRIBUTED.search(text) or _UNEVEN.search(text)) else None
 
 
 def _headline(text: str) -> str | None:
@@ -293,6 +300,9 @@ _NAN_DOCS = ("nan-loss-during-training", "nan-inf-anomaly", "exploding-gradients
         Example("corpus/symptoms/nan_got_nan_rarely_conv1d.txt", "symptoms.nan_unknown_onset"),
         Example("corpus/symptoms/nan_backprop_results.txt", "symptoms.nan_unknown_onset"),
         Example("corpus/symptoms/nan_fixed_number_of_times.txt", "symptoms.nan_unknown_onset"),
+        Example("realworld/dev/irn-loss-diverges-without-grad-clipping", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/loss_exploded_suddenly_epochs.txt", "symptoms.nan_after_steps"),
+        Example("corpus/symptoms/loss_divergence_title_3k_steps.txt", "symptoms.nan_after_steps"),
     ),
 )
 def nan_loss(ctx: Context) -> RuleHit | None:
@@ -304,7 +314,8 @@ def nan_loss(ctx: Context) -> RuleHit | None:
     fp16 = _FP16.search(text)
     bf16 = _BF16.search(text)
     lr_tried = _LR_TRIED.search(text)
-    said = _quote(_NAN.search(text), text)
+    diverged = None if _NAN.search(text) else _DIVERGE.search(text)
+    said = _quote(_NAN.search(text) or diverged, text)
     found = [Fact("description", f"your words: \"{said}\"")]
     numbers: dict[str, float] = {}
     flags: set[str] = set()
@@ -347,8 +358,9 @@ def nan_loss(ctx: Context) -> RuleHit | None:
     elif timing.kind == "later":
         flags.add("after_training_steps")
         outcome = "symptoms.nan_after_steps"
-        title = "Loss becomes NaN after training for a while"
-        cause = ("Training runs with finite values and then turns NaN" + (f" ({when})" if when else f" (you wrote \"{timing.words.strip()}\")") + ". "
+        title = "Loss diverges after training for a while" if diverged else "Loss becomes NaN after training for a while"
+        cause = (("The loss trains normally and then diverges" if diverged else "Training runs with finite values and then turns NaN")
+                 + (f" ({when})" if when else f" (you wrote \"{timing.words.strip()}\")") + ". "
                  "A run that learns normally and then blows up has usually diverged: gradients grow step after step until they overflow "
                  "(a learning rate too high for this point of the schedule, no warmup, no gradient clipping), or a rare batch with extreme or "
                  "degenerate values (an empty target, a zero-length sequence, a count of 0 in a division) arrives only later. Logging the "
@@ -387,6 +399,14 @@ def nan_loss(ctx: Context) -> RuleHit | None:
             fix("Locate the first NaN with anomaly detection", "Backward then raises at the first operation whose gradient is NaN and shows the forward line that created it; paste that traceback.", "torch.autograd.set_detect_anomaly(True)", "anomaly-detection"),
             fix("Stabilise the run", "Clip gradients, lower the learning rate or add warmup, and guard log/div/sqrt with an eps.", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", "exploding-gradients"),
         ]
+        if not fp16:
+            fixes.append(fix("Rule out mixed precision if the script uses it", "Many training scripts enable fp16 autocast (AMP) by default; a run that overflows only in fp16 is finite with bf16 autocast or with autocast disabled.",
+                             "with torch.autocast('cuda', dtype=torch.bfloat16):   # or enabled=False to compare in fp32\n    loss = criterion(model(x), y)", "nan-loss-during-training"))
+    log_call = _LOG_CALL.search(text)
+    if log_call:
+        found.append(Fact("operation", f"a logarithm is named: \"{log_call.group(0)}\""))
+        fixes.insert(0, fix("Keep the log's input strictly positive", "log(0) is -inf and its gradient is infinite, so any input that can be exactly 0 (a probability, a softmax score, a count) turns the loss into -inf/NaN. Clamp it to a small epsilon or add one, or work in log space (log_softmax) from the start.",
+                            "out = torch.log(x.clamp_min(1e-8))   # or torch.log(x + 1e-8)\nlog_p = F.log_softmax(logits, dim=-1)", "nan-loss-during-training"))
     if timing.kind == "start" and fp16:
         fixes.insert(1, fix("Rule out fp16 overflow", "Run the first steps in fp32 or bf16; if they are finite there, use autocast with GradScaler (or bf16) and keep the loss in fp32.",
                             "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)", "nan-loss-during-training"))
@@ -413,6 +433,8 @@ def _memory_side(text: str) -> str | None:
 
 
 _GPU_DOCS = ("memory-growth-training-loop", "memory-profiling", "cuda-oom")
+# Gradients taken with respect to the inputs (gradient penalty / normalisation, autograd.grad with create_graph).
+_INPUT_GRADS = lazy_re(r"gradient (?:penalty|normali[sz]ation)|\bGP\b loss|create_graph\s*=\s*True|autograd\.grad\(|requires_grad_?\(\s*True\s*\)", re.I)
 _CPU_DOCS = ("cpu-oom", "memory-growth-training-loop", "memory-profiling")
 
 
@@ -514,6 +536,12 @@ def memory(ctx: Context) -> RuleHit | None:
             fix("Find what holds the memory", "Record an allocation history over a few steps and open it in the memory viewer; the growing allocations point at the line that creates them. Paste the out-of-memory message if the run ends in one.",
                 "torch.cuda.memory._record_memory_history()\n# ... run some steps ...\ntorch.cuda.memory._dump_snapshot('growth.pickle')  # open at pytorch.org/memory_viz", "memory-profiling"),
         ]
+        input_grads = _INPUT_GRADS.search(text)
+        if input_grads:
+            # Gradient penalties / normalisation differentiate w.r.t. the inputs with create_graph=True: those graphs must not outlive the step.
+            found.append(Fact("description", f"gradients with respect to inputs are involved: \"{input_grads.group(0)}\""))
+            fixes.insert(1, fix("Release the graphs built for input gradients", "Gradient penalties and gradient normalisation make the batch require grad and call autograd.grad(..., create_graph=True); the batch, the gradients and anything computed from them then carry a graph. Set requires_grad on a fresh copy of the inputs inside the step, detach what you log, and `del` those tensors (the input batch included) before the next step.",
+                                "x = real.detach().requires_grad_(True)\ngrad, = torch.autograd.grad(out.sum(), x, create_graph=True)\n...\ndel x, grad, real   # nothing graph-carrying survives the step", "memory-growth-training-loop"))
         return hit("symptoms.gpu_memory_growth", "cuda_oom", "GPU memory grows during training", cause, fixes, _GPU_DOCS, found, 0.66,
                    "gpu memory leak grows every iteration", facts=Facts(numbers=numbers, flags=frozenset(flags)))
 
@@ -550,8 +578,17 @@ _LOADER_DOCS = ("dataloader-hang", "dataloader-worker-crash", "dataloader-shared
 _DIST_DOCS = ("distributed-hang", "nccl-timeout", "process-group-init")
 
 
+# Data split unevenly between training processes ("uneven data across the workers", "different number of batches" per rank/GPU).
+_UNEVEN = lazy_re(
+    r"uneven (?:data|inputs?|number of batches|batches|batch counts?|split)|(?:different|unequal|not the same) (?:total )?(?:number|amount) of (?:training )?(?:batches|steps|iterations|samples)",
+    re.I,
+)
+
+
 def _hang_kind(text: str) -> str | None:
     """'loader' when the hang is tied to DataLoader workers, 'init'/'train' for distributed runs."""
+    if _UNEVEN.search(text):
+        return "train"  # workers/ranks with different amounts of data: the longer ones wait in a collective
     loader = _WORKER_CONDITION.search(text) or (_WORKERS.search(text) and not _DISTRIBUTED.search(text))
     if loader:
         return "loader"
@@ -663,6 +700,9 @@ def _stuck_in(ctx: Context) -> tuple[str, str] | None:
         Example("corpus/symptoms/fairseq_distributed_hanging_no_output.txt", "symptoms.distributed_hang"),
         Example("corpus/symptoms/ranks_blocked_all_the_time.txt", "symptoms.distributed_hang"),
         Example("corpus/symptoms/ddp_8cards_stuck_epoch.txt", "symptoms.distributed_hang"),
+        Example("realworld/dev/bigdl-estimator-hang-uneven-batches-join", "symptoms.distributed_hang"),
+        Example("corpus/symptoms/ddp_uneven_batches_gpus_hang.txt", "symptoms.distributed_hang"),
+        Example("corpus/symptoms/deepspeed_processes_different_number_of_batches.txt", "symptoms.distributed_hang"),
     ),
 )
 def hang(ctx: Context) -> RuleHit | None:
@@ -751,8 +791,8 @@ def hang(ctx: Context) -> RuleHit | None:
         debug,
         fix("Find the rank that stopped first", "Dump the stacks of every rank while it hangs: the odd one out (a different line, not in a collective) is the cause; the others only wait.",
             "py-spy dump --pid <pid of each rank>", "distributed-hang"),
-        fix("Keep ranks in step", "Give every rank the same number of batches (DistributedSampler, drop_last=True), and call collectives on all ranks: run the rank-0-only part without barriers/all_reduce inside it.",
-            "sampler = DistributedSampler(ds, drop_last=True)\nloader = DataLoader(ds, batch_size=bs, sampler=sampler, drop_last=True)", "nccl-timeout"),
+        fix("Keep ranks in step", "Give every rank the same number of batches (DistributedSampler, drop_last=True; any random per-rank data selection seeded identically), and call collectives on all ranks: run the rank-0-only part without barriers/all_reduce inside it. When ranks must see different amounts of data, wrap the loop in DDP's join() context manager, which lets finished ranks shadow the collectives of the others.",
+            "sampler = DistributedSampler(ds, drop_last=True)\nloader = DataLoader(ds, batch_size=bs, sampler=sampler, drop_last=True)\n# uneven inputs on purpose:\nwith model.join():   # model is the DistributedDataParallel wrapper\n    for batch in loader: ...", "nccl-timeout"),
         fix("Make the hang end with a report", "A shorter timeout and the NCCL flight recorder make the watchdog print which collective each rank was in.",
             "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 torchrun ...\ndist.init_process_group('nccl', timeout=datetime.timedelta(minutes=10))", "nccl-timeout"),
     ]
