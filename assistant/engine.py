@@ -97,18 +97,19 @@ class Engine:
         Falls back to lexical-only (with a note) when dense search is unavailable.
         """
         notes: list[str] = []
-        try:
-            retriever = self.retriever()
-        except KnowledgeError as exc:
-            if not self.settings.dense:
-                raise
-            notes.append(f"Dense retrieval unavailable ({exc}); used lexical retrieval only.")
-            retriever = self.retriever(dense=False)
         query = build_query(failure, hit)
         hints = hit.doc_ids if hit else ()
         confident = hit is not None and hit.confidence >= CONFIDENT_RULE
         use_dense = self.settings.dense_policy == "always" or not confident
-        passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=hints, use_dense=use_dense)
+        try:
+            retriever = self.retriever()
+            passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=hints, use_dense=use_dense)
+        except KnowledgeError as exc:  # the dense index is missing or broken (it loads on first use)
+            if not self.settings.dense:
+                raise
+            notes.append(f"Dense retrieval unavailable ({exc}); used lexical retrieval only.")
+            retriever = self.retriever(dense=False)
+            passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=hints, use_dense=False)
         signature_doc = None
         if hit is None:
             signed = [d for d in retriever.signature_hits(failure.search_text) if retriever.docs[d].category in CATEGORIES]

@@ -46,7 +46,24 @@ class LoadedIndex:
     chunks: list[Chunk]
     docs: dict[str, DocInfo]
     manifest: dict
-    faiss_index: object | None  # faiss.Index; None when dense search is disabled or unavailable
+    vectors_path: Path | None  # the FAISS file; None when dense search is disabled or unavailable
+    _faiss: object | None = None
+
+    @property
+    def has_dense(self) -> bool:
+        return self.vectors_path is not None
+
+    def faiss_index(self) -> object:
+        """The dense index, read on first use: importing faiss costs a fifth of a second, and most
+        diagnoses (a confident rule named the documents) never need it."""
+        if self._faiss is None:
+            import faiss
+
+            index = faiss.read_index(str(self.vectors_path))
+            if index.d != DIMENSION or index.ntotal != len(self.chunks):
+                raise KnowledgeError(f"the index at {self.vectors_path} does not match its chunks; run `torchhelp kb build`")
+            self._faiss = index
+        return self._faiss
 
 
 def user_docs_dir(home: Path) -> Path:
@@ -152,14 +169,10 @@ def _load(idir: Path, manifest: dict, dense: bool) -> LoadedIndex:
         docs = {d["id"]: DocInfo(**{**d, "signatures": tuple(d["signatures"])}) for d in json.loads((idir / "docs.json").read_text())}
     except (OSError, ValueError, TypeError) as exc:
         raise KnowledgeError(f"the index at {idir} is unreadable ({exc}); run `torchhelp kb build`") from None
-    faiss_index = None
-    if dense and manifest.get("dense"):
-        import faiss
-
-        faiss_index = faiss.read_index(str(idir / "vectors.faiss"))
-        if faiss_index.d != DIMENSION or faiss_index.ntotal != len(chunks):
-            raise KnowledgeError(f"the index at {idir} does not match its chunks; run `torchhelp kb build`")
-    return LoadedIndex(chunks, docs, manifest, faiss_index)
+    vectors = idir / "vectors.faiss"
+    if dense and manifest.get("dense") and not vectors.is_file():
+        raise KnowledgeError(f"the index at {idir} has no dense vectors; run `torchhelp kb build`")
+    return LoadedIndex(chunks, docs, manifest, vectors if dense and manifest.get("dense") else None)
 
 
 def _read_manifest(idir: Path) -> dict | None:

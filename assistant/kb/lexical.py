@@ -26,27 +26,28 @@ class BM25:
 
     def __init__(self, texts: Sequence[str], k1: float = 1.4, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
-        self._tfs = [Counter(tokenize(t)) for t in texts]
-        self._lens = [sum(tf.values()) for tf in self._tfs]
-        self._avg = (sum(self._lens) / len(self._lens)) if self._lens else 1.0
-        df: Counter[str] = Counter()
-        for tf in self._tfs:
-            df.update(tf.keys())
-        n = len(self._tfs)
-        self._idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+        tfs = [Counter(tokenize(t)) for t in texts]
+        self._n = len(tfs)
+        lens = [sum(tf.values()) for tf in tfs]
+        avg = (sum(lens) / len(lens)) if lens else 1.0
+        # Postings: term -> [(document, term frequency, length norm)]. A query touches only the documents
+        # that contain its terms instead of probing every document's counter for every term.
+        self._postings: dict[str, list[tuple[int, int, float]]] = {}
+        for i, tf in enumerate(tfs):
+            norm = k1 * (1 - b + b * lens[i] / avg)
+            for term, f in tf.items():
+                self._postings.setdefault(term, []).append((i, f, norm))
+        self._idf = {t: math.log(1 + (self._n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
 
     def scores(self, query: str) -> list[float]:
         """A score per document (0 where no query term occurs)."""
-        terms = Counter(tokenize(query))
-        out = [0.0] * len(self._tfs)
-        for term, qcount in terms.items():
+        out = [0.0] * self._n
+        k1 = self.k1
+        for term, qcount in Counter(tokenize(query)).items():
             idf = self._idf.get(term)
             if idf is None:
                 continue
             weight = idf * (1.0 + math.log(qcount))  # repeated query words count, but sublinearly
-            for i, tf in enumerate(self._tfs):
-                f = tf.get(term)
-                if f:
-                    norm = self.k1 * (1 - self.b + self.b * self._lens[i] / self._avg)
-                    out[i] += weight * f * (self.k1 + 1) / (f + norm)
+            for i, f, norm in self._postings[term]:
+                out[i] += weight * f * (k1 + 1) / (f + norm)
         return out

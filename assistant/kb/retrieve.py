@@ -41,7 +41,7 @@ class Retriever:
 
     @property
     def dense_available(self) -> bool:
-        return self.index.faiss_index is not None
+        return self.index.has_dense
 
     @property
     def docs(self) -> dict[str, DocInfo]:
@@ -121,7 +121,7 @@ class Retriever:
         from assistant.kb.encoder import get_encoder
 
         vec = np.asarray(get_encoder(self.encoder_kind).encode([query]), dtype="float32")
-        index = self.index.faiss_index
+        index = self.index.faiss_index()
         sims, ids = index.search(vec, index.ntotal)  # type: ignore[attr-defined]
         out = [0.0] * len(self.index.chunks)
         for s, i in zip(sims[0], ids[0], strict=True):

@@ -129,20 +129,33 @@ def rule(
     return register
 
 
+_ordered: dict[int, tuple[tuple[RuleSpec, ...], tuple[RuleSpec, ...], tuple[RuleSpec, ...]]] = {}
+
+
+def _orders() -> tuple[tuple[RuleSpec, ...], tuple[RuleSpec, ...], tuple[RuleSpec, ...]]:
+    """(all, answering, wrapping) rules in order; recomputed only when a rule was registered or removed."""
+    _import_rule_modules()
+    key = hash(tuple(_REGISTRY))
+    if key not in _ordered:
+        ordered = tuple(sorted(_REGISTRY.values(), key=lambda s: (s.priority, s.sequence)))
+        _ordered.clear()
+        _ordered[key] = (ordered, tuple(s for s in ordered if not s.wraps), tuple(s for s in ordered if s.wraps))
+    return _ordered[key]
+
+
 def all_rules() -> tuple[RuleSpec, ...]:
     """Every registered rule (importing every rule module once), in the order they are tried."""
-    _import_rule_modules()
-    return tuple(sorted(_REGISTRY.values(), key=lambda s: (s.priority, s.sequence)))
+    return _orders()[0]
 
 
 def answer_rules() -> tuple[RuleSpec, ...]:
     """The rules that answer a failure, in order."""
-    return tuple(s for s in all_rules() if not s.wraps)
+    return _orders()[1]
 
 
 def wrapper_rules() -> tuple[RuleSpec, ...]:
     """The rules that may re-frame an answer, in order."""
-    return tuple(s for s in all_rules() if s.wraps)
+    return _orders()[2]
 
 
 def get(rule_id: str) -> RuleSpec:
