@@ -18,7 +18,7 @@ from typing import Any
 __version__ = "0.1.0"
 __all__ = [
     "Diagnosis", "TorchhelpError", "__version__", "diagnose", "install", "load_ipython_extension",
-    "uninstall", "unload_ipython_extension", "watch",
+    "triage", "uninstall", "unload_ipython_extension", "watch",
 ]
 _LAZY = {
     "diagnose": "assistant.pipeline", "Diagnosis": "assistant.types", "TorchhelpError": "assistant.errors",

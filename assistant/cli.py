@@ -198,12 +198,14 @@ def kb_add(paths: list[Path] = typer.Argument(..., help="Markdown, reStructuredT
 
 
 def _register_optional_commands() -> None:
-    """Commands that live in their own modules (eval; run and env), kept out of this file."""
+    """Commands that live in their own modules (eval; run and env; triage), kept out of this file."""
     from assistant import runner_cli
     from assistant.eval import cli as eval_cli
+    from assistant.triage import cli as triage_cli
 
     eval_cli.register(app)
     runner_cli.register(app)
+    triage_cli.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

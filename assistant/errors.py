@@ -12,6 +12,7 @@ engine, errors travel up untouched.
     │   ├── BackendUnavailable   not installed, not configured, or forbidden (--offline)
     │   └── BackendReplyError    the backend answered, but not usably (HTTP error, bad JSON, timeout)
     ├── RunnerError         `torchhelp run` could not start or supervise the child program
+    ├── TriageError         `torchhelp triage` was given nothing it can read, or an engine it cannot start
     └── EvalError           an eval case or capture is malformed
 """
 
@@ -54,6 +55,12 @@ class BackendReplyError(BackendError):
 
 class RunnerError(TorchhelpError):
     """The supervised child program could not be started or observed."""
+
+
+class TriageError(TorchhelpError):
+    """Triage cannot proceed: no jobs under the given paths, bad sacct text, an engine that cannot start."""
+
+    exit_code = 2
 
 
 class EvalError(TorchhelpError):

@@ -1,0 +1,118 @@
+"""Find the jobs under the paths a user gives: each immediate subdirectory is a job, each loose log file too.
+
+A job directory may hold any layout (``slurm-<id>.out``, ``stdout.log``, ``rank_<N>.log``,
+``attempt_<K>/`` subfolders, ``*.gz``); every log-like file below it belongs to the job. A loose
+file directly in an input directory is a job of its own whose id is its name up to the first dot,
+so ``1234.out`` and ``1234.err`` are one job.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from assistant.errors import TriageError
+from assistant.triage.model import JobSpec
+
+# Files that are never logs: checkpoints, tensors, images, archives we do not unpack.
+_NOT_LOGS = {
+    ".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npy", ".npz", ".pkl", ".pickle", ".h5", ".onnx",
+    ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".zip", ".tar", ".tgz", ".whl", ".so", ".pyc",
+    ".parquet", ".arrow", ".db", ".sqlite", ".lock",
+}
+_GLOB_CHARS = set("*?[")
+
+
+def discover(paths: Sequence[str | os.PathLike[str]]) -> list[JobSpec]:
+    """Every job under ``paths`` (directories, files or globs), sorted by job id.
+
+    Raises TriageError when a path does not exist or nothing at all is found.
+    """
+    specs: dict[str, JobSpec] = {}
+    for root in _expand(paths):
+        for spec in _jobs_in(root) if root.is_dir() else [_loose_job(root.parent, [root])]:
+            if spec is None:
+                continue
+            if spec.job_id in specs and specs[spec.job_id].root != spec.root:
+                # The same id under two input directories: keep both, told apart by their folder.
+                spec = JobSpec(f"{Path(spec.root).name}/{spec.job_id}", spec.root, spec.files)
+            previous = specs.get(spec.job_id)
+            if previous is not None:
+                spec = JobSpec(spec.job_id, spec.root, tuple(sorted(set(previous.files) | set(spec.files))))
+            specs[spec.job_id] = spec
+    if not specs:
+        raise TriageError("no job logs found under " + ", ".join(str(p) for p in paths))
+    return [specs[k] for k in sorted(specs)]
+
+
+def job_id_for_file(name: str) -> str:
+    """The id of a loose log file: its name up to the first dot (the whole name if it starts with one)."""
+    head = name.split(".", 1)[0]
+    return head or name
+
+
+def is_log_file(path: Path) -> bool:
+    """Whether a file may hold log text (by name; content is sniffed later)."""
+    if path.name.startswith("."):
+        return False
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return not (suffixes and suffixes[-1] in _NOT_LOGS)
+
+
+def _expand(paths: Sequence[str | os.PathLike[str]]) -> Iterable[Path]:
+    for raw in paths:
+        text = os.fspath(raw)
+        path = Path(text).expanduser()
+        if path.exists():
+            yield path
+            continue
+        if _GLOB_CHARS & set(text):
+            matches = sorted(glob.glob(os.path.expanduser(text)))
+            if not matches:
+                raise TriageError(f"no files match {text}")
+            for m in matches:
+                yield Path(m)
+            continue
+        raise TriageError(f"no such file or directory: {text}")
+
+
+def _jobs_in(directory: Path) -> list[JobSpec | None]:
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError as exc:
+        raise TriageError(f"cannot list {directory}: {exc.strerror or exc}") from None
+    loose: dict[str, list[Path]] = {}
+    jobs: list[JobSpec | None] = []
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            files = _files_below(entry)
+            if files:
+                jobs.append(JobSpec(entry.name, str(entry), tuple(str(f) for f in files)))
+        elif entry.is_file() and is_log_file(entry):
+            loose.setdefault(job_id_for_file(entry.name), []).append(entry)
+    for job_id in sorted(loose):
+        jobs.append(_loose_job(directory, loose[job_id]))
+    return jobs
+
+
+def _loose_job(directory: Path, files: list[Path]) -> JobSpec | None:
+    if not files:
+        return None
+    return JobSpec(job_id_for_file(files[0].name), str(directory), tuple(sorted(str(f) for f in files)))
+
+
+def _files_below(job_dir: Path) -> list[Path]:
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(job_dir):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if is_log_file(path) and path.is_file():
+                found.append(path)
+    return found

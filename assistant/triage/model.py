@@ -1,0 +1,130 @@
+"""The data triage produces: one :class:`JobReport` per job, one :class:`Group` per root cause.
+
+Every output (terminal table, JSONL, groups JSON, Markdown, HTML, webhook messages) is rendered
+from a :class:`TriageResult`; nothing downstream re-reads the logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from assistant.types import Diagnosis
+
+FAILED = "failed"
+SUCCEEDED = "succeeded"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job found on disk: its id and the log files that belong to it (absolute paths, sorted)."""
+
+    job_id: str
+    root: str  # the job's own directory, or the input directory for a loose log file
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What the streaming pass concluded about one job (picklable: it crosses process and Ray boundaries)."""
+
+    job_id: str
+    files: tuple[str, ...]  # paths relative to the job's root, as the JSONL shows them
+    status: str  # FAILED | SUCCEEDED
+    category: str | None = None
+    title: str | None = None
+    rule: str | None = None  # the rule outcome that named the category, when one did
+    reason: str = ""  # how the job ended: exception | signal | time_limit | oom_kill | node_failure | preempted | hang | exit_code | ...
+    headline: str = ""  # the failing line (exception line, signal line, scheduler verdict)
+    failure_text: str = ""  # the extracted failure the engine diagnoses ("" for succeeded jobs)
+    location: str | None = None  # the deepest frame in the user's own code: "file.py:function: source line"
+    first_failing_rank: int | None = None
+    ranks_seen: int = 0  # distinct ranks that wrote to the logs
+    gpus: int | None = None
+    start: float | None = None  # epoch seconds (UTC when the log says nothing)
+    end: float | None = None
+    gpu_hours: float | None = None
+    size_bytes: int = 0
+    notes: tuple[str, ...] = ()  # files that could not be read, truncation, what was assumed
+
+    def row(self, group: str | None) -> dict[str, Any]:
+        """The JSONL contract line (see DESIGN.md, "Triage JSONL")."""
+        failed = self.status == FAILED
+        return {
+            "job_id": self.job_id,
+            "status": self.status,
+            "group": group if failed else None,
+            "category": self.category if failed else None,
+            "first_failing_rank": self.first_failing_rank if failed else None,
+            "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 4),
+            "files": list(self.files),
+            "title": self.title if failed else None,
+        }
+
+
+@dataclass(frozen=True)
+class Group:
+    """Jobs that failed for one root cause, with the cited diagnosis of a representative job."""
+
+    group_id: str
+    category: str
+    title: str
+    template: str  # the masked error template the jobs share
+    location: str | None  # the shared user code location, when there is one
+    job_ids: tuple[str, ...]
+    gpu_hours: float
+    first_seen: float | None
+    last_seen: float | None
+    representative: str  # the job whose failure was diagnosed
+    excerpt: str  # a short excerpt of the representative's failure, for reports
+    diagnosis: Diagnosis | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--groups-json` object for this group."""
+        return {
+            "group": self.group_id,
+            "category": self.category,
+            "title": self.title,
+            "template": self.template,
+            "location": self.location,
+            "jobs": list(self.job_ids),
+            "job_count": len(self.job_ids),
+            "gpu_hours": round(self.gpu_hours, 4),
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "representative": self.representative,
+            "excerpt": self.excerpt,
+            "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class TriageResult:
+    """Jobs (sorted by id) and groups (ranked by GPU hours lost, then job count)."""
+
+    jobs: tuple[JobReport, ...]
+    groups: tuple[Group, ...]
+    group_of: dict[str, str] = field(default_factory=dict)  # job_id -> group_id, failed jobs only
+    notes: tuple[str, ...] = ()
+    elapsed_s: float = 0.0
+    bytes_read: int = 0
+
+    @property
+    def failed(self) -> tuple[JobReport, ...]:
+        """The failed jobs, sorted by id."""
+        return tuple(j for j in self.jobs if j.status == FAILED)
+
+    def job(self, job_id: str) -> JobReport:
+        """The report of one job by id (KeyError when absent)."""
+        for j in self.jobs:
+            if j.job_id == job_id:
+                return j
+        raise KeyError(job_id)
+
+    def jsonl_rows(self) -> list[dict[str, Any]]:
+        """One contract row per job, sorted by job_id."""
+        return [j.row(self.group_of.get(j.job_id)) for j in sorted(self.jobs, key=lambda j: j.job_id)]
+
+    def groups_json(self) -> list[dict[str, Any]]:
+        """One object per group, in rank order."""
+        return [dict(g.to_dict(), rank=i + 1) for i, g in enumerate(self.groups)]

@@ -1,0 +1,226 @@
+"""Read one log file in constant memory: its head and its tail, decoded and split into clean lines.
+
+A job log can be gigabytes of progress output with the failure in its last screenful, so a file
+is never read whole: the first ``head_bytes`` (where launchers print the job's shape: SLURM
+variables, ``nvidia-smi -L``, the command line) and the last ``tail_bytes`` (where a run ends)
+are kept. Plain files are read by seeking; gzip files are decompressed as a stream that keeps
+only a ring of the last chunks. Colours, ``\\r`` progress redraws, NUL bytes and undecodable
+bytes are removed or replaced; nothing here raises on bad content.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HEAD_BYTES = 256 * 1024
+TAIL_BYTES = 1024 * 1024
+MAX_LINE = 4000  # longer lines are cut: no log line worth reading is longer
+_CHUNK = 1 << 20
+
+# CSI, OSC (BEL or ST terminated, or unterminated to end of line), two-byte escapes, C1 controls.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]|[\x80-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default|global_rank)(\d{1,5})\]:\s?|^\[1,(\d{1,5})\]<(?:stdout|stderr)>:\s?")
+_SRUN_LABEL = re.compile(r"^\s{0,3}(\d{1,5}): ")
+_RANK_IN_PATH = re.compile(r"(?:^|[/_.-])(?:rank|worker|proc|process|local_rank|lrank)[_-]?(\d{1,5})(?=$|[/_.-])", re.IGNORECASE)
+_TORCHELASTIC_DIR = re.compile(r"/attempt_\d+/(\d{1,5})/(?:stdout|stderr|error)\.")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One clean line: the rank it belongs to (prefix or per-rank file), its text, and where it was."""
+
+    rank: int | None
+    text: str
+    file: int  # index of the file within the job
+    number: int  # position within the file's kept lines
+
+
+@dataclass
+class FileText:
+    """What was kept of one file."""
+
+    path: str
+    size: int  # bytes on disk
+    lines: list[LogLine] = field(default_factory=list)
+    gap_after: int | None = None  # index in ``lines`` after which unread middle bytes were skipped
+    bytes_read: int = 0  # decompressed bytes looked at
+    notes: list[str] = field(default_factory=list)
+    readable: bool = True
+
+
+def rank_from_path(path: str) -> int | None:
+    """The rank a per-rank log file belongs to, from its name or torchelastic's folder layout."""
+    p = path.replace("\\", "/")
+    m = _TORCHELASTIC_DIR.search(p)
+    if m:
+        return int(m.group(1))
+    m = _RANK_IN_PATH.search(Path(p).name)
+    return int(m.group(1)) if m else None
+
+
+def read_file(path: str, index: int, *, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> FileText:
+    """Read the head and tail of one file as clean lines (never raises; problems become notes)."""
+    out = FileText(path=path, size=0)
+    try:
+        out.size = Path(path).stat().st_size
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+        if magic == b"\x1f\x8b":
+            head, tail, total, note = _read_gzip(path, head_bytes, tail_bytes)
+        else:
+            head, tail, total, note = _read_plain(path, out.size, head_bytes, tail_bytes)
+    except OSError as exc:
+        out.readable = False
+        out.notes.append(f"{Path(path).name}: could not be read ({exc.strerror or exc.__class__.__name__})")
+        return out
+    out.bytes_read = len(head) + len(tail)
+    if note:
+        out.notes.append(f"{Path(path).name}: {note}")
+    if _looks_binary(head[:65536] or tail[:65536]):
+        out.readable = False
+        out.notes.append(f"{Path(path).name}: binary content, skipped")
+        return out
+    file_rank = rank_from_path(path)
+    head_text = _decode(head)
+    head_lines = _split(head_text, drop_last_partial=bool(tail))
+    tail_lines = _split(_decode(tail), drop_first_partial=True) if tail else []
+    srun_labels = _uses_srun_labels(head_lines or tail_lines)
+    for raw in head_lines:
+        out.lines.append(_log_line(raw, file_rank, srun_labels, index, len(out.lines)))
+    if tail:
+        out.gap_after = len(out.lines) - 1
+        skipped = total - len(head) - len(tail)
+        if skipped > 0:
+            out.notes.append(f"{Path(path).name}: {skipped / 1e6:.0f} MB in the middle not read (only the head and tail matter)")
+        for raw in tail_lines:
+            out.lines.append(_log_line(raw, file_rank, srun_labels, index, len(out.lines)))
+    return out
+
+
+def clean(text: str) -> str:
+    """Remove terminal escapes and control characters from one line of untrusted text."""
+    if "\x1b" in text or any("\x80" <= c <= "\x9f" for c in text):
+        # Run to a fixed point: removing one sequence must not join the halves of another.
+        for _ in range(8):
+            stripped = _ESCAPES.sub("", text)
+            if stripped == text:
+                break
+            text = stripped
+        text = text.replace("\x1b", "")
+    return _CONTROL.sub("", text)
+
+
+def _log_line(raw: str, file_rank: int | None, srun_labels: bool, file_index: int, number: int) -> LogLine:
+    text = clean(raw)
+    rank = file_rank
+    m = _RANK_PREFIX.match(text)
+    if m:
+        rank = int(m.group(1) or m.group(2))
+        text = text[m.end():]
+        # torchrun stacks prefixes on tee'd output ("[default0]:[rank0]: ...")
+        m2 = _RANK_PREFIX.match(text)
+        if m2:
+            text = text[m2.end():]
+    elif srun_labels:
+        m = _SRUN_LABEL.match(text)
+        if m:
+            rank = int(m.group(1))
+            text = text[m.end():]
+    if len(text) > MAX_LINE:
+        text = text[:MAX_LINE]
+    return LogLine(rank, text.rstrip(), file_index, number)
+
+
+def _uses_srun_labels(lines: list[str]) -> bool:
+    """srun --label prefixes ("3: ") are trusted only when most lines carry them (a lone "10: loss" is not one)."""
+    sample = [ln for ln in lines[:400] if ln.strip()]
+    if len(sample) < 3:
+        return False
+    labelled = sum(1 for ln in sample if _SRUN_LABEL.match(ln))
+    return labelled >= 0.6 * len(sample)
+
+
+def _split(text: str, *, drop_first_partial: bool = False, drop_last_partial: bool = False) -> list[str]:
+    parts = text.split("\n")
+    if drop_first_partial and len(parts) > 1:
+        parts = parts[1:]
+    if drop_last_partial and len(parts) > 1:
+        parts = parts[:-1]
+    lines: list[str] = []
+    for raw in parts:
+        if "\r" in raw:
+            # A terminal shows only what the last carriage return left: keep the last non-empty segment.
+            segments = [s for s in raw.split("\r") if s.strip()]
+            raw = segments[-1] if segments else ""
+        if len(raw) > MAX_LINE:
+            raw = raw[:MAX_LINE]
+        lines.append(raw)
+    return lines
+
+
+def _decode(data: bytes) -> str:
+    if b"\x00" in data:
+        data = data.replace(b"\x00", b"")
+    return data.decode("utf-8", errors="replace")
+
+
+def _looks_binary(sample: bytes) -> bool:
+    if not sample:
+        return False
+    nul = sample.count(b"\x00")
+    if nul > len(sample) * 0.1:
+        return True
+    text = sample.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") + sum(1 for c in text if c < " " and c not in "\t\n\r\x1b")
+    return bad > len(text) * 0.3
+
+
+def _read_plain(path: str, size: int, head_bytes: int, tail_bytes: int) -> tuple[bytes, bytes, int, str]:
+    with open(path, "rb") as fh:
+        if size <= head_bytes + tail_bytes:
+            return fh.read(), b"", size, ""
+        head = fh.read(head_bytes)
+        fh.seek(max(size - tail_bytes, head_bytes))
+        tail = fh.read(tail_bytes)
+    return head, tail, size, ""
+
+
+def _read_gzip(path: str, head_bytes: int, tail_bytes: int) -> tuple[bytes, bytes, int, str]:
+    """Stream-decompress, keeping the first ``head_bytes`` and a ring of the last ``tail_bytes``."""
+    head = bytearray()
+    ring: deque[bytes] = deque()
+    ring_size = 0
+    total = 0
+    note = ""
+    try:
+        with gzip.open(path, "rb") as fh:
+            while True:
+                chunk = fh.read(_CHUNK)
+                if not chunk:
+                    break
+                total += len(chunk)
+                if len(head) < head_bytes:
+                    take = head_bytes - len(head)
+                    head += chunk[:take]
+                    chunk = chunk[take:]
+                    if not chunk:
+                        continue
+                ring.append(chunk)
+                ring_size += len(chunk)
+                while ring and ring_size - len(ring[0]) >= tail_bytes:
+                    ring_size -= len(ring.popleft())
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        note = f"compressed stream is damaged or cut ({exc.__class__.__name__}); read what came before"
+    tail = b"".join(ring)
+    if len(tail) > tail_bytes:
+        tail = tail[-tail_bytes:]
+    if total <= head_bytes + tail_bytes:
+        # Small enough: hand back one continuous text, as for a small plain file.
+        return bytes(head) + tail, b"", total, note
+    return bytes(head), tail, total, note

@@ -1,0 +1,162 @@
+"""Post triage messages to a webhook (Slack-compatible), with retries that never crash the watcher.
+
+The body is what a Slack incoming webhook accepts (``{"text": ...}``) plus a ``torchhelp`` object
+with the structured fields, so a bot can act on it without parsing the text:
+
+    {"text": "New failure group g3 (cuda_oom): CUDA out of memory — 1 job, 2.00 GPU h",
+     "torchhelp": {"event": "new_group" | "group_grew", "group", "category", "title",
+                   "job_count", "gpu_hours", "job_ids", "new_job_ids",
+                   "diagnosis": {"title", "cause"} | null}}
+
+:func:`post` retries connection errors, timeouts, 5xx and 429 (honouring ``Retry-After`` up to a
+cap) and never other 4xx: a 400/401/403/404 means the URL or the body is wrong, and sending the
+same thing again cannot fix it. It returns a :class:`Delivery` and never raises; the watcher keeps
+undelivered messages in its state and tries again on the next poll.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+MAX_RETRY_AFTER_S = 10.0  # a receiver asking for a longer pause is retried on the next poll instead
+MAX_JOB_IDS = 50  # job ids listed in one message (a big group lists its latest ones)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The outcome of one :func:`post`: delivered, or why not and whether trying later may help."""
+
+    ok: bool
+    status: int | None = None  # the last HTTP status, None when no answer came
+    attempts: int = 0
+    error: str = ""
+    permanent: bool = False  # a 4xx other than 429: the same message will never be accepted
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), None when absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def post(
+    url: str,
+    payload: Mapping[str, Any],
+    *,
+    retries: int = 3,
+    backoff_s: float = 0.5,
+    timeout_s: float = 5.0,
+    transport: Any = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Delivery:
+    """POST ``payload`` as JSON to ``url``; retry transient failures up to ``retries`` times.
+
+    Backoff doubles from ``backoff_s`` (0.5, 1, 2 s); a ``Retry-After`` on 429/503 replaces it,
+    capped at ``MAX_RETRY_AFTER_S``. ``transport`` (an ``httpx`` transport, e.g. ``MockTransport``)
+    and ``sleep`` are for tests. Never raises: the result says what happened.
+    """
+    import httpx  # lazy: only the watcher with a webhook pays for it
+
+    attempts = 0
+    status: int | None = None
+    error = ""
+    with httpx.Client(timeout=timeout_s, transport=transport, follow_redirects=False) as client:
+        for attempt in range(retries + 1):
+            attempts = attempt + 1
+            wait = backoff_s * (2 ** attempt)
+            try:
+                response = client.post(url, json=dict(payload), headers={"User-Agent": "torchhelp-triage"})
+            except httpx.HTTPError as exc:  # connection refused, DNS, timeouts, protocol errors
+                status, error = None, f"{type(exc).__name__}: {exc}"
+            except Exception as exc:  # an invalid URL and the like: never crash the watcher
+                return Delivery(False, None, attempts, f"{type(exc).__name__}: {exc}", permanent=True)
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    return Delivery(True, status, attempts)
+                error = f"HTTP {status}: {response.text[:200]}"
+                if status != 429 and status < 500:
+                    # 4xx: the URL, the token or the body is wrong; retrying sends the same mistake
+                    log.warning("webhook %s refused the message (%s); not retrying", _redact(url), error)
+                    return Delivery(False, status, attempts, error, permanent=True)
+                asked = _retry_after(response.headers.get("Retry-After"))
+                if asked is not None:
+                    if asked > MAX_RETRY_AFTER_S:
+                        error += f" (Retry-After {asked:.0f} s: left for the next poll)"
+                        break
+                    wait = asked
+            if attempt < retries:
+                sleep(wait)
+    log.warning("webhook %s not reached after %d attempt(s): %s", _redact(url), attempts, error)
+    return Delivery(False, status, attempts, error)
+
+
+def _redact(url: str) -> str:
+    """The URL without its path (Slack webhook paths are secrets) for log lines."""
+    scheme, _, rest = url.partition("://")
+    host = rest.split("/", 1)[0]
+    return f"{scheme}://{host}/…" if rest else url
+
+
+def message(
+    event: str,
+    *,
+    group: str,
+    category: str,
+    title: str,
+    job_count: int,
+    gpu_hours: float,
+    job_ids: Sequence[str],
+    new_job_ids: Sequence[str] = (),
+    diagnosis_title: str | None = None,
+    diagnosis_cause: str | None = None,
+) -> dict[str, Any]:
+    """The Slack-compatible body for a ``new_group`` or ``group_grew`` event."""
+    if event not in ("new_group", "group_grew"):
+        raise ValueError(f"unknown webhook event {event!r}")
+    jobs_word = "job" if job_count == 1 else "jobs"
+    listed = list(job_ids)[-MAX_JOB_IDS:]
+    if event == "new_group":
+        head = f"New failure group {group} ({category}): {title}"
+        body = f"{job_count} {jobs_word} ({', '.join(listed[:5])}), {gpu_hours:.2f} GPU h lost"
+    else:
+        head = f"Failure group {group} ({category}) grew to {job_count} {jobs_word}: {title}"
+        recent = list(new_job_ids)[-5:]
+        body = f"+{len(new_job_ids)} since the last message (latest: {', '.join(recent)}), {gpu_hours:.2f} GPU h lost"
+    text = f"{head}\n{body}"
+    if diagnosis_cause:
+        text += f"\nCause: {diagnosis_cause[:500]}"
+    diagnosis = None
+    if diagnosis_title or diagnosis_cause:
+        diagnosis = {"title": diagnosis_title, "cause": diagnosis_cause}
+    return {
+        "text": text,
+        "torchhelp": {
+            "event": event,
+            "group": group,
+            "category": category,
+            "title": title,
+            "job_count": job_count,
+            "gpu_hours": round(gpu_hours, 4),
+            "job_ids": listed,
+            "new_job_ids": list(new_job_ids)[-MAX_JOB_IDS:],
+            "diagnosis": diagnosis,
+        },
+    }
