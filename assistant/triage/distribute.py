@@ -221,7 +221,9 @@ def _run_ray(specs: Sequence[JobSpec], *, jobs: int, address: str | None, option
     ray = _import_ray()
     started = False
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False, "log_to_driver": False}
+        # quiet: no dashboard, no worker output in our terminal, no INFO lines over the progress bar
+        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False, "log_to_driver": False,
+                                  "logging_level": logging.WARNING}
         if address:
             kwargs["address"] = address
         elif jobs > 1:

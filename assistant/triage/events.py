@@ -31,7 +31,7 @@ _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warn
 _NEW_RECORD = re.compile(
     r"^(?:\[?\d{4}[-/]\d{2}[-/]\d{2}[ T_]\d{2}:\d{2}|\d{2}/\d{2}/\d{4} \d{2}:\d{2}|[IWEF]\d{4} \d{2}:\d{2}:\d{2}|\[[IWEF]\d{4} |\[?(?:INFO|WARNING|ERROR|DEBUG)\b"
     r"|wandb:|srun:|slurmstepd:|Traceback \(most|terminate called|Exception ignored in|Exception in thread"
-    r"|(?:WARNING|ERROR|INFO):torch\.|(?:Epoch|Step|Iter)\b)",
+    r"|(?:WARNING|ERROR|INFO):torch\.|(?:Epoch|Step|Iter)\b|={10,}|-{10,}|Root Cause \(first observed failure\))",
 )
 _IGNORED_HEADER = re.compile(r"^Exception ignored (?:in|on calling|while)|^Error in atexit\._run_exitfuncs")
 _THREAD_HEADER = re.compile(r"^Exception in thread ")
@@ -247,6 +247,7 @@ def _traceback(texts: list[str], start: int) -> Event:
     ev = Event(TRACEBACK, start, block_end, headline, lines)
     if _LAUNCHER_TYPES.search(headline):
         ev.launcher = True
+        ev.reason = _exit_reason(None, headline)
         m = _SPAWN.search("\n".join(lines + texts[block_end + 1:block_end + 4]))
         if m:
             ev.named_rank = int(m.group(1) or m.group(2))
@@ -321,7 +322,27 @@ def _torchrun_summary(texts: list[str], start: int) -> Event:
         if s.startswith("=====") and rank is not None:
             break
     headline = next((ln.strip() for ln in reversed(tb) if _EXC_LINE.match(ln.strip())), tb[0].strip() if tb else "child process failed")
-    return Event(LAUNCHER, start, end, headline, tb, reason="exit_code", exit_code=code, named_rank=rank, launcher=True)
+    summary = [t for t in texts[start:end + 1] if t.strip() and not t.startswith("=====")]
+    has_traceback = any(_TB_HEADER in t for t in tb)
+    return Event(LAUNCHER, start, end, headline, tb if has_traceback else summary, reason=_exit_reason(code, headline),
+                 exit_code=code, named_rank=rank, launcher=True)
+
+
+# Negative exit codes (torchrun, mp.spawn) and 128+N shell codes name the signal that killed the process.
+_SIGNAL_REASONS = {9: "killed", 11: "segfault", 7: "bus_error", 6: "abort", 15: "sigterm", 4: "illegal_instruction", 8: "fpe"}
+
+
+def _exit_reason(code: int | None, text: str = "") -> str:
+    m = re.search(r"\b(SIG[A-Z]+)\b", text)
+    if m:
+        by_name = {"SIGKILL": "killed", "SIGSEGV": "segfault", "SIGBUS": "bus_error", "SIGABRT": "abort", "SIGTERM": "sigterm"}
+        if m.group(1) in by_name:
+            return by_name[m.group(1)]
+    if code is not None and code < 0:
+        return _SIGNAL_REASONS.get(-code, "signal")
+    if code is not None and code > 128:
+        return _SIGNAL_REASONS.get(code - 128, "exit_code")
+    return "exit_code"
 
 
 def _srun_exit(text: str, i: int, m: re.Match[str]) -> Event:

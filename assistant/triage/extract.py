@@ -88,7 +88,8 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
             start = first if start is None else min(start, first)
         if last is not None:
             end = last if end is None else max(end, last)
-    gpus.ranks_seen = len(ranks)
+    # Rank 7 writing means at least 8 processes, even when only it printed.
+    gpus.ranks_seen = max(ranks) + 1 if ranks else 0
 
     deciding = _final_attempt(readable)
     scans: list[tuple[int | None, int, list[LogLine], StreamScan]] = []
@@ -96,7 +97,9 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
         for rank, lines in _streams(f).items():
             scans.append((rank, f.lines[0].file if f.lines else 0, lines, scan([ln for ln in lines])))
 
-    verdict = _decide(scans, multi=len(ranks) > 1 or (gpus.world or 0) > 1 or (gpus.nproc or 0) > 1)
+    # "[rank1]:" prefixes, a world size or a process count above one: ranks matter for this job.
+    multi = gpus.ranks_seen > 1 or (gpus.world or 0) > 1 or (gpus.nproc or 0) > 1
+    verdict = _decide(scans, multi=multi)
     count, _ = gpus.best()
     if count is None and start is not None:
         count = 1
@@ -104,7 +107,7 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
     hours = count * (end - start) / 3600.0 if count is not None and start is not None and end is not None and end > start else None
 
     if verdict is None:
-        return JobReport(spec.job_id, rel, SUCCEEDED, ranks_seen=len(ranks), gpus=count, start=start, end=end,
+        return JobReport(spec.job_id, rel, SUCCEEDED, ranks_seen=gpus.ranks_seen, gpus=count, start=start, end=end,
                          gpu_hours=hours, size_bytes=size, notes=tuple(notes))
     category, title, rule, location = _categorize(verdict.text, verdict.reason) if opts.categorize else (None, None, None, None)
     if category is None:
@@ -121,7 +124,7 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
         failure_text=verdict.text,
         location=location,
         first_failing_rank=verdict.first_rank,
-        ranks_seen=len(ranks),
+        ranks_seen=gpus.ranks_seen,
         gpus=count,
         start=start,
         end=end,
@@ -169,8 +172,8 @@ def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, m
                 primaries.append(found)
         if result.success and not any(not e.ignored and not e.survived for e in result.events):
             continue
-    multi = multi or any(f.rank is not None for f in primaries + secondaries) and len({f.rank for f in primaries + secondaries}) > 1
     root_rank = next((f.event.named_rank for f in launchers if f.event.named_rank is not None), None)
+    multi = multi or root_rank is not None or len({f.rank for f in primaries + secondaries if f.rank is not None}) > 1
     notes: list[str] = []
 
     strong = [f for f in primaries if f.event.kind in (ev_kinds.TRACEBACK, ev_kinds.CPP_ABORT)]
@@ -199,13 +202,17 @@ def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, m
     if schedulers:
         chosen = max(schedulers, key=lambda f: _SCHEDULER_WEIGHT.get(f.event.reason, 0))
         return Verdict(chosen.event.reason, chosen.event.headline, _failure_text(chosen), None, notes)
+    named = [f for f in launchers if f.event.named_rank is not None]
+    if named:
+        # The launcher saw which child died first and how (a signal, an exit code): nothing better was printed.
+        first = min(named, key=_order_key)
+        return Verdict(first.event.reason or "exit_code", first.event.headline, _failure_text(first), first.event.named_rank, notes)
     if secondaries:
         first = min(secondaries, key=_order_key)
         return Verdict(first.event.reason or "exception", first.event.headline, _failure_text(first), first.rank if multi else None, notes)
     if launchers:
         first = min(launchers, key=_order_key)
-        rank = first.event.named_rank if multi or first.event.named_rank is not None else None
-        return Verdict(first.event.reason or "exit_code", first.event.headline, _failure_text(first), rank, notes)
+        return Verdict(first.event.reason or "exit_code", first.event.headline, _failure_text(first), None, notes)
     if exits:
         last = max(exits, key=_order_key)
         return Verdict("exit_code", last.event.headline, _failure_text(last), None, notes)
