@@ -26,13 +26,14 @@ def triage_cmd(
     sacct: Optional[Path] = typer.Option(None, "--sacct", help="`sacct --parsable2` output; its times, GPUs and states win where it covers a job."),
     engine: str = typer.Option("local", "--engine", help="local | ray"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster (default: start a local one)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Local worker processes (or Ray parallelism)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Local worker processes; with --engine ray and no address, the local Ray instance's CPUs."),
     top: int = typer.Option(5, "--top", min=0, help="Diagnoses to show in the terminal."),
     watch: bool = typer.Option(False, "--watch", help="Keep polling and triage jobs as they finish (Ctrl-C stops)."),
     webhook: Optional[str] = typer.Option(None, "--webhook", help="With --watch: POST a Slack-compatible JSON message per new group and per N new jobs."),
     interval: float = typer.Option(10.0, "--interval", min=0.1, help="With --watch: seconds between polls."),
     settle: float = typer.Option(60.0, "--settle", min=0.0, help="With --watch: a job is finished when its logs stopped changing this long."),
     notify_every: int = typer.Option(10, "--notify-every", min=1, help="With --watch: a message each time a group grows by this many jobs."),
+    state: Optional[Path] = typer.Option(None, "--state", help="With --watch: the SQLite state file (default under TORCHHELP_HOME)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table or progress bar (files are still written)."),
 ) -> None:
     """Triage job logs (see `torchhelp triage --help`)."""
@@ -45,7 +46,7 @@ def triage_cmd(
     if webhook and not watch:
         raise TriageError("--webhook is used with --watch")
     if watch:
-        _watch(paths, webhook=webhook, interval=interval, settle=settle, notify_every=notify_every, console=err)
+        _watch(paths, webhook=webhook, interval=interval, settle=settle, notify_every=notify_every, state=state, console=err)
         return
 
     from assistant.triage.api import triage
@@ -83,14 +84,12 @@ def triage_cmd(
             err.print(f"wrote {path}", markup=False, highlight=False)
 
 
-def _watch(paths: list[str], *, webhook: str | None, interval: float, settle: float, notify_every: int, console) -> None:  # type: ignore[no-untyped-def]
+def _watch(paths: list[str], *, webhook: str | None, interval: float, settle: float, notify_every: int, state: Path | None, console) -> None:  # type: ignore[no-untyped-def]
     from assistant.triage.watch import watch
 
     console.print(f"watching {', '.join(paths)} every {interval:g}s (finished after {settle:g}s without change); Ctrl-C stops", markup=False, highlight=False)
-    summary = watch(paths, interval_s=interval, settle_s=settle, webhook=webhook, notify_every=notify_every,
-                    on_event=lambda e: console.print(e.text, markup=False, highlight=False))
-    console.print(f"stopped ({summary.stopped_by}): {summary.jobs_reported} job(s) reported, {summary.new_groups} new group(s), "
-                  f"{summary.messages_sent} message(s) sent, {summary.pending} pending", markup=False, highlight=False)
+    watch(paths, interval_s=interval, settle_s=settle, webhook=webhook, notify_every=notify_every, state_path=state,
+          on_event=lambda e: console.print(e.text, markup=False, highlight=False))
 
 
 def _write(path: Path, text: str) -> None:

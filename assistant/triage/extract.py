@@ -110,7 +110,8 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
         return JobReport(spec.job_id, rel, SUCCEEDED, ranks_seen=gpus.ranks_seen, gpus=count, start=start, end=end,
                          gpu_hours=hours, size_bytes=size, notes=tuple(notes))
     category, title, rule, location = _categorize(verdict.text, verdict.reason) if opts.categorize else (None, None, None, None)
-    if category is None:
+    if category in (None, "unknown"):
+        # No rule named a family, but how the run ended does (a time limit, the OOM killer, a hang).
         category = FALLBACK_CATEGORY.get(verdict.reason, "unknown")
     return JobReport(
         job_id=spec.job_id,

@@ -101,9 +101,14 @@ def group_reports(reports: list[JobReport]) -> tuple[dict[str, str], Grouper]:
 
 
 def _new_miner():  # type: ignore[no-untyped-def]
-    from drain3 import TemplateMiner
-    from drain3.masking import MaskingInstruction
-    from drain3.template_miner_config import TemplateMinerConfig
+    try:
+        from drain3 import TemplateMiner
+        from drain3.masking import MaskingInstruction
+        from drain3.template_miner_config import TemplateMinerConfig
+    except ImportError:
+        from assistant.errors import TriageError
+
+        raise TriageError("grouping needs Drain3: pip install 'torchhelp[triage]'") from None
 
     config = TemplateMinerConfig()
     config.masking_instructions = [MaskingInstruction(pattern, name) for pattern, name in _MASKS]
