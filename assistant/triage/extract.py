@@ -38,6 +38,12 @@ _SECONDARY = re.compile(
     r"|Connection closed by peer|DistNetworkError: .*(?:reset|closed|Broken)|NCCL error.*remote process exited|another rank|peer process",
     re.IGNORECASE,
 )
+# Errors a rank reports because a peer died: NCCL failures, aborted communicators, closed connections.
+_FALLOUT = re.compile(
+    r"NCCL error|ncclRemoteError|ncclSystemError|ncclInternalError|unhandled system error|remote process exited|DistBackendError"
+    r"|communicator was aborted|Connection reset by peer|Connection closed by peer|Broken pipe|timed out|Timeout",
+    re.IGNORECASE,
+)
 _ATTEMPT = re.compile(r"(?:^|[/_.-])(?:attempt|restart|retry|requeue|try)[_-]?(\d+)(?=$|[/_.-])", re.IGNORECASE)
 _ROTATED = re.compile(r"\.(\d{1,3})(?:\.gz)?$")
 _MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
@@ -198,6 +204,12 @@ def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, m
     watchdogs = [f for f in secondaries if f.event.kind == ev_kinds.WATCHDOG or "Watchdog" in f.event.headline or "timed out" in f.event.headline.lower()]
     if watchdogs:
         first = min(watchdogs, key=_order_key)
+        root = next((f for f in launchers if f.event.named_rank is not None), None)
+        if root is not None and root.event.exit_code is not None and root.event.exit_code > 0 and root.event.named_rank not in {w.rank for w in watchdogs}:
+            # The launcher saw a rank exit with an error of its own (not killed by the watchdog), whose
+            # output is not in these logs: the others' timeouts are its fallout, not a hang.
+            notes.append(f"rank {root.event.named_rank} exited with code {root.event.exit_code} first; its own output is not in these logs")
+            return Verdict("collective_timeout", first.event.headline, _failure_text(first), root.event.named_rank, notes)
         notes.append("every failing rank reports a collective timeout and none failed on its own: a hang")
         return Verdict("collective_timeout", first.event.headline, _failure_text(first), None, notes)
     if schedulers:
@@ -233,6 +245,10 @@ def _first_failure(candidates: list[_Found], *, multi: bool, root_rank: int | No
         return min(candidates, key=_order_key), root_rank
     if _identical(ranked) and len({f.rank for f in ranked}) > 1:
         return min(ranked, key=_order_key), None
+    own = [f for f in ranked if not _FALLOUT.search(f.event.headline + "\n" + "\n".join(f.event.lines[-6:]))]
+    if own and len(own) < len(ranked):
+        # NCCL errors and aborted communicators on the other ranks are consequences of a rank's own error.
+        ranked = own
     by_rank = {r: [f for f in ranked if f.rank == r] for r in {f.rank for f in ranked}}
     if root_rank is not None and root_rank in by_rank:
         return min(by_rank[root_rank], key=_order_key), root_rank
@@ -244,7 +260,15 @@ def _first_failure(candidates: list[_Found], *, multi: bool, root_rank: int | No
         first = min(ranked, key=lambda f: (f.time, f.rank))
     else:
         srun_first = next((f.event.named_rank for f in sorted(launchers, key=_order_key) if f.event.named_rank in by_rank), None)
-        first = min(by_rank[srun_first], key=_order_key) if srun_first is not None else min(ranked, key=lambda f: (f.rank, f.event.start))
+        if srun_first is not None:
+            first = min(by_rank[srun_first], key=_order_key)
+        else:
+            # No clock and no launcher verdict: the odd one out (one rank's error unlike the others') came first.
+            by_message: dict[str, list[_Found]] = defaultdict(list)
+            for f in ranked:
+                by_message[_MASK.sub("#", f.event.headline)].append(f)
+            rarest = min(by_message.values(), key=lambda fs: (len({f.rank for f in fs}), min(f.rank or 0 for f in fs)))
+            first = min(rarest, key=lambda f: (f.rank, f.event.start))
     return first, first.rank
 
 
