@@ -394,7 +394,9 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
 
 _CPU_ALLOC = lazy_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes"
                         r"|Torch: not enough memory: you tried to allocate (\d+)GB")
-_OOM_KILLER = lazy_re(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^\s*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b", re.M)
+# Bash's job-control report of a child killed by SIGKILL: "slurm_script: line 12:  4567 Killed   python train.py".
+_OOM_KILLER = lazy_re(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^\s*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b"
+                      r"|: line \d+:\s+\d+\s+Killed(?![A-Za-z])", re.M)
 _HOST_GROWTH = lazy_re(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing|keeps? piling up|piles? up|piling up)"
                           r"|(?:\bRAM\b|memory) leak", re.IGNORECASE)
 # Growth described in GPU terms is the CUDA rule's (or the symptom rule's) to answer, not host RAM.
@@ -427,6 +429,11 @@ _HOST_WORDS = lazy_re(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
         Example('corpus/memory/killed_progress_bar.txt', 'memory.cpu_oom_killed'),
         Example('corpus/memory/killed_after_start_training.txt', 'memory.cpu_oom_killed'),
         Example('corpus/memory/oom_killer_dmesg.txt', 'memory.cpu_oom_killed'),
+        Example('corpus/scheduler/bash_killed_argo_script.txt', 'memory.cpu_oom_killed'),
+        Example('corpus/scheduler/bash_killed_job_script.txt', 'memory.cpu_oom_killed'),
+        Example('corpus/scheduler/bash_killed_slurm_script_tmp.txt', 'memory.cpu_oom_killed'),
+        Example('corpus/scheduler/bash_killed_cbsched_vram_question.txt', 'memory.cpu_oom_killed'),
+        Example('corpus/scheduler/bash_killed_entrypoint_exit_137.txt', 'memory.cpu_oom_killed'),
         Example('corpus/memory/memoryerror_torch_load.txt', 'memory.cpu_oom_memoryerror'),
         Example('corpus/memory/memoryerror_bytearray_3_11.txt', 'memory.cpu_oom_memoryerror'),
         Example('corpus/memory/host_ram_growth_prose_killed.txt', 'memory.cpu_oom_growth'),
