@@ -179,7 +179,8 @@ def test_scheduler_verdicts_and_signals_without_a_traceback(tmp_path: Path) -> N
     for name, (tail, reason) in cases.items():
         r = report_of(tmp_path, name, SLURM_HEAD + PROGRESS + tail)
         assert r.status == FAILED and r.reason == reason, name
-        assert r.category not in (None, "unknown"), name
+        if reason != "segfault":  # a bare segfault says nothing of its cause: unknown is the honest answer
+            assert r.category not in (None, "unknown"), name
 
 
 # --- multi-rank: the real failure -------------------------------------------------------------------

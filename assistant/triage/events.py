@@ -60,7 +60,7 @@ _SIGNAL = re.compile(
 )
 _SRUN_EXIT = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\- ]+): (?P<how>Exited with exit code (?P<code>\d+)|Killed|Segmentation fault|Bus error|Aborted|Terminated)")
 _EXIT_CODE = re.compile(
-    r"(?:exit(?:ed)?(?: with)? (?:code|status)|exitcode|Exit status|returned non-zero exit status|finished with exit code|non-zero status)[:= ]+(?P<code>-?\d+)",
+    r"(?:exit(?:ed|s)?(?: with)? (?:return )?(?:code|status)|exitcode|Exit status|returned non-zero exit status|finished with exit code|non-zero status)\s*[:=]?\s*(?P<code>-?\d+)",
     re.IGNORECASE,
 )
 _TORCHRUN_FAILED = re.compile(r"ChildFailedError|Root Cause \(first observed failure\)|failed \(exitcode: -?\d+\) local_rank: \d+")

@@ -28,7 +28,6 @@ FALLBACK_CATEGORY = {
     "node_failure": "hardware_error",
     "oom_kill": "cpu_oom",
     "killed": "cpu_oom",
-    "segfault": "environment_error",
     "bus_error": "dataloader_error",
     "collective_timeout": "nccl_error",
 }
@@ -180,7 +179,8 @@ def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, m
         if result.success and not any(not e.ignored and not e.survived for e in result.events):
             continue
     root_rank = next((f.event.named_rank for f in launchers if f.event.named_rank is not None), None)
-    multi = multi or root_rank is not None or len({f.rank for f in primaries + secondaries if f.rank is not None}) > 1
+    # A launcher naming rank 3 proves several ranks; one naming rank 0 ("srun: task 0") does not.
+    multi = multi or bool(root_rank) or len({f.rank for f in primaries + secondaries if f.rank is not None}) > 1
     notes: list[str] = []
 
     strong = [f for f in primaries if f.event.kind in (ev_kinds.TRACEBACK, ev_kinds.CPP_ABORT)]
@@ -219,7 +219,11 @@ def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, m
     if named:
         # The launcher saw which child died first and how (a signal, an exit code): nothing better was printed.
         first = min(named, key=_order_key)
-        return Verdict(first.event.reason or "exit_code", first.event.headline, _failure_text(first), first.event.named_rank, notes)
+        text = _failure_text(first)
+        if first.event.reason in _SIGNAL_DEATHS:
+            # A child killed by a signal: the signal is the story, not the launcher's report around it.
+            text = next((ln.strip() for ln in first.event.lines if "SIG" in ln or "signal" in ln.lower()), first.event.headline)
+        return Verdict(first.event.reason or "exit_code", first.event.headline, text, first.event.named_rank, notes)
     if secondaries:
         first = min(secondaries, key=_order_key)
         return Verdict(first.event.reason or "exception", first.event.headline, _failure_text(first), first.rank if multi else None, notes)
@@ -232,6 +236,7 @@ def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, m
     return None
 
 
+_SIGNAL_DEATHS = {"segfault", "killed", "bus_error", "abort", "illegal_instruction", "fpe"}
 _SCHEDULER_WEIGHT = {"oom_kill": 5, "node_failure": 4, "time_limit": 3, "preempted": 2, "cancelled": 1}
 
 
