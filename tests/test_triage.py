@@ -19,7 +19,7 @@ import pytest
 
 from assistant.errors import TriageError
 from assistant.triage.api import build_result, triage
-from assistant.triage.extract import extract_job
+from assistant.triage.extract import ExtractOptions, extract_job
 from assistant.triage.jobs import discover
 from assistant.triage.model import FAILED, SUCCEEDED
 from assistant.triage.reading import read_file, rank_from_path
@@ -46,9 +46,10 @@ def only(tmp: Path, name: str, text: str | bytes) -> Path:
 
 def report_of(tmp: Path, name: str, text: str | bytes):  # type: ignore[no-untyped-def]
     job = only(tmp, name, text)
-    return extract_job(next(s for s in discover([tmp]) if s.job_id == job.name))
+    return extract_job(next(s for s in discover([tmp]) if s.job_id == job.name), RULES)
 
 
+RULES = ExtractOptions(categorize=True)  # per-job rules, as `triage` applies them per group
 SLURM_HEAD = (
     "SLURM_JOB_ID=424242\nSLURM_JOB_NUM_NODES=2\nSLURM_GPUS_ON_NODE=4\n"
     "2024-05-01 10:00:00,000 INFO starting training\n"
@@ -241,7 +242,7 @@ def test_cascade_category_comes_from_the_first_rank_not_the_watchdogs(tmp_path: 
             "2024-05-01 10:05:00,000 INFO epoch 1 step 20 loss 1.900\n"
             f"2024-05-01 10:15:01,000 ERROR {watchdog.replace('[Rank 0]', f'[Rank {r}]')}\n"
         )
-    report = extract_job(discover([tmp_path])[0])
+    report = extract_job(discover([tmp_path])[0], RULES)
     assert report.status == FAILED and report.first_failing_rank == 2
     assert report.category == "hardware_error"
 

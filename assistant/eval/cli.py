@@ -15,6 +15,9 @@ eval_app = typer.Typer(no_args_is_help=True, help="Reproduce real failures and s
 
 
 def register(app: typer.Typer) -> None:
+    from assistant.eval.triage_cli import register as register_triage
+
+    register_triage(eval_app)
     app.add_typer(eval_app, name="eval")
 
 

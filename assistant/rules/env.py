@@ -52,6 +52,8 @@ def _named_gpu(ctx: Context) -> tuple[str, str] | None:
 )
 def arch_mismatch(ctx: Context) -> RuleHit | None:
     """The installed wheel (or an extension) has no kernels for this GPU's compute capability."""
+    if not any(w in ctx.text for w in ("CUDA capability", "kernel image", "NO_BINARY_FOR_GPU", "NoKernelImageForDevice")):
+        return None  # a cheap guard: the pattern below backtracks over every position of a long text
     m = ctx.search(r"(?:(\S[^\n]*?) )?with CUDA capability (sm_\d+) is not compatible with the current PyTorch installation")
     if not (m or ctx.search(r"no kernel image is available for execution on the device|CUDA_ERROR_NO_BINARY_FOR_GPU|cudaErrorNoKernelImageForDevice")):
         return None

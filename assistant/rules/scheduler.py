@@ -14,6 +14,7 @@ every rule that reads an exception.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -166,8 +167,18 @@ def _slurm_verdicts(raw: str) -> list[Verdict]:
     return out
 
 
+_VERDICT_WORDS = ("cancel", "node", "walltime", "wall clock", "wallclock", "term_", "preempt", "deadline", "time limit", "timeout", "deleted", "killed by", "spot", "interrupt", "reclaim", "requeue")
+
+
+@functools.lru_cache(maxsize=64)
 def _verdict(raw: str) -> Verdict | None:
-    """The decisive verdict: a time limit, preemption or node failure outranks the plain cancellation of a step."""
+    """The decisive verdict: a time limit, preemption or node failure outranks the plain cancellation of a step.
+
+    Several rules ask for it on the same text, so it is computed once per text.
+    """
+    low = raw.lower()
+    if not any(w in low for w in _VERDICT_WORDS):
+        return None  # none of the patterns below can match: skip the long case-insensitive searches
     slurm = _slurm_verdicts(raw)
     rank = {"node_failure": 0, "time_limit": 1, "preempted": 2, "requeued": 2, "task_failure": 3, "signal": 4, "cancelled": 5}
     if slurm:

@@ -92,26 +92,46 @@ def build_result(
     diagnose_groups: bool = True,
     notes: Sequence[str] = (),
 ) -> TriageResult:
-    """Group failed jobs, diagnose one representative per group, and rank the groups."""
+    """Group failed jobs, name and diagnose one representative per group, and rank the groups.
+
+    The engine runs once per group, not once per job: jobs of one root cause share its category
+    and title, and a thousand jobs with one error cost one diagnosis.
+    """
+    from assistant.triage.extract import categorize
     from assistant.triage.grouping import group_reports
 
     ordered = sorted(reports, key=lambda r: r.job_id)
-    group_of, grouper = group_reports(ordered)
+    keys, grouper = group_reports(ordered)
     members: dict[str, list[JobReport]] = {}
     for r in ordered:
-        if r.job_id in group_of:
-            members.setdefault(group_of[r.job_id], []).append(r)
+        if r.job_id in keys:
+            members.setdefault(keys[r.job_id], []).append(r)
     engine = engine_obj
     if diagnose_groups and members and engine is None:
         from assistant.engine import default_engine
 
         engine = default_engine()
+    by_id = {r.job_id: r for r in ordered}
+    group_of: dict[str, str] = {}
     groups: list[Group] = []
-    for group_id, jobs in members.items():
+    taken: set[str] = set()
+    for key, jobs in members.items():
         rep = _representative(jobs)
-        diagnosis = engine.diagnose(rep.failure_text or rep.headline or rep.title or "job failed") if diagnose_groups and engine is not None else None
-        category = rep.category or "unknown"
-        title = rep.title or (diagnosis.title if diagnosis is not None else "") or "Job failed"
+        diagnosis = None
+        if diagnose_groups and engine is not None:
+            diagnosis = engine.diagnose(rep.failure_text or rep.headline or rep.title or "job failed")
+        if rep.category is not None:
+            named = rep  # categorized already (per-job rules were asked for)
+        elif diagnosis is not None and diagnosis.rule:
+            named = categorize(rep, diagnosis.category, diagnosis.title, diagnosis.rule)
+        else:
+            named = categorize(rep)
+        category = named.category or "unknown"
+        title = named.title or "Job failed"
+        group_id = _final_id(key, category, taken)
+        for j in jobs:
+            by_id[j.job_id] = j if j.category is not None else dataclasses.replace(j, category=category, title=title, rule=named.rule)
+            group_of[j.job_id] = group_id
         starts = [j.start for j in jobs if j.start is not None]
         ends = [j.end if j.end is not None else j.start for j in jobs if j.end is not None or j.start is not None]
         groups.append(Group(
@@ -129,13 +149,26 @@ def build_result(
             diagnosis=diagnosis,
         ))
     groups.sort(key=lambda g: (-round(g.gpu_hours, 6), -len(g.job_ids), g.group_id))
+    jobs_out = tuple(by_id[r.job_id] for r in ordered)
     return TriageResult(
-        jobs=tuple(ordered),
+        jobs=jobs_out,
         groups=tuple(groups),
         group_of=group_of,
         notes=tuple(notes),
         bytes_read=sum(r.size_bytes for r in ordered),
     )
+
+
+def _final_id(key: str, category: str, taken: set[str]) -> str:
+    """A group id that names its category: ``<category>-<digest of the root cause>``."""
+    digest = key.rsplit("-", 1)[-1]
+    group_id = f"{category}-{digest}"
+    n = 2
+    while group_id in taken:
+        group_id = f"{category}-{digest}-{n}"
+        n += 1
+    taken.add(group_id)
+    return group_id
 
 
 def _representative(jobs: list[JobReport]) -> JobReport:

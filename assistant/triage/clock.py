@@ -105,6 +105,9 @@ _GPU_PATTERNS: dict[str, re.Pattern[str]] = {
 }
 
 
+_GPU_HINTS = ("slurm", "nproc", "world", "gpu", "nnodes", "num_processes", "member", "sbatch")
+
+
 @dataclass
 class GpuCount:
     """The facts a job's lines state about its GPUs; :meth:`best` picks the strongest."""
@@ -122,7 +125,8 @@ class GpuCount:
 
     def feed(self, text: str) -> None:
         """Read one line."""
-        if "=" not in text and ":" not in text and " " not in text:
+        low = text.lower()
+        if not any(w in low for w in _GPU_HINTS):
             return
         for key, pattern in _GPU_PATTERNS.items():
             m = pattern.search(text)

@@ -117,6 +117,15 @@ def scan(lines: list[LogLine]) -> StreamScan:
     n = len(texts)
     while i < n:
         t = texts[i]
+        low = t.lower()
+        if not _has(low, _EVENT_HINTS):
+            # Most lines are progress output: two substring passes decide them without a regex.
+            if _has(low, _PROGRESS_HINTS) and not _NOT_PROGRESS.match(t) and _PROGRESS.search(t):
+                progress.append(i)
+            if _has(low, _SUCCESS_HINTS) and _SUCCESS.search(t):
+                success_at = i
+            i += 1
+            continue
         stripped = t.lstrip()
         if stripped.startswith(_TB_HEADER) or (_TB_HEADER in t and _ROOT_TB.match(t) is None and t.rstrip().endswith(_TB_HEADER)):
             ev = _traceback(texts, i)
@@ -178,6 +187,24 @@ def scan(lines: list[LogLine]) -> StreamScan:
     _mark_survived(events, progress)
     success = success_at >= 0 and not any(e.start > success_at and not e.ignored for e in events)
     return StreamScan(events, progress, success)
+
+
+# Lower-case words without which no event pattern below can match (a cheap filter run on every line).
+_EVENT_HINTS = (
+    "traceback", "terminate called", "root cause", "exitcode", "cancel", "oom", "out of memory", "memory limit", "walltime",
+    "runlimit", "deadline", "node", "lost connection", "preempt", "srun", "watchdog", "timed out", "timeout", "heartbeat",
+    "sig", "killed", "segmentation", "bus error", "aborted", "illegal", "floating point", "terminated", "fatal", "error",
+    "exception", "exit", "status", "received",
+)
+_PROGRESS_HINTS = ("epoch", "step", "iter", "batch", "loss", "%|", "it/s", "s/it", "retry", "retrying", "reconnect", "resum", "checkpoint")
+_SUCCESS_HINTS = ("complete", "finish", "done")
+
+
+def _has(low: str, words: tuple[str, ...]) -> bool:
+    for w in words:
+        if w in low:
+            return True
+    return False
 
 
 def _mark_survived(events: list[Event], progress: list[int]) -> None:

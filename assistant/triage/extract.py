@@ -8,6 +8,7 @@ and what to tell the engine (only the extracted failure, never the whole log).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ class ExtractOptions:
 
     head_bytes: int = HEAD_BYTES
     tail_bytes: int = TAIL_BYTES
-    categorize: bool = True  # run the engine's rules on the extracted failure
+    categorize: bool = False  # run the rules per job (triage runs them once per group instead)
 
 
 @dataclass
@@ -114,21 +115,15 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
     if verdict is None:
         return JobReport(spec.job_id, rel, SUCCEEDED, ranks_seen=gpus.ranks_seen, gpus=count, start=start, end=end,
                          gpu_hours=hours, size_bytes=size, notes=tuple(notes))
-    category, title, rule, location = _categorize(verdict.text, verdict.reason) if opts.categorize else (None, None, None, None)
-    if category in (None, "unknown"):
-        # No rule named a family, but how the run ended does (a time limit, the OOM killer, a hang).
-        category = FALLBACK_CATEGORY.get(verdict.reason, "unknown")
-    return JobReport(
+    report = JobReport(
         job_id=spec.job_id,
         files=rel,
         status=FAILED,
-        category=category,
-        title=title or _default_title(verdict),
-        rule=rule,
+        title=_default_title(verdict),
         reason=verdict.reason,
         headline=verdict.headline[:500],
         failure_text=verdict.text,
-        location=location,
+        location=user_location(verdict.text) if "File " in verdict.text else None,
         first_failing_rank=verdict.first_rank,
         ranks_seen=gpus.ranks_seen,
         gpus=count,
@@ -138,6 +133,7 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
         size_bytes=size,
         notes=tuple(notes + verdict.notes),
     )
+    return categorize(report) if opts.categorize else report
 
 
 @dataclass
@@ -329,25 +325,37 @@ def _default_title(v: Verdict) -> str:
     return titles.get(v.reason) or (v.headline[:120] if v.headline else "Job failed")
 
 
-def _categorize(text: str, reason: str) -> tuple[str | None, str | None, str | None, str | None]:
-    """The engine's rules on the extracted failure: category, title, rule outcome and user code location."""
+def user_location(text: str) -> str | None:
+    """The deepest frame in the user's own code: "file.py:function: source line" (None without one)."""
     from assistant.engine import default_engine
 
-    engine = default_engine()
-    failure = engine.parse(text)
-    user = failure.user_frames
-    location = None
-    if user:
-        f = user[-1]
-        location = f"{Path(f.file.replace(chr(92), '/')).name}:{f.function or '?'}: {(f.source or '').strip()[:160]}"
-    try:
-        match = engine.match(failure)
-    except Exception:  # noqa: BLE001 - a rule bug must not stop triage; the category falls back
-        return None, None, None, location
-    hit = match.hit
-    if hit is None:
-        return None, None, None, location
-    return hit.category, hit.title, hit.rule, location
+    user = default_engine().parse(text).user_frames
+    if not user:
+        return None
+    f = user[-1]
+    return f"{Path(f.file.replace(chr(92), '/')).name}:{f.function or '?'}: {(f.source or '').strip()[:160]}"
+
+
+def categorize(report: JobReport, category: str | None = None, title: str | None = None, rule: str | None = None) -> JobReport:
+    """A failed report with its category, title and rule: those given, or the engine's rules on its failure.
+
+    When no rule names a family, how the run ended does (a time limit, the OOM killer, a hang).
+    """
+    if report.status != FAILED:
+        return report
+    if category is None:
+        from assistant.engine import default_engine
+
+        engine = default_engine()
+        try:
+            hit = engine.match(engine.parse(report.failure_text or report.headline)).hit
+        except Exception:  # noqa: BLE001 - a rule bug must not stop triage; the category falls back
+            hit = None
+        if hit is not None:
+            category, title, rule = hit.category, hit.title, hit.rule
+    if category in (None, "unknown"):
+        category = FALLBACK_CATEGORY.get(report.reason, "unknown")
+    return dataclasses.replace(report, category=category, title=title or report.title, rule=rule)
 
 
 def _final_attempt(files: list[FileText]) -> list[FileText]:
@@ -390,9 +398,12 @@ def _streams(f: FileText) -> dict[int | None, list[LogLine]]:
     return dict(streams)
 
 
+_SPAN_LINES = 2000  # a job's first and last timestamps sit near its log's ends
+
+
 def _file_span(f: FileText) -> tuple[float | None, float | None]:
-    first = next((t for ln in f.lines if (t := line_time(ln.text)) is not None), None)
-    last = next((t for ln in reversed(f.lines) if (t := line_time(ln.text)) is not None), None)
+    first = next((t for ln in f.lines[:_SPAN_LINES] if (t := line_time(ln.text)) is not None), None)
+    last = next((t for ln in reversed(f.lines[-_SPAN_LINES:]) if (t := line_time(ln.text)) is not None), None)
     return first, last
 
 

@@ -48,7 +48,7 @@ class Grouper:
 
     def __init__(self) -> None:
         self._miner = _new_miner()
-        self._groups: dict[tuple[str, int, str], str] = {}
+        self._groups: dict[tuple[str, int, str], str] = {}  # (category or reason, Drain3 cluster, location) -> id
 
     def key(self, report: JobReport) -> str:
         """The group id of a failed job (adds its template to the miner)."""
@@ -56,14 +56,17 @@ class Grouper:
         result = self._miner.add_log_message(message or "failed")
         cluster_id = int(result["cluster_id"])
         location = normalize_location(report.location)
-        signature = (report.category or "unknown", cluster_id, location)
+        # The category when it is known (watch mode); in a batch, how the run ended (the category
+        # is decided afterwards, once per group).
+        kind = report.category or report.reason or "failed"
+        signature = (kind, cluster_id, location)
         group = self._groups.get(signature)
         if group is None:
-            digest = hashlib.sha1(f"{signature[0]}|{message}|{location}".encode("utf-8", "replace")).hexdigest()[:8]
-            group = f"{signature[0]}-{digest}"
+            digest = hashlib.sha1(f"{self._miner.drain.id_to_cluster[cluster_id].get_template()}|{location}".encode("utf-8", "replace")).hexdigest()[:8]
+            group = f"{kind}-{digest}"
             while group in self._groups.values():
                 digest = hashlib.sha1(digest.encode()).hexdigest()[:8]
-                group = f"{signature[0]}-{digest}"
+                group = f"{kind}-{digest}"
             self._groups[signature] = group
         return group
 

@@ -24,6 +24,7 @@ _CHUNK = 1 << 20
 
 # CSI, OSC (BEL or ST terminated, or unterminated to end of line), two-byte escapes, C1 controls.
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]|[\x80-\x9f]")
+_BINARY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default|global_rank)(\d{1,5})\]:\s?|^\[1,(\d{1,5})\]<(?:stdout|stderr)>:\s?")
 _SRUN_LABEL = re.compile(r"^\s{0,3}(\d{1,5}): ")
@@ -105,6 +106,8 @@ def read_file(path: str, index: int, *, head_bytes: int = HEAD_BYTES, tail_bytes
 
 def clean(text: str) -> str:
     """Remove terminal escapes and control characters from one line of untrusted text."""
+    if text.isascii() and text.isprintable():
+        return text  # the common case, decided in C
     if "\x1b" in text or any("\x80" <= c <= "\x9f" for c in text):
         # Run to a fixed point: removing one sequence must not join the halves of another.
         for _ in range(8):
@@ -177,7 +180,7 @@ def _looks_binary(sample: bytes) -> bool:
     if nul > len(sample) * 0.1:
         return True
     text = sample.decode("utf-8", errors="replace")
-    bad = text.count("\ufffd") + sum(1 for c in text if c < " " and c not in "\t\n\r\x1b")
+    bad = text.count("\ufffd") + len(_BINARY_CONTROL.findall(text))
     return bad > len(text) * 0.3
 
 

@@ -231,6 +231,10 @@ class Watcher:
         from assistant.triage.webhook import message
 
         report = safe_extract(spec, self.options)
+        if report.status == FAILED and report.category is None:
+            from assistant.triage.extract import categorize
+
+            report = categorize(report)  # one job at a time: the rules run per job here
         previous = self.state.job(spec.root, spec.job_id)
         group_id: str | None = None
         described: tuple[str, str, str | None, str | None] | None = None
