@@ -190,7 +190,8 @@ EXPECTED_GPU_JOBS = {
     "all_ranks_config_key-torchrun": (FAILED, "python_error", None),
     "all_ranks_import_error-torchrun": (FAILED, "environment_error", None),
     "caught_retry_then_success-torchrun": (SUCCEEDED, None, None),
-    "hang_mismatched_collectives-torchrun": (FAILED, "nccl_error", None),
+    # rank 1 never joins the all_reduce; only rank 0 times out: not every rank hung, rank 0 failed
+    "hang_mismatched_collectives-torchrun": (FAILED, "nccl_error", 0),
     "one_rank_device_assert-torchrun": (FAILED, "device_side_assert", 1),
     "one_rank_oom-tee": (FAILED, "cuda_oom", 1),
     "one_rank_oom-torchrun": (FAILED, "cuda_oom", 1),
@@ -391,3 +392,24 @@ def test_cli_writes_every_output_and_errors_in_one_line(tmp_path: Path) -> None:
     assert groups and all(g["diagnosis"]["category"] for g in groups)
     assert "<html" in (out / "r.html").read_text() and (out / "r.md").read_text().startswith("#")
     assert main(["triage", str(tmp_path / "nope")]) == 2
+
+
+def test_every_rank_timing_out_is_a_hang_with_no_first_rank(tmp_path: Path) -> None:
+    dump = (GPU_JOBS / "hang_mismatched_collectives-torchrun" / "stdout.log").read_text()
+    watchdog = next(ln for ln in dump.splitlines() if "Watchdog caught collective operation timeout" in ln).split("]:", 1)[-1]
+    job = tmp_path / "hang"
+    job.mkdir()
+    for r in range(4):
+        (job / f"rank_{r}.log").write_text(
+            "2024-05-01 10:00:00,000 INFO epoch 1 step 10 loss 2.000\n"
+            f"2024-05-01 10:15:0{r},000 ERROR {watchdog.replace('[Rank 0]', f'[Rank {r}]')}\n"
+        )
+    report = extract_job(discover([tmp_path])[0], RULES)
+    assert (report.status, report.category, report.first_failing_rank, report.reason) == (FAILED, "nccl_error", None, "collective_timeout")
+
+
+def test_the_same_nccl_error_on_every_rank_has_no_first_rank(tmp_path: Path) -> None:
+    """Real H200 log: both ranks on one GPU, NCCL refuses on both (DistBackendError is their own error, not fallout)."""
+    capture = json.loads((ROOT / "eval" / "captured" / "multi_gpu" / "nccl-duplicate-gpu-no-set-device.json").read_text())
+    r = report_of(tmp_path, "dup", capture["stderr"])
+    assert (r.status, r.category, r.first_failing_rank) == (FAILED, "nccl_error", None)

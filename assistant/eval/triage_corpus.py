@@ -99,7 +99,7 @@ SCHEDULER_CATEGORY = {
     "sched_oom_kill": "cpu_oom",
     "sched_killed": "cpu_oom",  # a bare "Killed" is the kernel OOM killer's SIGKILL
     "sched_segfault": "unknown",
-    "sched_bus_error": "unknown",
+    "sched_bus_error": "dataloader_error",  # the engine's choice: a bare bus error is almost always a too-small /dev/shm
     "sched_exit_code": "unknown",
 }
 

@@ -38,8 +38,11 @@ _THREAD_HEADER = re.compile(r"^Exception in thread ")
 
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
 _WHAT = re.compile(r"^\s*what\(\):\s*(.*)$")
+# A watchdog thread that died of a CUDA error (an ECC fault, an illegal access) reports that rank's
+# own failure; only timeouts are the fallout of another rank.
+_WATCHDOG_OWN_ERROR = re.compile(r"watchdog thread terminated with exception: (?!.*(?:timeout|timed out))(?P<error>.+)$", re.IGNORECASE)
 _WATCHDOG = re.compile(
-    r"Watchdog caught collective operation timeout|watchdog thread terminated with exception|Some NCCL operations have failed or timed out"
+    r"Watchdog caught collective operation timeout|watchdog thread terminated with exception: .*(?:timeout|timed out)|Some NCCL operations have failed or timed out"
     r"|ProcessGroupNCCL's watchdog got stuck|(?:NCCL|collective) operation (?:timed out|timeout)|Timed out waiting \d+ms for send operation to complete"
     r"|heartbeat monitor.*(?:timeout|detected)|No heartbeat received",
     re.IGNORECASE,
@@ -96,6 +99,7 @@ class Event:
     ignored: bool = False  # printed at shutdown or in a thread that did not stop the run
     survived: bool = False  # the run made progress after it
     launcher: bool = False  # the launcher's own report that a child failed
+    multi_hint: bool = False  # the event itself proves the job ran several processes (mp.spawn, "task 3", rank 2)
 
 
 @dataclass
@@ -151,6 +155,11 @@ def scan(lines: list[LogLine]) -> StreamScan:
         m = _SRUN_EXIT.search(t)
         if m:
             events.append(_srun_exit(t, i, m))
+            i += 1
+            continue
+        m = _WATCHDOG_OWN_ERROR.search(t)
+        if m:
+            events.append(Event(CPP_ABORT, i, i, m.group("error").strip(), [m.group("error").strip()], reason="abort"))
             i += 1
             continue
         if _WATCHDOG.search(t):
@@ -278,6 +287,7 @@ def _traceback(texts: list[str], start: int) -> Event:
         m = _SPAWN.search("\n".join(lines + texts[block_end + 1:block_end + 4]))
         if m:
             ev.named_rank = int(m.group(1) or m.group(2))
+            ev.multi_hint = True  # mp.spawn numbers its processes: there were several
     return ev
 
 
@@ -309,7 +319,10 @@ def _cpp_abort(texts: list[str], start: int) -> Event:
     lines = texts[start:end + 1]
     headline = what or (m.group(1) if m else texts[start].strip())
     ev = Event(CPP_ABORT, start, end, headline, lines, reason="abort")
-    if _WATCHDOG.search(" ".join(lines)):
+    own = _WATCHDOG_OWN_ERROR.search(headline)
+    if own:
+        ev.headline = own.group("error").strip()
+    elif _WATCHDOG.search(" ".join(lines)):
         ev.kind = WATCHDOG
         ev.reason = "collective_timeout"
     return ev
@@ -352,7 +365,7 @@ def _torchrun_summary(texts: list[str], start: int) -> Event:
     summary = [t for t in texts[start:end + 1] if t.strip() and not t.startswith("=====")]
     has_traceback = any(_TB_HEADER in t for t in tb)
     return Event(LAUNCHER, start, end, headline, tb if has_traceback else summary, reason=_exit_reason(code, headline),
-                 exit_code=code, named_rank=rank, launcher=True)
+                 exit_code=code, named_rank=rank, launcher=True, multi_hint=bool(rank))
 
 
 # Negative exit codes (torchrun, mp.spawn) and 128+N shell codes name the signal that killed the process.
@@ -381,6 +394,7 @@ def _srun_exit(text: str, i: int, m: re.Match[str]) -> Event:
     ev = Event(LAUNCHER, i, i, text.strip(), [text], reason=reason, exit_code=code, launcher=True)
     if first and "," not in tasks and "-" not in tasks:
         ev.named_rank = int(first.group(0))
+    ev.multi_hint = bool(ev.named_rank) or "," in tasks or "-" in tasks
     return ev
 
 

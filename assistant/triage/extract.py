@@ -33,7 +33,7 @@ FALLBACK_CATEGORY = {
     "collective_timeout": "nccl_error",
 }
 _SECONDARY = re.compile(
-    r"DistBackendError|NCCL communicator was aborted|Watchdog caught collective|watchdog thread terminated|Connection reset by peer|Broken pipe"
+    r"DistBackendError: .*(?:timed out|timeout|aborted|remote process exited|Connection reset|Broken pipe)|NCCL communicator was aborted|Watchdog caught collective|watchdog thread terminated|Connection reset by peer|Broken pipe"
     r"|ProcessGroupNCCL.{0,40}abort|SignalException|KeyboardInterrupt|got signal: \d+|Socket Timeout|recvValue failed|recvVector failed"
     r"|Connection closed by peer|DistNetworkError: .*(?:reset|closed|Broken)|NCCL error.*remote process exited|another rank|peer process",
     re.IGNORECASE,
@@ -105,7 +105,7 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
 
     # "[rank1]:" prefixes, a world size or a process count above one: ranks matter for this job.
     multi = gpus.ranks_seen > 1 or (gpus.world or 0) > 1 or (gpus.nproc or 0) > 1
-    verdict = _decide(scans, multi=multi)
+    verdict = _decide(scans, multi=multi, ranks_seen=gpus.ranks_seen)
     count, _ = gpus.best()
     if count is None and start is not None:
         count = 1
@@ -147,7 +147,7 @@ class Verdict:
     notes: list[str]
 
 
-def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, multi: bool) -> Verdict | None:
+def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, multi: bool, ranks_seen: int = 0) -> Verdict | None:
     primaries: list[_Found] = []
     secondaries: list[_Found] = []
     launchers: list[_Found] = []
@@ -176,7 +176,7 @@ def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, m
             continue
     root_rank = next((f.event.named_rank for f in launchers if f.event.named_rank is not None), None)
     # A launcher naming rank 3 proves several ranks; one naming rank 0 ("srun: task 0") does not.
-    multi = multi or bool(root_rank) or len({f.rank for f in primaries + secondaries if f.rank is not None}) > 1
+    multi = multi or any(f.event.multi_hint for f in launchers) or len({f.rank for f in primaries + secondaries if f.rank is not None}) > 1
     notes: list[str] = []
 
     strong = [f for f in primaries if f.event.kind in (ev_kinds.TRACEBACK, ev_kinds.CPP_ABORT)]
@@ -206,6 +206,13 @@ def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, m
             # output is not in these logs: the others' timeouts are its fallout, not a hang.
             notes.append(f"rank {root.event.named_rank} exited with code {root.event.exit_code} first; its own output is not in these logs")
             return Verdict("collective_timeout", first.event.headline, _failure_text(first), root.event.named_rank, notes)
+        timed_out = {w.rank for w in watchdogs if w.rank is not None}
+        if len(timed_out) == 1 and ranks_seen > 1:
+            # One rank of several waited in a collective the others never joined (they finished or
+            # went elsewhere): that rank is where the job failed.
+            rank = next(iter(timed_out))
+            notes.append(f"only rank {rank} timed out in a collective; the other ranks did not join it")
+            return Verdict("collective_timeout", first.event.headline, _failure_text(first), rank, notes)
         notes.append("every failing rank reports a collective timeout and none failed on its own: a hang")
         return Verdict("collective_timeout", first.event.headline, _failure_text(first), None, notes)
     if schedulers:
@@ -216,10 +223,10 @@ def _decide(scans: list[tuple[int | None, int, list[LogLine], StreamScan]], *, m
         # The launcher saw which child died first and how (a signal, an exit code): nothing better was printed.
         first = min(named, key=_order_key)
         text = _failure_text(first)
-        if first.event.reason in _SIGNAL_DEATHS:
+        if first.event.reason in _SIGNAL_DEATHS and first.event.kind == ev_kinds.LAUNCHER:
             # A child killed by a signal: the signal is the story, not the launcher's report around it.
             text = next((ln.strip() for ln in first.event.lines if "SIG" in ln or "signal" in ln.lower()), first.event.headline)
-        return Verdict(first.event.reason or "exit_code", first.event.headline, text, first.event.named_rank, notes)
+        return Verdict(first.event.reason or "exit_code", first.event.headline, text, first.event.named_rank if multi else None, notes)
     if secondaries:
         first = min(secondaries, key=_order_key)
         return Verdict(first.event.reason or "exception", first.event.headline, _failure_text(first), first.rank if multi else None, notes)

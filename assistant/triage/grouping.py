@@ -52,10 +52,9 @@ class Grouper:
 
     def key(self, report: JobReport) -> str:
         """The group id of a failed job (adds its template to the miner)."""
-        message = _DECORATION.sub("", (report.headline or report.title or report.reason or "failed").strip())[:1000]
+        message, location = _signature(report)
         result = self._miner.add_log_message(message or "failed")
         cluster_id = int(result["cluster_id"])
-        location = normalize_location(report.location)
         # The category when it is known (watch mode); in a batch, how the run ended (the category
         # is decided afterwards, once per group).
         kind = report.category or report.reason or "failed"
@@ -72,7 +71,7 @@ class Grouper:
 
     def template(self, report: JobReport) -> str:
         """The masked template a failed job's message belongs to now."""
-        message = _DECORATION.sub("", (report.headline or report.title or report.reason or "failed").strip())[:1000]
+        message, _ = _signature(report)
         cluster = self._miner.match(message, full_search_strategy="fallback")
         return cluster.get_template() if cluster is not None else message
 
@@ -91,6 +90,24 @@ class Grouper:
             grouper._miner.drain = pickle.loads(state["drain"])
             grouper._groups = dict(state["groups"])
         return grouper
+
+
+# Endings whose root cause is the ending itself: the scheduler's verdict or a signal, however the
+# scheduler version words it. A collective timeout is told apart by its collective.
+_VERDICT_REASONS = {"time_limit", "preempted", "cancelled", "node_failure", "oom_kill", "killed", "segfault", "bus_error", "abort", "sigterm"}
+_OP_TYPE = re.compile(r"OpType=(\w+)")
+
+
+def _signature(report: JobReport) -> tuple[str, str]:
+    """The message Drain3 mines and the location part of a failed job's group key."""
+    location = normalize_location(report.location)
+    if report.reason == "collective_timeout":
+        op = _OP_TYPE.search(report.failure_text or report.headline)
+        return "collective operation timed out", f"collective {op.group(1) if op else '?'}"
+    if report.reason in _VERDICT_REASONS and not location and "Traceback" not in report.failure_text:
+        return f"job ended: {report.reason.replace('_', ' ')}", ""
+    message = _DECORATION.sub("", (report.headline or report.title or report.reason or "failed").strip())[:1000]
+    return message, location
 
 
 def group_reports(reports: list[JobReport]) -> tuple[dict[str, str], Grouper]:

@@ -26,7 +26,9 @@ _CHUNK = 1 << 20
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]|[\x80-\x9f]")
 _BINARY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_RANK_PREFIX = re.compile(r"^\[(?:rank|default|global_rank)(\d{1,5})\]:\s?|^\[1,(\d{1,5})\]<(?:stdout|stderr)>:\s?")
+# torch's own "[rank3]: " carries one separating space; torchrun's tee "[default3]:" and mpirun's
+# "[1,3]<stderr>:" carry none, so the indentation of traceback lines after them must be kept whole.
+_RANK_PREFIX = re.compile(r"^\[(?:rank|global_rank)(\d{1,5})\]: ?|^\[default(\d{1,5})\]:|^\[1,(\d{1,5})\]<(?:stdout|stderr)>:")
 _SRUN_LABEL = re.compile(r"^\s{0,3}(\d{1,5}): ")
 _RANK_IN_PATH = re.compile(r"(?:^|[/_.-])(?:rank|worker|proc|process|local_rank|lrank)[_-]?(\d{1,5})(?=$|[/_.-])", re.IGNORECASE)
 _TORCHELASTIC_DIR = re.compile(r"/attempt_\d+/(\d{1,5})/(?:stdout|stderr|error)\.")
@@ -124,7 +126,7 @@ def _log_line(raw: str, file_rank: int | None, srun_labels: bool, file_index: in
     rank = file_rank
     m = _RANK_PREFIX.match(text)
     if m:
-        rank = int(m.group(1) or m.group(2))
+        rank = int(next(g for g in m.groups() if g is not None))
         text = text[m.end():]
         # torchrun stacks prefixes on tee'd output ("[default0]:[rank0]: ...")
         m2 = _RANK_PREFIX.match(text)
@@ -176,9 +178,8 @@ def _decode(data: bytes) -> str:
 def _looks_binary(sample: bytes) -> bool:
     if not sample:
         return False
-    nul = sample.count(b"\x00")
-    if nul > len(sample) * 0.1:
-        return True
+    # A log with a few runs of junk (NULs from a crashed writer, stray bytes) is still a log: only
+    # a file that is mostly not text is binary.
     text = sample.decode("utf-8", errors="replace")
     bad = text.count("\ufffd") + len(_BINARY_CONTROL.findall(text))
     return bad > len(text) * 0.3
