@@ -198,14 +198,16 @@ def kb_add(paths: list[Path] = typer.Argument(..., help="Markdown, reStructuredT
 
 
 def _register_optional_commands() -> None:
-    """Commands that live in their own modules (eval; run and env; triage), kept out of this file."""
+    """Commands that live in their own modules (eval; run and env; triage; serve), kept out of this file."""
     from assistant import runner_cli
     from assistant.eval import cli as eval_cli
+    from assistant.serve import cli as serve_cli
     from assistant.triage import cli as triage_cli
 
     eval_cli.register(app)
     runner_cli.register(app)
     triage_cli.register(app)
+    serve_cli.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,9 +52,21 @@ def nccl_lines(lines: Sequence[Line]) -> tuple[str, ...]:
     return _distinct(ln.text.strip() for ln in lines if "NCCL" in ln.text.upper() and _NCCL.search(ln.text))
 
 
+# Lower-case words without which _SIGNAL cannot match: checked first, so long logs cost substring
+# scans instead of a case-insensitive regex per line.
+_SIGNAL_HINTS = ("kill", "segmentation", "bus error", "core dumped", "aborted", "exitcode", "exit code", "signal", "out of memory", "xid", "fallen off", "ecc")
+
+
 def signal_lines(lines: Sequence[Line]) -> tuple[str, ...]:
     """Lines that say a process was killed, crashed, or the hardware complained."""
-    return _distinct(ln.text.strip() for ln in lines if _SIGNAL.search(ln.text))
+    return _distinct(ln.text.strip() for ln in lines if _has_hint(ln.text.lower()) and _SIGNAL.search(ln.text))
+
+
+def _has_hint(low: str) -> bool:
+    for word in _SIGNAL_HINTS:
+        if word in low:
+            return True
+    return False
 
 
 _STRONG = re.compile(
