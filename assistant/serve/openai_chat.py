@@ -376,6 +376,18 @@ class DiagnosisCache:
 DIAGNOSES = DiagnosisCache()
 
 
+def cached_diagnosis(engine: Any, text: str, evidence: Evidence | None = None) -> Diagnosis | None:
+    """The cached answer for ``text`` when there is one (cheap: callers may run it on the event loop)."""
+    if evidence is not None or DIAGNOSES.max_entries == 0 or resolve_backend_name(engine.settings) != "none":
+        return None
+    body, notes = read_input(text, engine.settings.window_bytes)
+    return DIAGNOSES.get(_cache_key(engine, body, notes))
+
+
+def _cache_key(engine: Any, body: str, notes: Sequence[str]) -> tuple[Any, ...]:
+    return (hashlib.blake2b(body.encode("utf-8", "surrogatepass"), digest_size=16).digest(), tuple(notes), engine.settings)
+
+
 def diagnose_text(engine: Any, text: str, evidence: Evidence | None = None) -> Diagnosis:
     """The diagnosis `torchhelp ask --json` prints for the same text (plus probe facts when given).
 
@@ -384,7 +396,7 @@ def diagnose_text(engine: Any, text: str, evidence: Evidence | None = None) -> D
     body, notes = read_input(text, engine.settings.window_bytes)
     if evidence is not None or DIAGNOSES.max_entries == 0 or resolve_backend_name(engine.settings) != "none":
         return engine.diagnose(body, evidence=evidence, notes=notes)
-    key = (hashlib.blake2b(body.encode("utf-8", "surrogatepass"), digest_size=16).digest(), tuple(notes), engine.settings)
+    key = _cache_key(engine, body, notes)
     diagnosis = DIAGNOSES.get(key)
     if diagnosis is None:
         diagnosis = engine.diagnose(body, notes=notes)
