@@ -27,6 +27,42 @@ kb_app = typer.Typer(no_args_is_help=True, help="Manage the knowledge base and i
 app.add_typer(kb_app, name="kb")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from assistant import __version__
+
+        print(f"torchhelp {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version, help="Print torchhelp's version and exit."),
+) -> None:
+    """Options that come before the command."""
+
+
+def _hide_flag_types() -> None:
+    """Help shows no type for flags: typer's rich help labels them ``<bool>``, but a flag takes no value."""
+    from typer import core
+
+    option = getattr(core, "TyperOption", None)
+    original = getattr(option, "display_type_rich", None)
+    if option is None or original is None or getattr(original, "torchhelp_patched", False):
+        return  # an older typer (no type column) or already patched
+
+    def display_type_rich(self, ctx):  # type: ignore[no-untyped-def]
+        if getattr(self, "is_flag", False) and not getattr(self, "count", False):
+            return None
+        return original(self, ctx)
+
+    display_type_rich.torchhelp_patched = True  # type: ignore[attr-defined]
+    option.display_type_rich = display_type_rich
+
+
+_hide_flag_types()
+
+
 def _settings(**overrides):  # type: ignore[no-untyped-def]
     from assistant.settings import load_settings
 
@@ -74,11 +110,27 @@ def _read_input(path: Optional[str], window: int):  # type: ignore[no-untyped-de
     return read_path(path, window=window)
 
 
+ASK_FORMATS = ("terminal", "markdown", "json")
+
+
+def _ask_format(fmt: Optional[str], json_out: bool, brief: bool) -> str:
+    """The one output format; --json is an alias of --format json and contradictions are refused."""
+    if fmt is not None and fmt not in ASK_FORMATS:
+        raise InputError(f"unknown format {fmt!r} (use terminal, markdown or json)")
+    if json_out and fmt not in (None, "json"):
+        raise InputError(f"--json conflicts with --format {fmt} (--json is short for --format json; pick one)")
+    chosen = "json" if json_out else (fmt or "terminal")
+    if brief and chosen != "terminal":
+        raise InputError(f"--brief applies to the terminal format only, not --format {chosen}")
+    return chosen
+
+
 @app.command()
 def ask(
     file: Optional[str] = typer.Argument(None, help="Log or traceback file; '-' or nothing reads standard input."),
-    json_out: bool = typer.Option(False, "--json", help="Print Diagnosis.to_dict() as JSON."),
-    fmt: str = typer.Option("terminal", "--format", "-f", help="terminal | markdown | json"),
+    json_out: bool = typer.Option(False, "--json", help="Same as --format json: print Diagnosis.to_dict() as JSON."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="terminal (default) | markdown | json"),
+    brief: bool = typer.Option(False, "--brief", help="Terminal only: at most 15 lines (title, cause, top 2 fixes, sources)."),
     llm: Optional[str] = typer.Option(None, "--llm", help="Answer writer: none | local | openai (default: a configured API, else none)."),
     offline: bool = typer.Option(False, "--offline", help="Forbid remote LLM backends."),
     no_dense: bool = typer.Option(False, "--no-dense", help="Lexical retrieval only (no embedding model)."),
@@ -87,6 +139,7 @@ def ask(
     """Diagnose a pasted PyTorch error, log or traceback."""
     from assistant.engine import default_engine
 
+    fmt = _ask_format(fmt, json_out, brief)  # before any work: a bad combination fails at once
     settings = _settings(offline=offline or None, dense=False if no_dense else None, llm=llm)
     engine = default_engine(settings)
     inp = _read_input(file, settings.window_bytes)
@@ -97,7 +150,6 @@ def ask(
             get_retriever(settings.home, dense=True, encoder_kind=settings.encoder, progress=index_progress())  # builds with a progress bar
         except TorchhelpError:
             pass  # diagnose() falls back to lexical retrieval and says so
-    fmt = "json" if json_out else fmt
     from assistant.backends.select import resolve_backend_name
 
     def stream_draft(token: str) -> None:
@@ -124,11 +176,9 @@ def ask(
     elif fmt == "terminal":
         from rich.console import Console
 
-        from assistant.render.terminal import render_terminal
+        from assistant.render.terminal import render_brief, render_terminal
 
-        render_terminal(diagnosis, Console())
-    else:
-        raise InputError(f"unknown format {fmt!r} (use terminal, markdown or json)")
+        (render_brief if brief else render_terminal)(diagnosis, Console())
     if chat:
         from assistant.compose.chat import run_chat
         from assistant.kb.retrieve import get_retriever
@@ -157,7 +207,7 @@ def kb_search(
     query: str = typer.Argument(..., help="Words or an error message."),
     k: int = typer.Option(5, "-k", help="How many passages."),
     mode: str = typer.Option("hybrid", "--mode", help="hybrid | lexical | dense"),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the passages as JSON."),
 ) -> None:
     """Search the knowledge base."""
     from assistant.kb.retrieve import get_retriever
@@ -210,20 +260,45 @@ def _register_optional_commands() -> None:
     serve_cli.register(app)
 
 
+def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:
+    """(usage errors, exits, aborts) as typer raises them: recent typer vendors its own click
+    (typer._click) whose classes are not click's, older typer raises click's own."""
+    import importlib
+
+    errors: list[type[BaseException]] = []
+    exits: list[type[BaseException]] = [typer.Exit]
+    aborts: list[type[BaseException]] = [typer.Abort]
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for found, attr in ((errors, "ClickException"), (exits, "Exit"), (aborts, "Abort")):
+            if hasattr(module, attr):
+                found.append(getattr(module, attr))
+    return tuple(errors), tuple(exits), tuple(aborts)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and turn every failure into one line and an exit code."""
-    import click
-
+    click_error, click_exit, click_abort = _click_exceptions()
     _register_optional_commands()
     try:
         result = app(args=argv, standalone_mode=False, prog_name="torchhelp")
         return int(result or 0)
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Abort:
+    except click_exit as exc:
+        return exc.exit_code  # type: ignore[attr-defined]
+    except click_error as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            # `torchhelp` or `torchhelp kb` alone: asking for help, not a mistake. (typer's rich help is
+            # printed while the error is built; plain click carries it as the message.)
+            text = exc.format_message()  # type: ignore[attr-defined]
+            if text.strip():
+                print(text)
+            return 0
+        exc.show()  # type: ignore[attr-defined]
+        return exc.exit_code  # type: ignore[attr-defined]
+    except click_abort:
         print("torchhelp: aborted", file=sys.stderr)
         return 130
     except TorchhelpError as exc:

@@ -36,7 +36,12 @@ def run(
 
 def env(json_out: bool = typer.Option(False, "--json", help="Print the report as JSON.")) -> None:
     """Environment report (Python, torch, CUDA, driver, GPUs, relevant variables); works even when torch cannot import."""
+    from assistant import __version__
     from assistant.probes.env import collect_environment, format_environment
 
-    report = collect_environment()
-    print(json.dumps(report, indent=2, default=str) if json_out else format_environment(report))
+    # torchhelp's own version first: a bug report needs it as much as torch's.
+    report = {"torchhelp": __version__, **collect_environment()}
+    if json_out:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(f"torchhelp     {__version__}\n{format_environment(report)}")

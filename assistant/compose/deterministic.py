@@ -18,6 +18,10 @@ UNKNOWN_CONFIDENCE = 0.15
 
 RELATIVE_SOURCE_FLOOR = 0.35  # passages scoring below this share of the best one are not shown as sources
 
+# The built-in guide whose Fixes section holds the generic next steps (last frame in your code, a minimal
+# repro, CUDA_LAUNCH_BLOCKING=1, collect_env): the only document that supports that advice.
+GENERAL_GUIDE = "debugging-workflow"
+
 
 def sources_from(passages: Sequence[Passage], keep: Iterable[str] = ()) -> tuple[Source, ...]:
     """One source per document, best passage score first; weak matches are dropped unless in ``keep``."""
@@ -29,6 +33,15 @@ def sources_from(passages: Sequence[Passage], keep: Iterable[str] = ()) -> tuple
     top = ranked[0].score if ranked else 0.0
     wanted = set(keep)
     return tuple(Source(p.doc_id, p.title, p.path, p.score) for p in ranked if p.score >= RELATIVE_SOURCE_FLOOR * top or p.doc_id in wanted)
+
+
+def generic_citation(sources: Sequence[Source]) -> tuple[str, ...]:
+    """What generic next steps may cite: the general debugging guide when it was retrieved, else nothing.
+
+    Whatever else retrieval returned (a specific failure's document, a team runbook) does not say
+    "start at the last frame" or "set CUDA_LAUNCH_BLOCKING=1", so citing it would claim support it lacks.
+    """
+    return (GENERAL_GUIDE,) if any(s.id == GENERAL_GUIDE for s in sources) else ()
 
 
 def _cited(fixes: Iterable[Fix], available: set[str], fallback: tuple[str, ...]) -> tuple[Fix, ...]:
@@ -118,8 +131,8 @@ def compose_from_signature(failure: Failure, evidence: Evidence, doc_id: str, pa
 
 def compose_unknown(failure: Failure, evidence: Evidence, passages: Sequence[Passage], notes: Sequence[str] = ()) -> Diagnosis:
     """Nothing recognises the failure: say so, show what was read, and give honest next steps."""
-    sources = sources_from(passages)
-    cited = tuple(s.id for s in sources[:1]) or ()
+    sources = sources_from(passages, keep=[GENERAL_GUIDE])
+    cited = generic_citation(sources)
     steps = [
         Fix("Start at the last frame in your own code", "The innermost frame of your code is where the bad value entered; print shapes, dtypes, devices and values there.", "breakpoint()  # or python -m pdb -c continue train.py", cited),
         Fix("Make a minimal reproduction", "Cut the script down until the error disappears; the last removed line is usually the cause. Run one batch, on CPU if possible, with num_workers=0.", None, cited),

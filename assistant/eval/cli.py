@@ -21,25 +21,70 @@ def register(app: typer.Typer) -> None:
     app.add_typer(eval_app, name="eval")
 
 
+def _is_checkout(path: Path) -> bool:
+    """A torchhelp repository: its pyproject names the project and eval/ sits beside the package."""
+    pyproject = path / "pyproject.toml"
+    if not (pyproject.is_file() and (path / "assistant").is_dir() and (path / "eval").is_dir()):
+        return False
+    try:
+        return 'name = "torchhelp"' in pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def find_checkout() -> Path | None:
+    """The checkout this command runs in (the working folder or one above it), else the one an
+    editable install points at; None after a plain `pip install .`, where eval/ is not shipped."""
+    from assistant.eval.cases import repo_root
+
+    here = Path.cwd().resolve()
+    for candidate in (here, *here.parents, repo_root()):
+        if _is_checkout(candidate):
+            return candidate
+    return None
+
+
+def output_dir(named: Path | None, option: str, write_results: bool, checkout: Path | None, sub: str) -> Path:
+    """Where a run writes: the folder the user named, the checkout's eval/<sub> when asked
+    (--write-results), else a cache folder under TORCHHELP_HOME, so that a run never overwrites
+    tracked files or writes into site-packages by default."""
+    if named is not None and write_results:
+        raise EvalError(f"give {option} or --write-results, not both")
+    if named is not None:
+        return named
+    if write_results:
+        if checkout is None:
+            raise EvalError(f"--write-results writes into a torchhelp checkout's eval/{sub}: run it inside a checkout, or name a folder with {option}")
+        return checkout / "eval" / sub
+    from assistant.settings import load_settings
+
+    return load_settings().home / "eval" / sub
+
+
 @eval_app.command("reproduce")
 def reproduce_cmd(
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | multi_gpu"),
     cases: Optional[str] = typer.Option(None, "--cases", help="Glob on case slugs, e.g. 'cuda-oom-*'."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Capture folder (default eval/captured)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Capture folder (default: $TORCHHELP_HOME/eval/captured)."),
+    write_results: bool = typer.Option(False, "--write-results", help="Write the captures into this checkout's eval/captured (replacing the committed ones)."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter that runs the cases (default: this one)."),
     with_probes: bool = typer.Option(False, "--with-probes", help="Run cases under `torchhelp run` and store its probes."),
 ) -> None:
     """Run every matching case in its own process and save what it printed."""
     from rich.console import Console
 
-    from assistant.eval.cases import load_cases, repo_root
+    from assistant.eval.cases import load_cases
     from assistant.eval.reproduce import reproduce
 
     console = Console(stderr=True)
-    selected = load_cases(device=device, pattern=cases)
+    checkout = find_checkout()
+    if checkout is None:
+        raise EvalError("the failure corpus (eval/cases) ships with the torchhelp repository, not the installed package: "
+                        "run `torchhelp eval reproduce` inside a checkout of the repository")
+    selected = load_cases(checkout / "eval" / "cases", device=device, pattern=cases)
     if not selected:
         raise EvalError(f"no {device} cases match {cases or '*'}")
-    target = out or repo_root() / "eval" / "captured"
+    target = output_dir(out, "--out", write_results, checkout, "captured")
     bad: list[str] = []
 
     def report(result) -> None:  # type: ignore[no-untyped-def]
@@ -63,10 +108,11 @@ def reproduce_cmd(
 def score_cmd(
     backend: str = typer.Option("none", "--backend", help="Who writes the full engine's answer: none | local | openai, or several comma-separated (one row each)."),
     cases: Optional[list[Path]] = typer.Option(None, "--cases", help="Score outside JSONL sets (error_text, category, fix_keywords) instead of the captures; repeat to combine files."),
-    captures: Optional[Path] = typer.Option(None, "--captures", help="Capture folder (default eval/captured)."),
+    captures: Optional[Path] = typer.Option(None, "--captures", help="Capture folder (default: eval/captured of the checkout you are in)."),
     variants: str = typer.Option(",".join(("full", "rules", "retrieval", "lexical", "dense", "regex")), "--variants", help="Comma-separated: full, rules, retrieval, lexical, dense, regex."),
     name: Optional[str] = typer.Option(None, "--name", help="Results name (default: captured / the case file's stem)."),
-    results_dir: Optional[Path] = typer.Option(None, "--results-dir", help="Where results go (default eval/results)."),
+    results_dir: Optional[Path] = typer.Option(None, "--results-dir", help="Where results go (default: $TORCHHELP_HOME/eval/results)."),
+    into_checkout: bool = typer.Option(False, "--write-results", help="Write results into this checkout's eval/results (the committed report)."),
     check: bool = typer.Option(False, "--check", help="Fail if the full engine drops below eval/thresholds.toml."),
     device: Optional[str] = typer.Option(None, "--device", help="Only captures of this device."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Score at most N items, categories in turn (for slow LLM backends)."),
@@ -74,7 +120,7 @@ def score_cmd(
     """Diagnose every capture (or outside case) and write metrics, per variant and per category."""
     from rich.console import Console
 
-    from assistant.eval.cases import load_outside_cases, repo_root
+    from assistant.eval.cases import load_outside_cases
     from assistant.eval.report import check_thresholds, load_thresholds, markdown_report, results_document, write_results
     from assistant.eval.reproduce import load_captures
     from assistant.eval.score import VARIANTS, Scorer, items_from_captures, items_from_outside
@@ -90,12 +136,19 @@ def score_cmd(
     if "full" in chosen:
         at = chosen.index("full")
         chosen[at:at + 1] = ["full" if b == "none" else f"full+{b}" for b in backends]
+    checkout = find_checkout()
+    out_dir = output_dir(results_dir, "--results-dir", into_checkout, checkout, "results")
+    if check and checkout is None:
+        raise EvalError("--check compares with eval/thresholds.toml, which ships with the torchhelp repository: run it inside a checkout")
     if cases:
         items = [item for path in cases for item in items_from_outside(load_outside_cases(path))]
         run_name = name or cases[0].stem
         description = f"Outside cases from {', '.join(str(p) for p in cases)} ({len(items)} items)."
     else:
-        folder = captures or repo_root() / "eval" / "captured"
+        if captures is None and checkout is None:
+            raise EvalError("no captures to score: outside a torchhelp checkout, point --captures at a checkout's eval/captured "
+                            "(or at a folder `torchhelp eval reproduce --out` wrote), or score your own cases with --cases FILE.jsonl")
+        folder = captures or checkout / "eval" / "captured"  # type: ignore[operator]
         caps = [c for c in load_captures(folder) if device is None or c.get("device") == device]
         if not caps:
             raise EvalError(f"no captures under {folder}; run `torchhelp eval reproduce` first")
@@ -125,7 +178,6 @@ def score_cmd(
         reports = scorer.score(items, chosen, progress=lambda v, done, total: bar.update(task, completed=done, description=f"{run_name} [{v}]"))
     meta = {"description": description, "backend": backend, "dense": settings.dense, "encoder": settings.encoder, "knowledge_documents": len(retriever.docs)}
     doc = results_document(run_name, reports, meta)
-    out_dir = results_dir or repo_root() / "eval" / "results"
     path = write_results(out_dir, run_name, doc)
     all_docs = {}
     for p in sorted(out_dir.glob("*.json")):
@@ -142,7 +194,7 @@ def score_cmd(
               f"citations {o['citation_validity']:.3f}  wrong-guess {o['wrong_guess_rate']}  p50 {o['latency_ms_p50']:.1f} ms  p95 {o['latency_ms_p95']:.1f} ms")
     print(f"results: {path}; report: {out_dir / 'REPORT.md'}")
     if check:
-        thresholds = load_thresholds(repo_root() / "eval" / "thresholds.toml").get(run_name)
+        thresholds = load_thresholds(checkout / "eval" / "thresholds.toml").get(run_name)  # type: ignore[operator]
         if thresholds is None:
             raise EvalError(f"no thresholds recorded for {run_name!r} in eval/thresholds.toml")
         variant = "full" if "full" in doc["variants"] else next(iter(doc["variants"]))

@@ -90,21 +90,57 @@ def square_factorizations(n: int, limit: int = 3) -> list[tuple[int, int]]:
     return out
 
 
-def flatten_explanations(got: int, expected: int) -> list[str]:
-    """Explain two flatten sizes as the same channel count with different spatial sizes.
+def flatten_candidates(got: int, expected: int) -> list[tuple[int, int, int]]:
+    """Every ``(C, S_got, S_expected)`` with ``got = C×S_got²`` and ``expected = C×S_expected²``.
 
-    ``7200`` vs ``8192`` -> ``["8×30×30 (got) vs 8×32×32 (expected)", ...]``: the classic
-    "conv output is smaller than the size the Linear was built for" story.
+    Each is one way the two sizes could be the same C-channel feature map at two spatial sizes;
+    there are usually several (6272 vs 1152 fits 2×56×56, 8×28×28, 32×14×14 and 128×7×7), so a
+    candidate alone is arithmetic, not a fact. Closest spatial sizes first.
     """
-    out: list[str] = []
-    for channels, side in square_factorizations(got, limit=12):
-        rest = expected / channels
-        if rest == int(rest) and rest > 0:
-            other = math.isqrt(int(rest))
-            if other * other == int(rest) and other != side:
-                out.append(f"{channels}×{side}×{side} (got) vs {channels}×{other}×{other} (expected)")
-    out.sort(key=lambda s: abs(int(s.split("×")[1].split(" ")[0]) - int(s.split(" vs ")[1].split("×")[1])))
-    return out[:2]
+    out: list[tuple[int, int, int]] = []
+    for channels, side in square_factorizations(got, limit=64):
+        if expected % channels:
+            continue
+        rest = expected // channels
+        other = math.isqrt(rest)
+        if rest > 0 and other * other == rest and other != side:
+            out.append((channels, side, other))
+    out.sort(key=lambda c: abs(c[1] - c[2]))
+    return out
+
+
+# A standalone integer (not part of a float, a path, a hex id or an identifier such as conv2 or 3x3).
+_INT_TOKEN = re.compile(r"(?<![\w.])\d+(?![\w.])")
+
+
+def int_hints(text: str) -> frozenset[int]:
+    """The integers written in source lines or messages that could be a channel count or a side (>= 2)."""
+    return frozenset(n for n in (int(m.group()) for m in _INT_TOKEN.finditer(text)) if n >= 2)
+
+
+def flatten_explanations(got: int, expected: int, hints: frozenset[int] | set[int] = frozenset()) -> list[str]:
+    """Explain two flatten sizes as the same channel count with different spatial sizes — only when determined.
+
+    ``hints`` are the integers the failure text itself shows (source lines, message). A factorisation
+    is stated only when exactly one candidate is backed by them: its channel count appears (best with
+    a spatial size too), or both of its spatial sizes do. Anything else is a guess among several
+    factorisations, so nothing is returned and the caller gives the two numbers instead.
+    ``7200`` vs ``8192`` with ``8`` in the failing line -> ``["8×30×30 (got) vs 8×32×32 (expected)"]``.
+    """
+    scored: list[tuple[int, tuple[int, int, int]]] = []
+    for cand in flatten_candidates(got, expected):
+        channels, side, other = cand
+        score = 2 * (channels in hints) + (side in hints) + (other in hints)
+        if score >= 2:
+            scored.append((score, cand))
+    if not scored:
+        return []
+    best = max(score for score, _ in scored)
+    top = [cand for score, cand in scored if score == best]
+    if len(top) != 1:
+        return []
+    channels, side, other = top[0]
+    return [f"{channels}×{side}×{side} (got) vs {channels}×{other}×{other} (expected)"]
 
 
 def first_int(pattern: str, text: str, flags: int = 0) -> int | None:

@@ -54,8 +54,9 @@ def read_stream(stream: BinaryIO, window: int = DEFAULT_WINDOW) -> InputText:
     chunks: deque[bytes] = deque()
     kept = 0
     total = 0
+    read = _terminal_read(stream) if _is_terminal(stream) else stream.read
     while True:
-        chunk = stream.read(1 << 16)
+        chunk = read(1 << 16)
         if not chunk:
             break
         total += len(chunk)
@@ -69,6 +70,27 @@ def read_stream(stream: BinaryIO, window: int = DEFAULT_WINDOW) -> InputText:
         notes = (f"Input was {_human(total)}; only the last {_human(len(data))} were kept.",)
     data, more = _window_from_bytes(data, window, total)
     return read_bytes(data, source="<stdin>", total_size=total, extra_notes=notes + more)
+
+
+def _is_terminal(stream: BinaryIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _terminal_read(stream: BinaryIO):  # type: ignore[no-untyped-def]
+    """A read that returns after one terminal read, so that the first Ctrl-D (an empty read) ends input.
+
+    A buffered ``read(n)`` keeps reading until it has n bytes or sees an empty read; on a terminal
+    the first Ctrl-D only ends that ``read`` call with the pasted text, and the next call blocks for
+    a second Ctrl-D. ``read1`` makes at most one read of the terminal, so the loop sees the EOF itself.
+    """
+    read1 = getattr(stream, "read1", None)
+    if read1 is not None:
+        return read1
+    fd = stream.fileno()
+    return lambda n: os.read(fd, n)
 
 
 def read_text(text: str, window: int = DEFAULT_WINDOW) -> InputText:

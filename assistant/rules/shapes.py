@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from assistant.parse.messages import flatten_explanations, fmt_shape, parse_shape
+from assistant.parse.messages import flatten_candidates, flatten_explanations, fmt_shape, int_hints, parse_shape
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import with_location as _with_location, Context, error_fact, fix, hit, lazy_re
 from assistant.types import Fact, Facts, RuleHit
@@ -140,6 +140,20 @@ def _matmul_facts(ctx: Context, rows: int, got: int, inner: int, out: int) -> Fa
                  layer=name, layer_kind=kind)
 
 
+def _shape_hints(ctx: Context) -> frozenset[int]:
+    """Integers the text shows that could size a feature map: the user's source lines and the message.
+
+    The product's own sizes (``8x2048``, ``m1: [2 x 64]``) and file paths are left out: they are the
+    numbers to explain, not evidence of how to split them.
+    """
+    message = ctx.message
+    for rx in _MATMUL:
+        message = rx.sub(" ", message)
+    message = re.sub(r"\S*[/\\]\S*", " ", message)
+    sources = " ".join(f.source or "" for f in ctx.failure.user_frames)
+    return int_hints(f"{message} {sources}")
+
+
 def _linear_mismatch(ctx: Context, rows: int, got: int, inner: int, out: int) -> RuleHit:
     name, _ = ctx.layer
     label = f"`{name}`" if name else "the Linear layer"
@@ -148,10 +162,16 @@ def _linear_mismatch(ctx: Context, rows: int, got: int, inner: int, out: int) ->
     cause = (f"{_cap(label)} was built with in_features={inner} but the tensor reaching it has {got} features "
              f"(shape {rows}×{got}). The size of the flattened input does not match what the layer was constructed for.")
     conjecture = ""
-    explain = flatten_explanations(got, inner)
-    if explain:
-        conjecture = (f"If the input is a flattened convolutional feature map, the numbers fit {explain[0]}: the feature map is "
+    # Several C×H×W splits usually fit both sizes; one is stated only when the text itself pins it down.
+    explain = bool(flatten_candidates(got, inner))
+    determined = flatten_explanations(got, inner, _shape_hints(ctx))
+    if determined:
+        conjecture = (f"If the input is a flattened convolutional feature map, the numbers fit {determined[0]}: the feature map is "
                       f"{'smaller' if got < inner else 'larger'} than the layer assumed (different image size, or a conv/pool without padding changed H×W).")
+    elif explain:
+        conjecture = (f"If the input is a flattened convolutional feature map, it has {got} values per sample where the layer expects {inner}; "
+                      "the text alone does not say its channels×height×width (several splits fit these numbers). To see the real shape, "
+                      f"print(x.shape) just before {label}, or run the script with `torchhelp run`.")
     elif got % inner == 0 or inner % got == 0:
         ratio = got // inner if got % inner == 0 else inner // got
         cause += f" One size is exactly {ratio}× the other: a dimension was probably merged into the features (or split off) by a view/flatten — check which axes you flatten."
