@@ -104,6 +104,8 @@ def _read_input(path: Optional[str], window: int):  # type: ignore[no-untyped-de
     from assistant.parse.reader import read_path, read_stream
 
     if path is None or path == "-":
+        if sys.stdin is None:  # started with stdin closed (`torchhelp ask <&-`)
+            raise InputError("standard input is closed: pass a log file, or pipe the log in")
         if path is None and sys.stdin.isatty():
             print("Paste the error or traceback, then press Ctrl-D (Ctrl-Z Enter on Windows):", file=sys.stderr)
         return read_stream(sys.stdin.buffer, window=window)
@@ -153,7 +155,9 @@ def ask(
     from assistant.backends.select import resolve_backend_name
 
     def stream_draft(token: str) -> None:
-        sys.stderr.write(f"\x1b[2m{token}\x1b[0m")
+        from assistant.render.safe_text import safe_text
+
+        sys.stderr.write(f"\x1b[2m{safe_text(token)}\x1b[0m")  # the model's text is untrusted: no escapes of its own
         sys.stderr.flush()
 
     on_token = None
@@ -168,7 +172,9 @@ def ask(
     if fmt == "json":
         import json
 
-        print(json.dumps(diagnosis.to_dict(), indent=2, ensure_ascii=False))
+        from assistant.render.outgoing import shown
+
+        print(json.dumps(shown(diagnosis).to_dict(), indent=2, ensure_ascii=False))
     elif fmt == "markdown":
         from assistant.render.markdown import render_markdown
 
@@ -198,7 +204,7 @@ def kb_build(no_dense: bool = typer.Option(False, "--no-dense", help="Skip embed
     settings = _settings()
     manifest = build(settings.home, dense=not no_dense, encoder_kind=settings.encoder, progress=index_progress())
     clear_cache()
-    print(f"indexed {manifest['documents']} documents ({manifest['chunks']} chunks) into {settings.home / 'index'} "
+    print(f"indexed {manifest['documents']} documents ({manifest['chunks']} chunks) into {manifest.get('index_dir', settings.home / 'index')} "
           f"in {manifest['build_seconds']} s; dense={manifest['dense']}, model={manifest['model']}, hash={manifest['knowledge_hash']}")
 
 
@@ -227,9 +233,12 @@ def kb_search(
         return
     if not passages:
         print("no matching passages")
-    for p in passages:
-        snippet = " ".join(p.text.split("\n", 1)[-1].split())[:160]
-        print(f"{p.score:6.3f}  {p.id}  ({p.path})\n        {snippet}")
+        return
+    from rich.console import Console
+
+    from assistant.kb.display import passages_table
+
+    Console(highlight=False).print(passages_table(passages))  # fits the terminal's width; wraps, never cuts
 
 
 @kb_app.command("add")
@@ -242,7 +251,9 @@ def kb_add(paths: list[Path] = typer.Argument(..., help="Markdown, reStructuredT
     added = add_user_documents(settings.home, list(paths))
     clear_cache()
     manifest = ensure_index(settings.home, dense=settings.dense, encoder_kind=settings.encoder, progress=index_progress()).manifest
-    print(f"added {len(added)} document(s); the index now holds {manifest['documents']} documents ({manifest['chunks']} chunks)")
+    # Only new or changed chunks are embedded; the others keep their vectors (see kb.index._vectors).
+    embedded = f"; embedded {manifest['embedded']} new chunk(s), reused {manifest['reused']}" if manifest.get("dense") and "embedded" in manifest else ""
+    print(f"added {len(added)} document(s); the index now holds {manifest['documents']} documents ({manifest['chunks']} chunks){embedded}")
     for p in added:
         print(f"  {p}")
 
@@ -279,6 +290,13 @@ def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:
     return tuple(errors), tuple(exits), tuple(aborts)
 
 
+def _shown(exc: BaseException) -> str:
+    """An exception's message for the terminal: it may quote untrusted input (a path, an HTTP body)."""
+    from assistant.render.outgoing import shown_text
+
+    return shown_text(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and turn every failure into one line and an exit code."""
     click_error, click_exit, click_abort = _click_exceptions()
@@ -302,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         print("torchhelp: aborted", file=sys.stderr)
         return 130
     except TorchhelpError as exc:
-        print(f"torchhelp: error: {exc}", file=sys.stderr)
+        print(f"torchhelp: error: {_shown(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("torchhelp: interrupted", file=sys.stderr)
@@ -312,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the edge: never show the user our traceback
         if os.environ.get("TORCHHELP_DEBUG"):
             raise
-        print(f"torchhelp: internal error: {type(exc).__name__}: {exc} (set TORCHHELP_DEBUG=1 for details)", file=sys.stderr)
+        print(f"torchhelp: internal error: {type(exc).__name__}: {_shown(exc)} (set TORCHHELP_DEBUG=1 for details)", file=sys.stderr)
         return 1
 
 

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 
 from assistant.errors import KnowledgeError
-from assistant.parse.reader import InputText, read_bytes, read_text
+from assistant.parse.reader import InputText, read_data, read_text
 from assistant.settings import Settings, load_settings
 from assistant.types import CATEGORIES, Diagnosis, Evidence, Failure, Passage, RuleHit
 
 if TYPE_CHECKING:
     from assistant.kb.retrieve import Retriever
+    from assistant.kb.runbooks import RunbookMatch
     from assistant.rules import Match
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class Retrieval:
     passages: tuple[Passage, ...]
     signature_doc: str | None = None
     notes: tuple[str, ...] = ()
+    runbooks: tuple[RunbookMatch, ...] = ()  # the team's own documents that quote this error, strongest first
 
 
 def build_query(failure: Failure, hit: RuleHit | None) -> str:
@@ -68,7 +70,7 @@ class Engine:
 
     def read(self, text: str | bytes) -> InputText:
         """Decode and bound the input (bytes best-effort; huge input is windowed, with a note)."""
-        return read_text(text, self.settings.window_bytes) if isinstance(text, str) else read_bytes(text)
+        return read_text(text, self.settings.window_bytes) if isinstance(text, str) else read_data(text, self.settings.window_bytes)
 
     def parse(self, inp: InputText | str) -> Failure:
         """Read the failure out of the text: exception chain, frames, rank, assertion and NCCL lines."""
@@ -99,17 +101,22 @@ class Engine:
         notes: list[str] = []
         query = build_query(failure, hit)
         hints = hit.doc_ids if hit else ()
+        from assistant.differential.families import family_docs
+
+        # The documents behind the family's other causes are fetched too, so those hypotheses' fixes can cite them.
+        must_include = (*hints, *family_docs(hit.category)) if hit else ()
         confident = hit is not None and hit.confidence >= CONFIDENT_RULE
         use_dense = self.settings.dense_policy == "always" or not confident
         try:
             retriever = self.retriever()
-            passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=hints, use_dense=use_dense)
+            passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=must_include, use_dense=use_dense)
         except KnowledgeError as exc:  # the dense index is missing or broken (it loads on first use)
             if not self.settings.dense:
                 raise
             notes.append(f"Dense retrieval unavailable ({exc}); used lexical retrieval only.")
             retriever = self.retriever(dense=False)
-            passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=hints, use_dense=False)
+            passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=must_include, use_dense=False)
+        notes.extend(getattr(retriever.index, "notes", ()))  # a repaired index or a fallback home, said once in the answer
         signature_doc = None
         if hit is None:
             signed = [d for d in retriever.signature_hits(failure.search_text) if retriever.docs[d].category in CATEGORIES]
@@ -118,24 +125,59 @@ class Engine:
                 # A second pass that must include the signed document, so the answer can quote it.
                 extra = retriever.search(query, k=self.settings.top_k, must_include=signed[:1], signature_text=failure.search_text)
                 passages = list({p.id: p for p in [*passages, *extra]}.values())
-        return Retrieval(tuple(passages), signature_doc, tuple(notes))
+        runbooks = self._runbooks(retriever, failure)
+        if runbooks and not any(p.doc_id == runbooks[0].doc_id for p in passages):
+            extra = retriever.search(query, k=self.settings.top_k, must_include=[runbooks[0].doc_id], signature_text=failure.search_text, use_dense=False)
+            passages = [*passages, *(p for p in extra if p.doc_id == runbooks[0].doc_id)]
+        return Retrieval(tuple(passages), signature_doc, tuple(notes), tuple(runbooks))
+
+    @staticmethod
+    def _runbooks(retriever: Retriever, failure: Failure) -> list[RunbookMatch]:
+        """Team documents that quote the failure's own error text (read only when the user added some)."""
+        user_docs = [(d.id, d.path) for d in retriever.docs.values() if d.origin == "user"]
+        if not user_docs:
+            return []
+        from assistant.kb.runbooks import match_runbooks
+
+        return match_runbooks(failure.search_text, user_docs)
 
     def compose(self, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, notes: Sequence[str] = ()) -> Diagnosis:
         """The deterministic answer: led by the rule, else by the signed document, else an honest unknown."""
         from assistant.compose.deterministic import compose_from_rule, compose_from_signature, compose_unknown
+        from assistant.compose.runbook import with_runbooks
 
         passages = list(retrieval.passages)
         if hit is not None:
-            return compose_from_rule(failure, evidence, hit, passages, notes)
-        if retrieval.signature_doc:
-            return compose_from_signature(failure, evidence, retrieval.signature_doc, passages, notes)
-        return compose_unknown(failure, evidence, passages, notes)
+            diagnosis = compose_from_rule(failure, evidence, hit, passages, notes)
+        elif retrieval.signature_doc:
+            diagnosis = compose_from_signature(failure, evidence, retrieval.signature_doc, passages, notes)
+        else:
+            diagnosis = compose_unknown(failure, evidence, passages, notes)
+        from assistant.differential import differentiate
+
+        return with_runbooks(differentiate(diagnosis, failure, passages), retrieval.runbooks)
 
     def verify(self, diagnosis: Diagnosis, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, on_token: Any = None) -> Diagnosis:
         """Let the configured LLM write the answer; it is used only if it passes verification."""
         from assistant.backends.select import maybe_llm_compose
 
-        return maybe_llm_compose(diagnosis, failure, evidence, list(retrieval.passages), hit, self.settings, on_token=on_token)
+        written = maybe_llm_compose(diagnosis, failure, evidence, list(retrieval.passages), hit, self.settings, on_token=on_token)
+        return self._hypotheses_after_llm(diagnosis, written)
+
+    @staticmethod
+    def _hypotheses_after_llm(det: Diagnosis, written: Diagnosis) -> Diagnosis:
+        """The ranked causes after the LLM rewrote the answer: it may reword the leading one (that text was
+        verified), never add a cause or a fact; the others stay the engine's, with their cited sources."""
+        if written.backend == "none" or not det.hypotheses:
+            return written
+        if written.category != det.category:
+            return replace(written, hypotheses=())  # a verified change of family: the engine's ranking no longer applies
+        lead = replace(det.hypotheses[0], cause=written.cause, fixes=written.fixes)
+        others = det.hypotheses[1:]
+        cited = {doc for h in others for f in h.fixes for doc in f.sources}
+        have = {s.id for s in written.sources}
+        extra = tuple(s for s in det.sources if s.id in cited and s.id not in have)
+        return replace(written, hypotheses=(lead, *others), sources=(*written.sources, *extra))
 
     # -- the whole way ------------------------------------------------------------------------
 

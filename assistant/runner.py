@@ -1,11 +1,12 @@
 """`torchhelp run -- CMD...`: run a program untouched; when it fails, diagnose it with live probes.
 
-The child inherits the terminal (stdout/stderr are never captured or reordered). A sitecustomize
+The child inherits the terminal and its signals (stdout untouched, stderr shown live through a pipe,
+or a pseudo-terminal when ours is a terminal; see run_stderr and run_signals). A sitecustomize
 module on PYTHONPATH installs a crash hook in every Python process the command starts (the script,
 torchrun's workers, spawned children); on an uncaught exception the hook writes the traceback and
 the probe record into a private run folder. After the command exits, the runner picks the record
 that holds the real failure, adds an environment report, diagnoses, prints the diagnosis to stderr
-and exits with the command's own exit code.
+and exits with the command's own status: the same code, or death by the same signal.
 """
 
 from __future__ import annotations
@@ -22,15 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assistant.errors import RunnerError
+from assistant.errors import InputError, RunnerError
+from assistant.run_signals import SignalRelay, stoppable
+from assistant.run_stderr import STDERR_TAIL_BYTES, StderrTee
 
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
 PKG_PARENT = Path(__file__).resolve().parent.parent
 RERUN_CATEGORIES = {"device_side_assert", "illegal_memory_access", "cudnn_error", "cublas_error"}
 _SECONDARY = ("ChildFailedError", "SignalException", "KeyboardInterrupt")
-
-
-STDERR_TAIL_BYTES = 1 << 20
 
 
 @dataclass
@@ -43,51 +43,7 @@ class RunOutcome:
     records: list[dict[str, Any]]
     run_dir: Path
     stderr_tail: str = ""
-
-
-class _StderrTee:
-    """Copy the child's stderr to ours as it arrives, keeping the last MiB for the diagnosis.
-
-    CUDA kernel assertion lines, NCCL warnings and DataLoader worker tracebacks are printed to
-    stderr, not carried by the final exception; without them a diagnosis loses its best clues.
-    """
-
-    def __init__(self, fd: int) -> None:
-        import collections
-        import threading
-
-        self._fd = fd
-        self._chunks: collections.deque[bytes] = collections.deque()
-        self._size = 0
-        self._thread = threading.Thread(target=self._pump, name="torchhelp-stderr-tee", daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        out = getattr(sys.stderr, "buffer", None)
-        while True:
-            try:
-                chunk = os.read(self._fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            try:
-                if out is not None:
-                    out.write(chunk)
-                    out.flush()
-                else:
-                    sys.stderr.write(chunk.decode("utf-8", errors="replace"))
-            except (OSError, ValueError):
-                pass
-            self._chunks.append(chunk)
-            self._size += len(chunk)
-            while self._size - len(self._chunks[0]) > STDERR_TAIL_BYTES:
-                self._size -= len(self._chunks.popleft())
-        os.close(self._fd)
-
-    def tail(self) -> str:
-        self._thread.join(timeout=10)
-        return b"".join(self._chunks).decode("utf-8", errors="replace")
+    forwarded: tuple[int, ...] = ()  # SIGTERM/SIGHUP (or a non-terminal SIGINT) passed on to the child
 
 
 def _child_env(run_dir: Path, memory_history: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -111,40 +67,45 @@ def execute(argv: list[str], memory_history: bool = False, extra_env: dict[str, 
     if not argv:
         raise RunnerError("no command given: use `torchhelp run -- python train.py ...`")
     if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
-        raise RunnerError(f"command not found: {argv[0]}")
+        raise _start_error(f"command not found: {argv[0]}", 127)
     run_dir = Path(tempfile.mkdtemp(prefix="torchhelp-run-"))
     env = _child_env(run_dir, memory_history, extra_env)
+    kwargs: dict[str, Any] = {"env": env}
+    tee = None
+    if capture_output:
+        kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    elif tee_stderr:
+        tee = StderrTee()
+        kwargs["stderr"] = tee.child_fd
     start = time.perf_counter()
-    # The child gets the terminal's signals itself (same process group); the parent only waits.
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        kwargs: dict[str, Any] = {"env": env}
-        tee = None
-        read_fd = write_fd = None
-        if capture_output:
-            kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        elif tee_stderr:
-            read_fd, write_fd = os.pipe()
-            kwargs["stderr"] = write_fd
+    # The child shares our process group, so the terminal's Ctrl-C reaches it directly, with the
+    # default disposition; the relay keeps us alive through it and forwards SIGTERM/SIGHUP.
+    with SignalRelay(on_resize=tee.sync_size if tee is not None else None) as relay:
         try:
             proc = subprocess.Popen(argv, **kwargs)
-        except OSError as exc:
-            for fd in (read_fd, write_fd):
-                if fd is not None:
-                    os.close(fd)
-            raise RunnerError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-        if write_fd is not None:
-            os.close(write_fd)  # the child holds the write end now
-            tee = _StderrTee(read_fd)  # type: ignore[arg-type]
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument
+            if tee is not None:
+                tee.abandon()
+            shutil.rmtree(run_dir, ignore_errors=True)
+            reason = getattr(exc, "strerror", None) or exc
+            raise _start_error(f"cannot start {argv[0]}: {reason}", 126 if isinstance(exc, PermissionError) else 127) from None
+        relay.attach(proc.pid)
+        if tee is not None:
+            tee.started()
         out, err = proc.communicate()
-    finally:
-        signal.signal(signal.SIGINT, old_int)
     duration = time.perf_counter() - start
     records = _read_records(run_dir)
     tail = tee.tail() if tee is not None else (err or b"").decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]
     if capture_output and err:
         (run_dir / "stderr.log").write_bytes(err)
-    return RunOutcome(proc.returncode, duration, choose_record(records), records, run_dir, tail)
+    return RunOutcome(proc.returncode, duration, choose_record(records), records, run_dir, tail, tuple(relay.forwarded))
+
+
+def _start_error(message: str, shell_code: int) -> RunnerError:
+    """A RunnerError that exits like the shell would: 127 not found, 126 not executable."""
+    err = RunnerError(message)
+    err.exit_code = shell_code
+    return err
 
 
 def _read_records(run_dir: Path) -> list[dict[str, Any]]:
@@ -185,11 +146,15 @@ def diagnosis_text(outcome: RunOutcome) -> str:
     traceback_text = (outcome.record or {}).get("traceback", "")
     if traceback_text and traceback_text.strip() not in outcome.stderr_tail:
         parts.append(traceback_text)
-    if not parts:
-        parts.append(signal_text(outcome.exit_code))
-    elif outcome.record is None:
+    if not parts or (outcome.record is None and not interrupted(outcome)):
         parts.append(signal_text(outcome.exit_code))
     return "\n".join(parts)
+
+
+def interrupted(outcome: RunOutcome) -> bool:
+    """The program died of Ctrl-C after printing its KeyboardInterrupt traceback (which the crash
+    hook leaves unrecorded): that traceback is the failure, not a missing one."""
+    return outcome.exit_code == -signal.SIGINT and "KeyboardInterrupt" in outcome.stderr_tail
 
 
 def rerun_summary(outcome: RunOutcome) -> dict[str, Any]:
@@ -218,42 +183,103 @@ def python_of(argv: list[str]) -> str | None:
     return None
 
 
+def check_output_path(path: Path, option: str) -> None:
+    """Refuse, before the command starts, an output file that could not be written after it ends."""
+    parent = path.parent
+    problem = None
+    if path.is_dir():
+        problem = "is a directory"
+    elif parent.exists() and not parent.is_dir():
+        problem = f"{parent} is not a directory"
+    elif not parent.is_dir():
+        problem = f"directory {parent} does not exist"
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        problem = f"directory {parent} is not writable"
+    elif path.exists() and not os.access(path, os.W_OK):
+        problem = "the file is not writable"
+    if problem:
+        raise InputError(f"{option} {path}: {problem}")
+
+
 def run(
     argv: list[str], report: Path | None = None, rerun_blocking: bool = False, memory_history: bool = False,
     evidence_out: Path | None = None, diagnose_failures: bool = True, settings=None, console=None,  # type: ignore[no-untyped-def]
 ) -> int:
-    """The whole `torchhelp run`: execute, and on failure diagnose; returns the command's exit code."""
+    """The whole `torchhelp run`: execute, and on failure diagnose.
+
+    Returns the command's own status as subprocess reports it (-N: killed by signal N); nothing that
+    goes wrong inside torchhelp after the start changes it (see ``run_signals.die_like`` for the exit).
+    """
+    for option, path in (("--report", report), ("--evidence-out", evidence_out)):
+        if path is not None:
+            check_output_path(path, option)
     outcome = execute(argv, memory_history=memory_history)
     try:
-        if evidence_out is not None:
-            evidence_out.write_text(json.dumps({"exit_code": outcome.exit_code, "record": outcome.record, "records": len(outcome.records)}, default=str))
-        if outcome.exit_code == 0 or not diagnose_failures:
-            return outcome.exit_code
-        from assistant.engine import default_engine
-        from assistant.probes.collect import evidence_from_record
-        from assistant.probes.env import collect_environment
+        # SIGTERM/SIGHUP now stop the diagnosis (as KeyboardInterrupt), not torchhelp's exit status.
+        with stoppable():
+            _after_exit(outcome, argv, report, rerun_blocking, evidence_out, diagnose_failures, settings, console)
+    except KeyboardInterrupt:
+        _note("torchhelp: diagnosis interrupted.")
+    except Exception as exc:  # noqa: BLE001 - the edge of `run`: our failure must not replace the program's status
+        if os.environ.get("TORCHHELP_DEBUG"):
+            import traceback
 
-        env = collect_environment(python_of(argv))
-        record = outcome.record or {}
-        text = diagnosis_text(outcome)
-        notes = [] if outcome.record else ["No Python traceback was recorded (the process died in native code or was killed); diagnosed from its exit status."]
-        evidence = evidence_from_record(record, env=_env_summary(env))
-        engine = default_engine(settings)
-        diagnosis = engine.diagnose(text, evidence=evidence, notes=notes)
-        if rerun_blocking and diagnosis.category in RERUN_CATEGORIES:
-            again = execute(argv, memory_history=False, extra_env={"CUDA_LAUNCH_BLOCKING": "1"}, capture_output=True)
-            summary = rerun_summary(again)
-            evidence = evidence_from_record(record, env=_env_summary(env), rerun=summary)
-            diagnosis = engine.diagnose(text, evidence=evidence, notes=notes + [f"Re-ran once with CUDA_LAUNCH_BLOCKING=1 ({summary['duration_s']} s, exit code {summary['exit_code']})."])
-            shutil.rmtree(again.run_dir, ignore_errors=True)
-        elif diagnosis.category in RERUN_CATEGORIES:
-            diagnosis = _with_note(diagnosis, "Run again with `torchhelp run --rerun-blocking -- ...` to re-execute once with CUDA_LAUNCH_BLOCKING=1 and see the operation that really failed.")
-        if report is not None:
-            report.write_text(json.dumps(diagnosis.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        _render(diagnosis, console)
-        return outcome.exit_code
+            traceback.print_exc()
+        # One printable line: the message may quote the program's own (untrusted) text.
+        first = "".join(c if c.isprintable() else "?" for c in (str(exc).splitlines() or [""])[0][:200])
+        _note(f"torchhelp: could not diagnose this failure ({type(exc).__name__}: {first}); the exit status is the command's own.")
     finally:
         shutil.rmtree(outcome.run_dir, ignore_errors=True)
+    return outcome.exit_code
+
+
+def _note(text: str) -> None:
+    """One line to stderr, which may itself be gone (a closed terminal after SIGHUP)."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun_blocking: bool, evidence_out: Path | None,
+                diagnose_failures: bool, settings, console) -> None:  # type: ignore[no-untyped-def]
+    """Write the evidence file and, for a failure the user did not ask to stop, the diagnosis."""
+    if evidence_out is not None:
+        from assistant.render.outgoing import shown_value  # the record quotes the program's output: no secrets
+
+        evidence_out.write_text(json.dumps({"exit_code": outcome.exit_code, "record": shown_value(outcome.record), "records": len(outcome.records)}, default=str))
+    if outcome.exit_code == 0 or not diagnose_failures:
+        return
+    stop = next((s for s in outcome.forwarded if s in (signal.SIGTERM, signal.SIGHUP)), None)
+    if stop is not None:
+        # Someone asked the job to end; a diagnosis of that would only delay it.
+        _note(f"torchhelp: {signal.Signals(stop).name} was passed on to the command; no diagnosis.")
+        return
+    from assistant.engine import default_engine
+    from assistant.probes.collect import evidence_from_record
+    from assistant.probes.env import collect_environment
+    from assistant.probes.source import with_source_scan
+
+    env = collect_environment(python_of(argv))
+    record = outcome.record or {}
+    text = diagnosis_text(outcome)
+    notes = [] if outcome.record or interrupted(outcome) else ["No Python traceback was recorded (the process died in native code or was killed); diagnosed from its exit status."]
+    evidence = with_source_scan(evidence_from_record(record, env=_env_summary(env)), text)
+    engine = default_engine(settings)
+    diagnosis = engine.diagnose(text, evidence=evidence, notes=notes)
+    if rerun_blocking and diagnosis.category in RERUN_CATEGORIES:
+        again = execute(argv, memory_history=False, extra_env={"CUDA_LAUNCH_BLOCKING": "1"}, capture_output=True)
+        summary = rerun_summary(again)
+        evidence = with_source_scan(evidence_from_record(record, env=_env_summary(env), rerun=summary), text)
+        diagnosis = engine.diagnose(text, evidence=evidence, notes=notes + [f"Re-ran once with CUDA_LAUNCH_BLOCKING=1 ({summary['duration_s']} s, exit code {summary['exit_code']})."])
+        shutil.rmtree(again.run_dir, ignore_errors=True)
+    elif diagnosis.category in RERUN_CATEGORIES:
+        diagnosis = _with_note(diagnosis, "Run again with `torchhelp run --rerun-blocking -- ...` to re-execute once with CUDA_LAUNCH_BLOCKING=1 and see the operation that really failed.")
+    if report is not None:
+        from assistant.render.outgoing import shown  # same contract as ask --json: no escapes, no secrets
+
+        report.write_text(json.dumps(shown(diagnosis).to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _render(diagnosis, console)
 
 
 def _with_note(diagnosis, note: str):  # type: ignore[no-untyped-def]

@@ -22,7 +22,8 @@ def run(
     evidence_out: Optional[Path] = typer.Option(None, "--evidence-out", help="Write the raw probe record here (used by `eval reproduce --with-probes`)."),
     no_diagnose: bool = typer.Option(False, "--no-diagnose", help="Only collect evidence; print no diagnosis."),
 ) -> None:
-    """Run a command (after `--`); if it fails, diagnose it with live probes. The exit code is preserved."""
+    """Run a command (after `--`); if it fails, diagnose it with live probes. The exit status is preserved (same code, or death by the same signal)."""
+    from assistant.run_signals import die_like
     from assistant.runner import run as run_command
     from assistant.settings import load_settings
 
@@ -31,7 +32,8 @@ def run(
         argv = argv[1:]
     code = run_command(argv, report=report, rerun_blocking=rerun_blocking, memory_history=memory_history,
                        evidence_out=evidence_out, diagnose_failures=not no_diagnose, settings=load_settings())
-    raise typer.Exit(code)
+    # A child killed by a signal: end by that signal too, so the shell sees the same status.
+    raise typer.Exit(die_like(code))
 
 
 def env(json_out: bool = typer.Option(False, "--json", help="Print the report as JSON.")) -> None:

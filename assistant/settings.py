@@ -35,7 +35,8 @@ class Settings:
     llm: str = "auto"  # auto | none | local | openai | any registered backend name
     llm_url: str | None = None
     llm_model: str | None = None
-    llm_api_key: str | None = None
+    llm_api_key: str | None = None  # sent to llm_url, whatever its host (TORCHHELP_LLM_API_KEY)
+    openai_api_key: str | None = None  # OPENAI_API_KEY: sent to api.openai.com only
     llm_timeout: float = 60.0
     llm_connect_timeout: float = 5.0
     llm_retries: int = 2
@@ -101,8 +102,9 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
     for var, name in _ENV.items():
         if var in env:
             values[name] = _coerce(name, env[var])
-    if "llm_api_key" not in values and env.get("OPENAI_API_KEY"):
-        values["llm_api_key"] = env["OPENAI_API_KEY"]
+    if env.get("OPENAI_API_KEY"):
+        # Kept apart from llm_api_key: this key belongs to OpenAI, not to whatever llm_url names.
+        values["openai_api_key"] = env["OPENAI_API_KEY"]
     settings = Settings(**values).with_overrides(**overrides)
     if settings.dense_policy not in ("auto", "always"):
         raise ConfigError(f"dense_policy must be 'auto' or 'always', not {settings.dense_policy!r}")

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Mapping
 
+# Documents the user added (``torchhelp kb add``) have ids with this prefix; built-in ids never do.
+USER_DOC_PREFIX = "user:"
+
 CATEGORIES: tuple[str, ...] = (
     "cuda_oom",
     "cpu_oom",
@@ -141,6 +144,7 @@ class TensorSummary:
     inf_count: int | None = None
     min_value: float | None = None
     max_value: float | None = None
+    library: bool = False  # read in a torch/library frame (its names are torch's, not the user's)
 
 
 @dataclass(frozen=True)
@@ -167,10 +171,11 @@ class Evidence:
     objects: tuple[Mapping[str, Any], ...] = ()  # optimizers, data loaders, …
     rerun: Mapping[str, Any] | None = None  # result of a CUDA_LAUNCH_BLOCKING=1 rerun
     notes: tuple[str, ...] = ()  # what the probes could not collect
+    source: Mapping[str, Any] | None = None  # in-place sites and backward calls read from the user's files (probes/source.py)
 
     @property
     def empty(self) -> bool:
-        return not (self.env or self.tensors or self.modules or self.memory or self.objects or self.rerun)
+        return not (self.env or self.tensors or self.modules or self.memory or self.objects or self.rerun or self.source)
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,11 @@ class Fix:
     detail: str
     code: str | None = None
     sources: tuple[str, ...] = ()
+
+    @property
+    def from_team_runbook(self) -> bool:
+        """True when every document behind this fix is one the user added (``torchhelp kb add``)."""
+        return bool(self.sources) and all(s.startswith(USER_DOC_PREFIX) for s in self.sources)
 
     def to_dict(self) -> dict[str, Any]:
         return {"title": self.title, "detail": self.detail, "code": self.code, "sources": list(self.sources)}
@@ -293,6 +303,31 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Hypothesis:
+    """One candidate cause in a differential diagnosis, with how likely it is and how to tell.
+
+    ``supports`` and ``weakens`` quote the facts (from the error, the report's own words, or probes)
+    that move it; ``check`` is one thing the user can run or look at to confirm or rule it out.
+    ``guess`` marks a hypothesis whose specifics are not read from the facts.
+    """
+
+    id: str
+    cause: str
+    likelihood: float
+    check: str
+    fixes: tuple[Fix, ...] = ()
+    supports: tuple[str, ...] = ()
+    weakens: tuple[str, ...] = ()
+    guess: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "cause": self.cause, "likelihood": round(float(self.likelihood), 3), "check": self.check,
+            "fixes": [f.to_dict() for f in self.fixes], "supports": list(self.supports), "weakens": list(self.weakens), "guess": self.guess,
+        }
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     """The one object that leaves the engine. ``to_dict()`` is the public JSON contract."""
 
@@ -311,6 +346,8 @@ class Diagnosis:
     location: str | None = None  # the innermost user frame
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     facts: Facts = field(default_factory=lambda: Facts())  # the typed values the rule read (empty without a rule)
+    # Ranked causes, most likely first; ``cause`` and ``fixes`` above are the leading one's. Empty for an unknown failure.
+    hypotheses: tuple[Hypothesis, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document printed by ``torchhelp ask --json`` (stable field names)."""
@@ -329,4 +366,5 @@ class Diagnosis:
             "error": self.error,
             "location": self.location,
             "facts": self.facts.to_dict(),
+            "hypotheses": [h.to_dict() for h in self.hypotheses],
         }

@@ -1,8 +1,11 @@
 """Real HTTP servers on loopback for the LLM tests.
 
 ``MisbehavingServer`` is an OpenAI-compatible endpoint that fails on purpose (timeouts, HTTP 500,
-429 then success, malformed JSON, truncated streams) and records every request body, so tests can
-check retries, fallbacks and what was sent. ``llama_server`` starts llama-cpp-python's real
+429 then success, malformed JSON, truncated streams, dripping bytes, 10 MB bodies, wrong types,
+connections closed mid-answer, HTML error pages full of escapes) and records every request body and
+its headers, so tests can check retries, fallbacks, deadlines and what was sent. Its reply may be
+a function of the request, so a scripted "model" can read the prompt (e.g. its allowed citation
+ids) and answer exactly as a hostile model that obeys an injected instruction would. ``llama_server`` starts llama-cpp-python's real
 OpenAI-compatible server with the bundled GGUF model.
 """
 
@@ -18,7 +21,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 def free_port() -> int:
@@ -27,15 +30,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class MisbehavingServer:
-    """Modes: ok, timeout, 500, 429-then-ok, malformed, truncated-stream, bad-event, empty."""
+HOSTILE_HTML = (b"<html><head><title>502 \x1b]0;pwned\x07Bad Gateway</title></head><body>\x1b[2J\x1b]52;c;cm0gLXJmIH4K\x07"
+                b"<h1>upstream \xc2\x9b31m error</h1><script>alert(1)</script>" + b"<p>padding</p>" * 400 + b"</body></html>")
 
-    def __init__(self, mode: str, reply: str = "{}", delay: float = 3.0) -> None:
+
+class MisbehavingServer:
+    """Modes: ok, timeout, 500, 429-then-ok, malformed, truncated-stream, bad-event, empty, drip (a byte
+    every ``delay`` seconds, forever), huge (a 10 MB answer), null-choice (``choices: [null]``), int-delta
+    (a number as ``delta.content``), int-content, choices-dict, close-mid-stream, 500-html (an HTML page
+    with terminal escapes), 401."""
+
+    def __init__(self, mode: str, reply: str | Callable[[dict], str] = "{}", delay: float = 3.0) -> None:
         self.mode = mode
-        self.reply = reply
+        self._reply = reply
         self.delay = delay
         self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []
         self.calls = 0
+        self.stopping = threading.Event()
+        self._body: dict = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -46,8 +59,11 @@ class MisbehavingServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append(body)
+                server.headers.append({k.lower(): v for k, v in self.headers.items()})
                 server.calls += 1
-                server.handle(self, body)
+                server._body = body
+                with contextlib.suppress(ConnectionError):  # a client that gives up mid-reply is what some tests want
+                    server.handle(self, body)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -60,7 +76,16 @@ class MisbehavingServer:
         self._thread.start()
         return self
 
+    @property
+    def reply(self) -> str:
+        return self._reply(self._body) if callable(self._reply) else self._reply
+
+    @reply.setter
+    def reply(self, value: str | Callable[[dict], str]) -> None:
+        self._reply = value
+
     def __exit__(self, *exc) -> None:
+        self.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -89,6 +114,42 @@ class MisbehavingServer:
         if mode == "429-then-ok" and self.calls == 1:
             self._send(h, 429, b'{"error": "rate limited"}', headers={"Retry-After": "0"})
             return
+        if mode == "500-html":
+            self._send(h, 500, HOSTILE_HTML, ctype="text/html")
+            return
+        if mode == "401":
+            self._send(h, 401, b'{"error": {"message": "Incorrect API key provided"}}')
+            return
+        if mode == "drip":
+            self._drip(h, body)
+            return
+        if mode == "huge":
+            self.mode, self._reply = "ok", "x" * (10 << 20)
+            try:
+                self.handle(h, body)
+            finally:
+                self.mode = "huge"
+            return
+        if mode in ("int-content", "choices-dict"):
+            payload = {"choices": [{"message": {"content": 5}}]} if mode == "int-content" else {"choices": {"0": {"message": {"content": "x"}}}}
+            self._send(h, 200, json.dumps(payload).encode())
+            return
+        if mode in ("null-choice", "int-delta") and body.get("stream"):
+            event = {"choices": [None]} if mode == "null-choice" else {"choices": [{"index": 0, "delta": {"content": 5}}]}
+            self._send(h, 200, f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode(), ctype="text/event-stream")
+            return
+        if mode == "close-mid-stream":
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream" if body.get("stream") else "application/json")
+            h.send_header("Content-Length", "100000")
+            h.end_headers()
+            first = json.dumps({"choices": [{"index": 0, "delta": {"content": "{\"category\": "}, "finish_reason": None}]})
+            h.wfile.write(f"data: {first}\n\n".encode() if body.get("stream") else b'{"choices": [{"message": {"content": "{')
+            h.wfile.flush()
+            h.close_connection = True
+            with contextlib.suppress(OSError):
+                h.connection.shutdown(socket.SHUT_RDWR)
+            return
         if mode == "malformed":
             self._send(h, 200, b'{"choices": [ {"message": ')
             return
@@ -96,7 +157,9 @@ class MisbehavingServer:
             self._send(h, 200, json.dumps({"choices": [{"message": {"content": ""}}]}).encode())
             return
         if body.get("stream"):
-            pieces = [self.reply[i : i + 7] for i in range(0, len(self.reply), 7)]
+            reply = self.reply
+            step = 7 if len(reply) < 100_000 else 64 << 10  # a 10 MB answer in 64 KB events, not 1.5 million
+            pieces = [reply[i : i + step] for i in range(0, len(reply), step)]
             events = [json.dumps({"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}) for p in pieces]
             if mode == "truncated-stream":
                 events = events[: max(1, len(events) // 2)]  # cut mid-answer: no finish_reason, no [DONE]
@@ -109,6 +172,28 @@ class MisbehavingServer:
             self._send(h, 200, payload, ctype="text/event-stream")
             return
         self._send(h, 200, self._completion())
+
+
+    def _drip(self, h: BaseHTTPRequestHandler, body: dict) -> None:
+        """A valid answer, one byte every ``delay`` seconds: each read succeeds, the answer never ends in time."""
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream" if body.get("stream") else "application/json")
+        h.end_headers()
+        if body.get("stream"):
+            event = json.dumps({"choices": [{"index": 0, "delta": {"content": self.reply}, "finish_reason": "stop"}]})
+            payload = f"data: {event}\n\ndata: [DONE]\n\n".encode()
+        else:
+            payload = self._completion()
+        deadline = time.monotonic() + 120  # never outlive a test run by much
+        for i in range(len(payload)):
+            if self.stopping.is_set() or time.monotonic() > deadline:
+                return
+            try:
+                h.wfile.write(payload[i : i + 1])
+                h.wfile.flush()
+            except OSError:
+                return  # the client gave up: that is the point
+            time.sleep(self.delay)
 
 
 def bundled_gguf() -> Path | None:

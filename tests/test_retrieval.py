@@ -115,3 +115,90 @@ def test_kb_add_rejects_unsupported_files(tmp_path: Path) -> None:
         add_user_documents(tmp_path / "home", [bad])
     with pytest.raises(KnowledgeError):
         add_user_documents(tmp_path / "home", [tmp_path / "missing.md"])
+
+
+# --- incremental `kb add` (issue 11, item 9) ------------------------------------------------------
+
+QUERIES = (
+    "CUDA out of memory. Tried to allocate 2.00 GiB", "zorblax quota exceeded on scratch", "reserved but unallocated memory fragmentation",
+    "DefaultCPUAllocator: can't allocate memory", "how do I clean the scratch volume", "expandable_segments",
+)
+
+
+def _small_knowledge(tmp_path: Path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+    from assistant.kb import documents, index
+
+    knowledge = tmp_path / "knowledge"
+    (knowledge / "memory").mkdir(parents=True)
+    for name in ("cuda-oom.md", "cpu-oom.md"):
+        shutil.copyfile(ROOT / "knowledge" / "memory" / name, knowledge / "memory" / name)
+    monkeypatch.setattr(index, "builtin_knowledge_dir", lambda: knowledge)
+    monkeypatch.setattr(documents, "builtin_knowledge_dir", lambda: knowledge)
+    return knowledge
+
+
+def _runbook(path: Path, extra: str = "") -> Path:
+    path.write_text(
+        f"# {path.stem} runbook\n\n## Quota exceeded on /scratch\n\nWhen jobs die with zorblax quota errors, clean /scratch/$USER.{extra}\n\n"
+        "## Out of memory on the shared nodes\n\nCUDA out of memory on node gpu17 usually means another job holds the card; run nvidia-smi first.\n"
+    )
+    return path
+
+
+def _same_results(a, b, modes: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    from assistant.kb.retrieve import Retriever
+
+    ra, rb = Retriever(a), Retriever(b)
+    assert [c.id for c in a.chunks] == [c.id for c in b.chunks]
+    for q in QUERIES:
+        for mode in modes:
+            pa, pb = ra.search(q, k=5, mode=mode), rb.search(q, k=5, mode=mode)  # type: ignore[arg-type]
+            assert [p.id for p in pa] == [p.id for p in pb], (q, mode)
+            for x, y in zip(pa, pb, strict=True):
+                assert abs(x.score - y.score) <= 1e-6 and abs(x.dense - y.dense) <= 1e-6, (q, mode, x.id)
+        if "dense" in modes:
+            da, db = ra._dense_scores(q), rb._dense_scores(q)
+            assert max(abs(x - y) for x, y in zip(da, db, strict=True)) <= 1e-6, q
+
+
+@pytest.mark.parametrize("dense", [False, True], ids=["lexical", "dense"])
+def test_kb_add_is_incremental_and_matches_a_full_rebuild(dense: bool, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from assistant.kb.index import add_user_documents, ensure_index
+
+    _small_knowledge(tmp_path, monkeypatch)
+    zeta, alpha = _runbook(tmp_path / "zeta.md"), _runbook(tmp_path / "alpha.md")  # alpha sorts before zeta
+    home = tmp_path / "home"
+    base = ensure_index(home, dense=dense)
+    add_user_documents(home, [zeta])
+    one = ensure_index(home, dense=dense)
+    add_user_documents(home, [alpha])
+    both = ensure_index(home, dense=dense)
+    if dense:
+        assert one.manifest["reused"] == len(base.chunks) and one.manifest["embedded"] == len(one.chunks) - len(base.chunks)
+        assert both.manifest["reused"] == len(one.chunks) and both.manifest["embedded"] == len(both.chunks) - len(one.chunks)
+    assert ensure_index(home, dense=dense).manifest["build_id"] == both.manifest["build_id"]  # the next load does not rebuild
+    scratch = tmp_path / "scratch"
+    add_user_documents(scratch, [zeta, alpha])
+    full = ensure_index(scratch, dense=dense, force=True)
+    assert full.manifest["knowledge_hash"] == both.manifest["knowledge_hash"]
+    _same_results(both, full, ("lexical", "dense", "hybrid") if dense else ("lexical", "hybrid"))
+
+
+def test_re_adding_a_changed_file_replaces_its_chunks(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from assistant.kb.index import add_user_documents, ensure_index
+
+    _small_knowledge(tmp_path, monkeypatch)
+    doc = _runbook(tmp_path / "runbook.md")
+    home = tmp_path / "home"
+    add_user_documents(home, [doc])
+    first = ensure_index(home, dense=True)
+    _runbook(doc, extra=" Ask #hpc-help for a quota raise.")
+    added = add_user_documents(home, [doc])
+    assert [p.name for p in added] == ["runbook.md"]  # the same copy, replaced
+    second = ensure_index(home, dense=True)
+    texts = [c.text for c in second.chunks if c.doc_id == "user:runbook"]
+    assert any("#hpc-help" in t for t in texts) and len(texts) == len([c for c in first.chunks if c.doc_id == "user:runbook"])
+    assert second.manifest["embedded"] == 1  # only the changed section
+    scratch = tmp_path / "scratch"
+    add_user_documents(scratch, [doc])
+    _same_results(second, ensure_index(scratch, dense=True, force=True), ("lexical", "dense", "hybrid"))

@@ -341,7 +341,7 @@ def test_follow_up_questions_are_grounded(srv: LiveServer, question: str) -> Non
     from assistant.settings import load_settings
 
     answer, _ = _follow_up(srv, question, LINEAR)
-    cited = set(CITATION.findall(answer))
+    cited = set(CITATION.findall(re.sub(r"(`{3,}).*?\1", "", answer, flags=re.S)))  # `shape[1]` in fix code is no citation
     assert cited
     settings = load_settings()
     known = set(get_retriever(settings.home, dense=settings.dense, encoder_kind=settings.encoder).docs)
@@ -463,6 +463,18 @@ def test_diagnose_equals_ask_json(srv: LiveServer, tmp_path: Path) -> None:
         assert served == _ask_json([str(path)])
         assert served["category"] == cap["category"]
     assert post(srv, "/v1/diagnose", json={"text": LINEAR["stderr"], "llm": "none"}).json() == _ask_json(["-"], stdin=LINEAR["stderr"].encode())
+
+
+def test_served_answers_carry_no_secrets_or_terminal_controls(srv: LiveServer) -> None:
+    # A pasted log with a planted token and an OSC 52 clipboard write: both must be gone from every HTTP answer.
+    secret = "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345"
+    text = LINEAR["stderr"].replace("RuntimeError:", f"GH_TOKEN={secret}\n\x1b]52;c;cm0gLXJmIH4K\x07RuntimeError:", 1)
+    served = post(srv, "/v1/diagnose", json={"text": text})
+    assert served.status_code == 200
+    body = served.text
+    assert secret not in body and "cm0gLXJmIH4K" not in body and "\\u001b" not in body.lower()
+    chat = post(srv, "/v1/chat/completions", json={"model": "torchhelp", "messages": [{"role": "user", "content": text}]})
+    assert chat.status_code == 200 and secret not in chat.text and "\\u001b" not in chat.text.lower()
 
 
 def test_diagnose_with_probe_evidence(srv: LiveServer) -> None:

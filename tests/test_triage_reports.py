@@ -94,8 +94,8 @@ def test_clean_text_removes_escape_sequences_and_controls() -> None:
     assert clean_text("a\r\nb\rc") == "a\nb\nc"
     assert clean_text("  a \n\t b ", oneline=True) == "a b"
     assert clean_text("abcdef", limit=4) == "abc…"
-    # An unterminated OSC stops at the end of its line instead of eating the rest of the log.
-    assert clean_text("\x1b]0;title\nnext line") == "\nnext line"
+    # An unterminated OSC loses only its introducer: nothing after it is eaten (issue 12, defect 2).
+    assert clean_text("\x1b]0;title\nnext line") == "0;title\nnext line"
 
 
 # --- terminal --------------------------------------------------------------------------------------

@@ -1,24 +1,44 @@
 """Any OpenAI-compatible chat-completions server over httpx: OpenAI, vLLM, Ollama's /v1,
-llama.cpp's server, LM Studio. Streaming (SSE), connect/read timeouts, retries with backoff on
-429 and 5xx (Retry-After honoured). Every failure ends in BackendReplyError with a clear reason."""
+llama.cpp's server, LM Studio.
+
+Streaming (SSE) or not, the whole answer must arrive within one deadline (``llm_timeout``,
+retries included) and within a size cap; every reply is checked against the wire schema
+(:mod:`assistant.backends.wire`); retries with backoff on 429 and 5xx (Retry-After honoured, within
+the deadline). API keys follow :mod:`assistant.backends.keypolicy`. Every failure ends in
+BackendReplyError with a short reason that carries no raw server text beyond a sanitised snippet.
+"""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from assistant.backends.base import Message, TokenSink
+from assistant.backends.deadline import Deadline, GatedSink, run_with_deadline
+from assistant.backends.keypolicy import choose_api_key, withheld_openai_key
+from assistant.backends.wire import Chunk, Completion, safe_snippet, schema_problem
 from assistant.errors import BackendReplyError, BackendUnavailable
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
+MAX_WIRE_BYTES = 2 << 20  # the body as sent (SSE framing is ~10x the text); a 700-token answer is ~200 KB streamed
+MAX_ANSWER_CHARS = 32_000  # the answer text itself; a 700-token reply is ~3,000 characters
+MAX_LINE_BYTES = 256 << 10  # one SSE line
+
+
+class _Retry(Exception):
+    """An attempt failed in a way worth trying again (status, timeout, connection)."""
+
+    def __init__(self, reason: str, delay: float = 0.0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
 
 
 @dataclass
 class OpenAIBackend:
-    """Chat completions over HTTP."""
+    """Chat completions over HTTP. ``timeout`` is the deadline for the whole answer, in seconds."""
 
     base_url: str
     model: str
@@ -28,6 +48,9 @@ class OpenAIBackend:
     retries: int = 2
     backoff: float = 0.5
     stream: bool = False
+    max_wire_bytes: int = MAX_WIRE_BYTES
+    max_answer_chars: int = MAX_ANSWER_CHARS
+    key_hint: str = ""  # appended to an HTTP 401/403 reason
     name: str = "openai"
     remote: bool = True
 
@@ -35,9 +58,13 @@ class OpenAIBackend:
     def from_settings(cls, settings) -> OpenAIBackend:  # type: ignore[no-untyped-def]
         if not settings.llm_url:
             raise BackendUnavailable("no API configured: set TORCHHELP_LLM_URL (e.g. https://api.openai.com/v1 or http://localhost:11434/v1)")
+        url = settings.llm_url.rstrip("/")
+        explicit, openai_key = settings.llm_api_key, getattr(settings, "openai_api_key", None)
+        hint = ("OPENAI_API_KEY is sent only to api.openai.com; set TORCHHELP_LLM_API_KEY for this server"
+                if withheld_openai_key(url, explicit, openai_key) else "")
         return cls(
-            base_url=settings.llm_url.rstrip("/"), model=settings.llm_model or "gpt-4o-mini", api_key=settings.llm_api_key,
-            timeout=settings.llm_timeout, connect_timeout=settings.llm_connect_timeout, retries=settings.llm_retries,
+            base_url=url, model=settings.llm_model or "gpt-4o-mini", api_key=choose_api_key(url, explicit, openai_key),
+            timeout=settings.llm_timeout, connect_timeout=settings.llm_connect_timeout, retries=settings.llm_retries, key_hint=hint,
         )
 
     def _headers(self) -> dict[str, str]:
@@ -48,102 +75,132 @@ class OpenAIBackend:
 
     def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False,
                  schema: Mapping[str, Any] | None = None) -> str:
-        try:
-            return self._complete(messages, max_tokens, on_token, json_mode)
-        except BackendReplyError as exc:
-            # Not every compatible server knows response_format: ask once more without it.
-            if json_mode and "HTTP 400" in str(exc):
-                return self._complete(messages, max_tokens, on_token, False)
-            raise
+        deadline = Deadline(self.timeout)
+        sink = GatedSink(on_token, deadline) if on_token is not None else None
 
-    def _complete(self, messages: Sequence[Message], max_tokens: int, on_token: TokenSink | None, json_mode: bool) -> str:
+        def work(dl: Deadline) -> str:
+            try:
+                return self._complete(messages, max_tokens, sink, json_mode, dl)
+            except BackendReplyError as exc:
+                # Not every compatible server knows response_format: ask once more without it.
+                if json_mode and "HTTP 400" in str(exc):
+                    return self._complete(messages, max_tokens, sink, False, dl)
+                raise
+
+        return run_with_deadline(work, deadline, sink)
+
+    def _complete(self, messages: Sequence[Message], max_tokens: int, sink: TokenSink | None, json_mode: bool, deadline: Deadline) -> str:
         import httpx
 
         body: dict[str, Any] = {"model": self.model, "messages": list(messages), "temperature": 0, "max_tokens": max_tokens}
         if json_mode:
             body["response_format"] = {"type": "json_object"}
-        streaming = on_token is not None or self.stream
+        streaming = sink is not None or self.stream
         if streaming:
             body["stream"] = True
         url = f"{self.base_url}/chat/completions"
-        timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         last_error = "no attempt made"
         for attempt in range(self.retries + 1):
+            deadline.check()
+            left = deadline.left()
+            # Each read waits at most what is left of the deadline; the caller's wait bounds the rest.
+            timeout = httpx.Timeout(left, connect=min(self.connect_timeout, left))
             try:
-                with httpx.Client(timeout=timeout) as client:
-                    if streaming:
-                        with client.stream("POST", url, json=body, headers=self._headers()) as resp:
-                            if resp.status_code != 200:
-                                resp.read()
-                                last_error = self._status_error(resp)
-                                if resp.status_code in RETRY_STATUSES and attempt < self.retries:
-                                    self._sleep(attempt, resp)
-                                    continue
-                                raise BackendReplyError(last_error)
-                            return self._read_stream(resp, on_token)
-                    resp = client.post(url, json=body, headers=self._headers())
+                with httpx.Client(timeout=timeout, follow_redirects=False) as client, \
+                        client.stream("POST", url, json=body, headers=self._headers()) as resp:
                     if resp.status_code != 200:
-                        last_error = self._status_error(resp)
-                        if resp.status_code in RETRY_STATUSES and attempt < self.retries:
-                            self._sleep(attempt, resp)
-                            continue
-                        raise BackendReplyError(last_error)
-                    return self._read_json(resp)
+                        raise self._status_problem(resp, attempt, deadline)
+                    chunks = self._capped(resp.iter_bytes(), deadline)
+                    return self._read_stream(chunks, sink) if streaming else self._read_json(chunks)
+            except _Retry as exc:
+                last_error, delay = exc.reason, exc.delay
             except httpx.TimeoutException as exc:
-                last_error = f"the LLM server did not answer in time ({type(exc).__name__})"
+                last_error, delay = f"the LLM server did not answer in time ({type(exc).__name__})", self._delay(attempt)
+            except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
+                last_error, delay = f"cannot reach the LLM server at {_where(self.base_url)} ({type(exc).__name__})", self._delay(attempt)
             except httpx.TransportError as exc:
-                last_error = f"cannot reach the LLM server at {self.base_url} ({type(exc).__name__}: {exc})"
-            if attempt < self.retries:
-                self._sleep(attempt, None)
+                last_error, delay = f"the LLM server broke off the answer ({type(exc).__name__})", self._delay(attempt)
+            except httpx.HTTPError as exc:
+                raise BackendReplyError(f"the LLM server's reply could not be read ({type(exc).__name__})") from None
+            if attempt < self.retries and delay < deadline.left():
+                time.sleep(delay)
+            else:
+                break
         raise BackendReplyError(last_error)
 
-    def _sleep(self, attempt: int, resp) -> None:  # type: ignore[no-untyped-def]
-        delay = self.backoff * (2**attempt)
-        if resp is not None:
+    def _delay(self, attempt: int) -> float:
+        return self.backoff * (2**attempt)
+
+    def _status_problem(self, resp, attempt: int, deadline: Deadline) -> Exception:  # type: ignore[no-untyped-def]
+        """A _Retry for statuses worth retrying, else the BackendReplyError to raise."""
+        body = b"".join(self._capped(resp.iter_bytes(), deadline, limit=4096, truncate=True))
+        snippet = safe_snippet(body)
+        reason = f"the LLM server answered HTTP {resp.status_code}" + (f": {snippet}" if snippet else "")
+        if resp.status_code in (401, 403) and self.key_hint:
+            reason += f" ({self.key_hint})"
+        if resp.status_code in RETRY_STATUSES and attempt < self.retries:
+            delay = self._delay(attempt)
             try:
                 delay = max(delay, min(float(resp.headers.get("retry-after", 0)), 30.0))
             except ValueError:
                 pass
-        time.sleep(delay)
+            return _Retry(reason, delay)
+        return BackendReplyError(reason)
 
-    @staticmethod
-    def _status_error(resp) -> str:  # type: ignore[no-untyped-def]
-        snippet = resp.text[:200].replace("\n", " ") if resp.text else ""
-        return f"the LLM server answered HTTP {resp.status_code}" + (f": {snippet}" if snippet else "")
+    def _capped(self, chunks: Iterator[bytes], deadline: Deadline, limit: int | None = None, truncate: bool = False) -> Iterator[bytes]:
+        """The body's chunks, stopping at the deadline and at the size cap (an error, or a cut for error bodies)."""
+        limit = self.max_wire_bytes if limit is None else limit
+        total = 0
+        for chunk in chunks:
+            deadline.check()
+            total += len(chunk)
+            if total > limit:
+                if truncate:
+                    yield chunk[: max(0, limit - (total - len(chunk)))]
+                    return
+                raise BackendReplyError(f"the LLM server's reply is larger than {limit // 1024} KB")
+            yield chunk
 
-    @staticmethod
-    def _read_json(resp) -> str:  # type: ignore[no-untyped-def]
+    def _read_json(self, chunks: Iterator[bytes]) -> str:
+        from pydantic import ValidationError
+
+        raw = b"".join(chunks)
         try:
-            data = resp.json()
-            content = data["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise BackendReplyError(f"the LLM server's reply is not a chat completion ({type(exc).__name__})") from None
-        if not isinstance(content, str) or not content.strip():
+            text = Completion.model_validate_json(raw).text
+        except ValidationError as exc:
+            raise BackendReplyError(f"the LLM server's reply is not a chat completion ({schema_problem(exc)})") from None
+        if not text.strip():
             raise BackendReplyError("the LLM server returned an empty answer")
-        return content
+        if len(text) > self.max_answer_chars:
+            raise BackendReplyError(f"the LLM server's answer is longer than {self.max_answer_chars} characters")
+        return text
 
-    @staticmethod
-    def _read_stream(resp, on_token: TokenSink | None) -> str:  # type: ignore[no-untyped-def]
+    def _read_stream(self, chunks: Iterator[bytes], sink: TokenSink | None) -> str:
+        from pydantic import ValidationError
+
         parts: list[str] = []
+        size = 0
         finished = False
-        for line in resp.iter_lines():
-            if not line or not line.startswith("data:"):
+        for line in _lines(chunks):
+            if not line.startswith(b"data:"):
                 continue
             payload = line[5:].strip()
-            if payload == "[DONE]":
+            if payload == b"[DONE]":
                 finished = True
                 break
             try:
-                chunk = json.loads(payload)
-                choice = chunk["choices"][0]
-            except (ValueError, KeyError, IndexError, TypeError):
-                raise BackendReplyError("the LLM server sent a malformed stream event") from None
-            delta = (choice.get("delta") or {}).get("content") or ""
+                chunk = Chunk.model_validate_json(payload)
+            except ValidationError as exc:
+                raise BackendReplyError(f"the LLM server sent a malformed stream event ({schema_problem(exc)})") from None
+            delta = chunk.text
             if delta:
+                size += len(delta)
+                if size > self.max_answer_chars:
+                    raise BackendReplyError(f"the LLM server's answer is longer than {self.max_answer_chars} characters")
                 parts.append(delta)
-                if on_token:
-                    on_token(delta)
-            if choice.get("finish_reason"):
+                if sink:
+                    sink(delta)
+            if chunk.finished:
                 finished = True
         text = "".join(parts)
         if not finished:
@@ -151,3 +208,26 @@ class OpenAIBackend:
         if not text.strip():
             raise BackendReplyError("the LLM server returned an empty answer")
         return text
+
+
+def _where(url: str) -> str:
+    """scheme://host:port of a URL: never its path, query or credentials."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname or '?'}{port}"
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Lines of an SSE body (\\n, \\r\\n or \\r), none longer than MAX_LINE_BYTES."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        lines = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        pending = lines.pop()
+        if len(pending) > MAX_LINE_BYTES:
+            raise BackendReplyError("the LLM server sent a stream line longer than 256 KB")
+        yield from lines
+    if pending:
+        yield pending

@@ -2,7 +2,9 @@
 
 With an LLM backend the conversation history is kept and every reply's [citations] must be
 among the retrieved passages (a reply citing anything else is withheld). With no backend, each
-question is answered from the knowledge base directly: the best passages for it, with their ids.
+question is answered from the diagnosis and the knowledge base directly: the fixes for "how do I
+fix it", the cause and evidence for "why", else the knowledge section closest to the question,
+shown whole (see :mod:`assistant.compose.offline_chat`), with the ids of the documents it cites.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from typing import TextIO
 
 from assistant.backends.select import resolve_backend_name
+from assistant.compose.offline_chat import OfflineAnswer, Section, answer_offline, read_sections
 from assistant.compose.prompts import chat_system_message
 from assistant.errors import BackendError
 from assistant.probes.redact import redact_text
@@ -19,6 +22,9 @@ from assistant.types import Diagnosis, Passage
 
 _CITATION = re.compile(r"\[([a-z0-9][\w:.-]*)\]")
 EXIT_WORDS = {"exit", "quit", "q", ":q", "bye"}
+# Said once when a chat starts without an LLM: the knobs that turn on free-form answers (settings.py).
+LLM_HINT = ("Without an LLM, answers are sections of the diagnosis and the knowledge base. For free-form answers, "
+            "set TORCHHELP_LLM_URL to an OpenAI-compatible server, or TORCHHELP_LLM=local with TORCHHELP_LOCAL_MODEL=<file.gguf>.")
 
 
 def check_citations(reply: str, allowed: set[str]) -> list[str]:
@@ -37,6 +43,8 @@ class ChatSession:
         self.backend_name = resolve_backend_name(settings)
         self.history: list[dict[str, str]] = [chat_system_message(diagnosis, passages)]
         self._backend = None
+        self._sections: dict[str, list[Section]] = {}
+        self.last_offline: OfflineAnswer | None = None  # the structured form of the last answer, when the KB gave it
 
     @property
     def allowed(self) -> set[str]:
@@ -44,6 +52,7 @@ class ChatSession:
 
     def ask(self, question: str, on_token=None) -> str:  # type: ignore[no-untyped-def]
         """Answer one question; the exchange is kept in the history."""
+        self.last_offline = None
         if self.backend_name != "none":
             try:
                 answer = self._ask_llm(question, on_token)
@@ -64,10 +73,19 @@ class ChatSession:
         messages = self.history + [{"role": "user", "content": question}]
         if self._backend.remote:
             messages = [{"role": m["role"], "content": redact_text(m["content"])} for m in messages]
-        reply = self._backend.complete(messages, on_token=on_token, max_tokens=600)
+        # The reply is collected whole and checked before anyone sees a token: a streamed draft could
+        # show a command the check would have refused.
+        reply = self._backend.complete(messages, on_token=None, max_tokens=600)
         bad = check_citations(reply, self.allowed)
         if bad:
             raise BackendError(f"the reply cited sources that were not retrieved ({', '.join(bad)})")
+        from assistant.compose.verify import screen_free_text
+
+        risky = screen_free_text(reply, self.diagnosis, self.passages)
+        if risky:
+            raise BackendError(f"the reply was withheld: {risky}")
+        if on_token is not None:
+            on_token(reply)
         return reply
 
     def _ask_kb(self, question: str) -> str:
@@ -80,18 +98,35 @@ class ChatSession:
         for p in hits:
             if p.doc_id not in self.allowed:
                 self.passages.append(p)
-        lines = []
-        for p in hits:
-            body = " ".join(p.text.split("\n", 1)[-1].split())
-            lines.append(f"[{p.doc_id}] {p.title} — {p.section}: {body[:500]}{'…' if len(body) > 500 else ''}")
-        return "\n\n".join(lines) if lines else "The knowledge base has nothing on that."
+        # Candidate sections: every section of the documents retrieved for the question, then of the
+        # diagnosis' own sources, in that order (ties in the ranking go to the earlier document).
+        docs: dict[str, tuple[str, str]] = {}
+        for p in [*hits, *self.passages]:
+            docs.setdefault(p.doc_id, (p.title, p.path))
+        sections = [s for doc_id, (title, path) in docs.items() for s in self._doc_sections(doc_id, title, path)]
+        answer = answer_offline(question, self.diagnosis, sections, {doc_id: path for doc_id, (_, path) in docs.items()})
+        self.last_offline = answer
+        return answer.markdown()
+
+    def _doc_sections(self, doc_id: str, title: str, path: str) -> list[Section]:
+        if doc_id not in self._sections:
+            self._sections[doc_id] = read_sections(doc_id, title, path)
+        return self._sections[doc_id]
 
 
 def run_chat(diagnosis: Diagnosis, passages: list[Passage], settings, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:  # type: ignore[no-untyped-def]
     """Read questions until EOF or 'exit'; print grounded answers."""
+    from rich.console import Console
+
+    from assistant.render.chat_answer import render_answer
+    from assistant.render.safe_text import safe_text
+
     inp, out = stdin or sys.stdin, stdout or sys.stdout
+    console = Console(file=out, highlight=False)
     session = ChatSession(diagnosis, list(passages), settings)
     print(f"\nFollow-up questions about this diagnosis (answered by: {session.backend_name}); 'exit' or Ctrl-D to stop.", file=out)
+    if session.backend_name == "none":
+        console.print(LLM_HINT, style="dim", markup=False)
     while True:
         print("you> ", end="", file=out, flush=True)
         line = inp.readline()
@@ -103,16 +138,25 @@ def run_chat(diagnosis: Diagnosis, passages: list[Passage], settings, stdin: Tex
             continue
         if question.lower() in EXIT_WORDS:
             return
-        print("torchhelp> ", end="", file=out, flush=True)
+        llm = session.backend_name != "none"
+        if llm:
+            print("torchhelp> ", end="", file=out, flush=True)
         streamed: list[str] = []
 
         def sink(token: str, streamed: list[str] = streamed) -> None:  # bound now, not at call time
             streamed.append(token)
-            print(token, end="", file=out, flush=True)
+            print(safe_text(token), end="", file=out, flush=True)  # no ESC survives in any token, so none can join across two
 
-        answer = session.ask(question, on_token=sink)
-        if not streamed:
-            print(answer, end="", file=out)
+        answer = session.ask(question, on_token=sink if llm else None)
+        offline = session.last_offline
+        if offline is not None and not llm:
+            render_answer(offline.blocks, console, prefix="torchhelp> ")
+        elif offline is not None:  # the LLM gave no usable answer: its note, then the knowledge-base answer
+            note = answer.removesuffix(offline.markdown()).strip()
+            print(("\n" if streamed else "") + safe_text(note), file=out)
+            render_answer(offline.blocks, console)
+        elif not streamed:
+            print(safe_text(answer), end="", file=out)
         elif "".join(streamed) != answer:
-            print("\n" + answer, end="", file=out)  # the streamed text was withheld or replaced
-        print("\n", file=out, flush=True)
+            print("\n" + safe_text(answer), end="", file=out)  # the streamed text was withheld or replaced
+        print(("" if offline is not None else "\n"), file=out, flush=True)

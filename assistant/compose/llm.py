@@ -2,8 +2,12 @@
 
 Whatever goes wrong — the backend is missing, offline mode forbids it, the server times out, the
 reply is not JSON, it cites documents that were not retrieved, it contradicts a confident rule —
-the user gets the deterministic diagnosis and a note saying which backend was tried and why its
-answer was not used.
+the user gets the deterministic diagnosis and a one-line note saying which backend was tried and
+why its answer was not used.
+
+Nothing unverified is shown: the backend streams into a private buffer, and ``on_token`` (a door's
+live display) receives no draft text at all. A draft that might obey instructions injected into
+the log must not reach the terminal even for a moment.
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ from assistant.types import Diagnosis, Evidence, Failure, Fix, Passage, RuleHit
 
 NO_RULE_CONFIDENCE_CAP = 0.6
 MAX_REPLY_TOKENS = 700
+MAX_NOTE_REASON = 200
+
+
+def _one_line(reason: object) -> str:
+    """A reason as one short line (reasons can carry a server's text, already sanitised by the backend)."""
+    text = " ".join(str(reason).split())
+    text = "".join(ch for ch in text if ch.isprintable())
+    return text if len(text) <= MAX_NOTE_REASON else text[: MAX_NOTE_REASON - 1] + "…"
 
 
 def _fallback(det: Diagnosis, note: str) -> Diagnosis:
@@ -35,18 +47,22 @@ def llm_compose(
     try:
         backend = get_backend(name, settings)
     except BackendError as exc:
-        return _fallback(det, f"LLM backend '{name}' not used: {exc}. Showing the deterministic diagnosis.")
+        return _fallback(det, f"LLM backend '{_one_line(name)}' not used: {_one_line(exc)}. Showing the deterministic diagnosis.")
     messages = build_messages(failure, hit, evidence, passages, det)
     if backend.remote:
         # Secrets never leave the machine: tracebacks and probe facts can carry keys and tokens.
         messages = [{"role": m["role"], "content": redact_text(m["content"])} for m in messages]
+    # Streaming still happens on the wire when a door wants it (progress, the deadline and the size
+    # cap act as text arrives), but into this buffer: the door's sink is never given a draft.
+    draft: list[str] = []
+    sink: TokenSink | None = draft.append if on_token is not None else None
     try:
-        text = backend.complete(messages, on_token=on_token, json_mode=True, max_tokens=MAX_REPLY_TOKENS, schema=reply_schema(passages, hit))
+        text = backend.complete(messages, on_token=sink, json_mode=True, max_tokens=MAX_REPLY_TOKENS, schema=reply_schema(passages, hit, det))
     except BackendError as exc:
-        return _fallback(det, f"LLM backend '{name}' gave no usable answer ({exc}). Showing the deterministic diagnosis.")
+        return _fallback(det, f"LLM backend '{_one_line(name)}' gave no usable answer ({_one_line(exc)}). Showing the deterministic diagnosis.")
     verdict = verify(text, passages, hit, evidence, det)
     if not verdict.ok or verdict.reply is None:
-        return _fallback(det, f"The answer from '{name}' was discarded: {verdict.reason}. Showing the deterministic diagnosis.")
+        return _fallback(det, f"The answer from '{_one_line(name)}' was discarded: {_one_line(verdict.reason)}. Showing the deterministic diagnosis.")
     reply = verdict.reply
     allowed = {p.doc_id for p in passages}
     fixes = tuple(

@@ -103,6 +103,7 @@ class OutsideCase:
     fix_keywords: tuple[str, ...]
     source: str | None = None
     kind: str | None = None  # traceback | message | prose, when the set records it
+    must_not_claim: tuple[str, ...] = ()  # wrong specific causes/remedies for this case (from a claims sidecar file)
 
 
 def load_outside_cases(path: Path) -> list[OutsideCase]:
@@ -125,3 +126,29 @@ def load_outside_cases(path: Path) -> list[OutsideCase]:
     if not out:
         raise EvalError(f"{path}: no cases")
     return out
+
+
+def load_claims(path: Path) -> dict[str, tuple[str, ...]]:
+    """A claims sidecar: ``{"id", "must_not_claim": [...]}`` per line -> the phrases per case id.
+
+    The labels live beside the frozen case files instead of inside them, so labelling never edits a split.
+    """
+    if not path.is_file():
+        raise EvalError(f"no such claims file: {path}")
+    out: dict[str, tuple[str, ...]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            out[str(row["id"])] = tuple(str(p) for p in row.get("must_not_claim") or ())
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EvalError(f"{path}:{n}: expected a JSON object with id and must_not_claim ({exc})") from None
+    return out
+
+
+def with_claims(cases: list[OutsideCase], claims: dict[str, tuple[str, ...]]) -> list[OutsideCase]:
+    """The cases with their must-not-claim phrases attached (cases without a label keep none)."""
+    from dataclasses import replace
+
+    return [replace(c, must_not_claim=claims.get(c.id, c.must_not_claim)) for c in cases]

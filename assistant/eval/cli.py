@@ -108,6 +108,7 @@ def reproduce_cmd(
 def score_cmd(
     backend: str = typer.Option("none", "--backend", help="Who writes the full engine's answer: none | local | openai, or several comma-separated (one row each)."),
     cases: Optional[list[Path]] = typer.Option(None, "--cases", help="Score outside JSONL sets (error_text, category, fix_keywords) instead of the captures; repeat to combine files."),
+    claims: Optional[list[Path]] = typer.Option(None, "--claims", help="Sidecar JSONL of {id, must_not_claim} labels for --cases: answers stating them count as contradicted."),
     captures: Optional[Path] = typer.Option(None, "--captures", help="Capture folder (default: eval/captured of the checkout you are in)."),
     variants: str = typer.Option(",".join(("full", "rules", "retrieval", "lexical", "dense", "regex")), "--variants", help="Comma-separated: full, rules, retrieval, lexical, dense, regex."),
     name: Optional[str] = typer.Option(None, "--name", help="Results name (default: captured / the case file's stem)."),
@@ -119,9 +120,10 @@ def score_cmd(
 ) -> None:
     """Diagnose every capture (or outside case) and write metrics, per variant and per category."""
     from rich.console import Console
+    from rich.text import Text
 
     from assistant.eval.cases import load_outside_cases
-    from assistant.eval.report import check_thresholds, load_thresholds, markdown_report, results_document, write_results
+    from assistant.eval.report import check_thresholds, load_thresholds, markdown_report, results_document, summary_table, write_results
     from assistant.eval.reproduce import load_captures
     from assistant.eval.score import VARIANTS, Scorer, items_from_captures, items_from_outside
     from assistant.kb.retrieve import get_retriever
@@ -141,7 +143,10 @@ def score_cmd(
     if check and checkout is None:
         raise EvalError("--check compares with eval/thresholds.toml, which ships with the torchhelp repository: run it inside a checkout")
     if cases:
-        items = [item for path in cases for item in items_from_outside(load_outside_cases(path))]
+        from assistant.eval.cases import load_claims, with_claims
+
+        labels = {k: v for path in (claims or []) for k, v in load_claims(path).items()}
+        items = [item for path in cases for item in items_from_outside(with_claims(load_outside_cases(path), labels))]
         run_name = name or cases[0].stem
         description = f"Outside cases from {', '.join(str(p) for p in cases)} ({len(items)} items)."
     else:
@@ -188,11 +193,9 @@ def score_cmd(
         except ValueError:
             continue
     (out_dir / "REPORT.md").write_text(markdown_report(all_docs), encoding="utf-8")
-    for v, body in doc["variants"].items():
-        o = body["overall"]
-        print(f"{run_name:>12} {v:>12}: accuracy {o['category_accuracy']:.3f}  remedy hit {o['remedy_hit']}  mention recall {o['must_mention_recall']:.3f}  "
-              f"citations {o['citation_validity']:.3f}  wrong-guess {o['wrong_guess_rate']}  p50 {o['latency_ms_p50']:.1f} ms  p95 {o['latency_ms_p95']:.1f} ms")
-    print(f"results: {path}; report: {out_dir / 'REPORT.md'}")
+    out = Console(highlight=False)  # stdout, at the terminal's width: rows wrap instead of running off the edge
+    out.print(summary_table(doc, out.width))
+    out.print(Text(f"results: {path}\nreport: {out_dir / 'REPORT.md'}", overflow="fold"))
     if check:
         thresholds = load_thresholds(checkout / "eval" / "thresholds.toml").get(run_name)  # type: ignore[operator]
         if thresholds is None:

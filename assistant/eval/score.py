@@ -43,6 +43,7 @@ class Prediction:
     latency_ms: float
     backend: str = "none"
     fix_text: str = ""  # the fixes only (titles, details, code): where a remedy must appear
+    hypotheses: tuple[tuple[float, str], ...] = ()  # (likelihood, cause + fixes text) per ranked hypothesis
 
 
 @dataclass
@@ -54,6 +55,8 @@ class ItemResult:
     missing: tuple[str, ...]
     violations: tuple[str, ...]
     citations_valid: bool
+    lead_right: bool = False  # right family, and the leading hypothesis carries the remedy (when the item names one)
+    top3_remedy: bool = False  # the remedy is among the fixes of the three most likely hypotheses
 
 
 @dataclass
@@ -68,6 +71,7 @@ class VariantReport:
         expect_unknown = [r for r in rs if r.item.category == "unknown"]
         known = [r for r in rs if r.item.category != "unknown"]
         with_kw = [r for r in rs if r.item.must_mention]
+        labelled = [r for r in rs if r.item.must_not_mention]
         lat = sorted(r.prediction.latency_ms for r in rs)
         return {
             "n": len(rs),
@@ -75,6 +79,8 @@ class VariantReport:
             "must_mention_recall": round(statistics.fmean(r.mention_recall for r in rs), 4),
             "remedy_hit": round(sum(r.mention_recall == 1.0 for r in with_kw) / len(with_kw), 4) if with_kw else None,
             "must_not_mention_violations": sum(bool(r.violations) for r in rs),
+            # Share of labelled items whose answer states a cause or remedy the item's report rules out.
+            "contradicted": round(sum(bool(r.violations) for r in labelled) / len(labelled), 4) if labelled else None,
             "citation_validity": round(sum(r.citations_valid for r in rs) / len(rs), 4),
             "abstention_correct": round(sum(r.prediction.category == "unknown" for r in expect_unknown) / len(expect_unknown), 4) if expect_unknown else None,
             "abstained_on_known": round(sum(r.prediction.category == "unknown" for r in known) / len(known), 4) if known else None,
@@ -82,6 +88,7 @@ class VariantReport:
             "llm_accepted": round(sum(r.prediction.backend not in ("none", "") for r in rs) / len(rs), 4),
             "latency_ms_p50": round(_percentile(lat, 50), 2),
             "latency_ms_p95": round(_percentile(lat, 95), 2),
+            **_hypothesis_metrics(rs, with_kw),
         }
 
     def per_category(self) -> dict[str, dict[str, Any]]:
@@ -92,6 +99,29 @@ class VariantReport:
         """Metrics per kind of input (traceback, bare message, prose, or the capture's device)."""
         kinds = sorted({r.item.device for r in self.results})
         return {k: self.metrics([r for r in self.results if r.item.device == k]) for k in kinds}
+
+
+RELIABILITY_BINS = ((0.8, 1.01), (0.6, 0.8), (0.4, 0.6), (0.2, 0.4), (0.0, 0.2))
+
+
+def _hypothesis_metrics(rs: Sequence[ItemResult], with_kw: Sequence[ItemResult]) -> dict[str, Any]:
+    """Usefulness of the ranked hypotheses, and how well the leading one's likelihood is calibrated."""
+    ranked = [r for r in rs if r.prediction.hypotheses]
+    if not ranked:
+        return {}
+    bins = []
+    for lo, hi in RELIABILITY_BINS:
+        inside = [r for r in ranked if lo <= r.prediction.hypotheses[0][0] < hi]
+        bins.append({"bin": f"{lo:.1f}–{min(hi, 1.0):.1f}", "n": len(inside),
+                     "right": round(sum(r.lead_right for r in inside) / len(inside), 4) if inside else None,
+                     "mean_likelihood": round(statistics.fmean(r.prediction.hypotheses[0][0] for r in inside), 4) if inside else None})
+    kw_ranked = [r for r in with_kw if r.prediction.hypotheses]
+    return {
+        "hypotheses_per_answer": round(statistics.fmean(len(r.prediction.hypotheses) for r in ranked), 3),
+        "lead_right": round(sum(r.lead_right for r in ranked) / len(ranked), 4),
+        "top3_remedy_hit": round(sum(r.top3_remedy for r in kw_ranked) / len(kw_ranked), 4) if kw_ranked else None,
+        "reliability": bins,
+    }
 
 
 def _percentile(sorted_values: Sequence[float], pct: float) -> float:
@@ -124,7 +154,7 @@ def items_from_captures(captures: Iterable[dict[str, Any]]) -> list[Item]:
 
 
 def items_from_outside(cases) -> list[Item]:  # type: ignore[no-untyped-def]
-    return [Item(c.id, c.error_text, c.category, c.fix_keywords, (), c.kind or "outside", remedy_only=True) for c in cases]
+    return [Item(c.id, c.error_text, c.category, c.fix_keywords, tuple(getattr(c, "must_not_claim", ())), c.kind or "outside", remedy_only=True) for c in cases]
 
 
 def _answer_text(parts: Iterable[str | None]) -> str:
@@ -175,8 +205,9 @@ class Scorer:
             d = engine.with_settings(llm=name, local_model_path=model or None).diagnose(text, evidence=evidence)
             fixes = _fix_text(d.fixes)
             cited = tuple(s for f in d.fixes for s in f.sources)
+            ranked = tuple((h.likelihood, _answer_text([h.cause, _fix_text(h.fixes)])) for h in d.hypotheses)
             return Prediction(d.category, _answer_text([d.title, d.summary, d.cause, fixes]), cited, tuple(s.id for s in d.sources),
-                              (time.perf_counter() - start) * 1000, d.backend, fixes)
+                              (time.perf_counter() - start) * 1000, d.backend, fixes, ranked)
         if variant == "regex":
             from assistant.eval.baseline import regex_category
 
@@ -209,8 +240,24 @@ class Scorer:
                 _, present = _mentions(pred.answer, item.must_not_mention)
                 violations = tuple(p for p in item.must_not_mention if p not in present)
                 valid = all(c in pred.sources for c in pred.cited) and all(s in self.known_doc_ids for s in pred.sources)
-                reports[variant].results.append(ItemResult(item, pred, pred.category == item.category, recall, missing, violations, valid))
+                correct = pred.category == item.category
+                lead_right, top3 = _hypotheses_right(item, pred, correct)
+                reports[variant].results.append(ItemResult(item, pred, correct, recall, missing, violations, valid, lead_right, top3))
                 done += 1
                 if progress:
                     progress(variant, done, total)
         return reports
+
+
+def _hypotheses_right(item: Item, pred: Prediction, correct: bool) -> tuple[bool, bool]:
+    """(the leading hypothesis is right, the remedy is among the top three hypotheses' fixes).
+
+    A hypothesis is right when the family is right and, for an item that names its remedy, that
+    hypothesis's own cause and fixes carry it: the same test as the answer's remedy hit, per hypothesis.
+    """
+    if not pred.hypotheses or not correct:
+        return False, False
+    if not item.must_mention:
+        return True, True
+    hits = [_mentions(text, item.must_mention)[0] == 1.0 for _, text in pred.hypotheses[:3]]
+    return hits[0], any(hits)

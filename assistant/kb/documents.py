@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from assistant.errors import KnowledgeError
+from assistant.types import USER_DOC_PREFIX
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)
 _MD_HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*#*\s*$", re.M)
@@ -86,7 +87,7 @@ def read_user_doc(path: Path) -> Document:
     raw = path.read_bytes().decode("utf-8", errors="replace")
     meta, body = _split_front_matter(raw)
     title = str(meta.get("title") or _first_heading(body, path.suffix) or path.stem)
-    doc_id = "user:" + _slug(str(meta.get("id") or path.stem))
+    doc_id = USER_DOC_PREFIX + _slug(str(meta.get("id") or path.stem))
     return Document(
         id=doc_id, title=title, category=str(meta.get("category") or "user"), path=str(path), body=body,
         signatures=tuple(str(s) for s in _as_list(meta.get("signatures"))), tags=tuple(str(t) for t in _as_list(meta.get("tags"))), origin="user",
@@ -145,9 +146,9 @@ def chunk_document(doc: Document) -> list[Chunk]:
     Each chunk starts with the document title and section name so it is findable on its own.
     The Symptoms chunk also carries the signatures (exact error strings).
     """
-    sections = _sections(doc)
+    parts = sections(doc)
     chunks: list[Chunk] = []
-    for heading, text in sections:
+    for heading, text in parts:
         words = text.split()
         if not words:
             continue
@@ -165,7 +166,8 @@ def chunk_document(doc: Document) -> list[Chunk]:
     return chunks
 
 
-def _sections(doc: Document) -> list[tuple[str, str]]:
+def sections(doc: Document) -> list[tuple[str, str]]:
+    """(heading, text) per section, in order; text before the first heading is the "overview"."""
     body = doc.body
     if doc.path.endswith(".rst"):
         marks = list(_RST_UNDERLINE.finditer(body))

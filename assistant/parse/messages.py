@@ -7,7 +7,7 @@ import re
 
 _UNITS = {"B": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
           "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-_SIZE = re.compile(r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|B)\b")
+_SIZE = re.compile(r"(?<!\d)(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|B)\b")
 
 DTYPE_ALIASES = {
     "float": "float32", "float32": "float32", "floattensor": "float32", "single": "float32",
@@ -45,13 +45,13 @@ def fmt_bytes(n: float | int | None) -> str:
 def parse_shape(text: str) -> tuple[int, ...] | None:
     """Parse ``[1, 3, 28, 28]``, ``torch.Size([4, 10])``, ``(4 x 4)``, ``4x7200`` or ``[32 x 512]``."""
     inner = text.strip()
-    m = re.search(r"torch\.Size\(\[([^\]]*)\]\)", inner)
+    m = re.search(r"torch\.Size\(\[([^\][]*)\]\)", inner)
     if m:
         inner = m.group(1)
     inner = inner.strip("[]() ")
     if not inner:
         return ()
-    parts = re.split(r"\s*[x×,]\s*", inner)
+    parts = re.split(r"(?<!\s)\s*[x×,]\s*", inner)
     try:
         return tuple(int(p) for p in parts if p != "")
     except ValueError:

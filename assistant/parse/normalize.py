@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
+from assistant.render.safe_text import strip_escapes
 
 # Prefixes seen in front of traceback lines in real logs, tried repeatedly until none matches.
 _RANK_PREFIXES = (
@@ -43,8 +43,12 @@ class Line:
 
 
 def strip_ansi(text: str) -> str:
-    """Remove terminal colour and cursor escape sequences."""
-    return _ANSI.sub("", text)
+    """Remove terminal escape sequences (colours, cursor moves, OSC strings, C1 controls).
+
+    The same core as every renderer's (:func:`assistant.render.safe_text.strip_escapes`), repeated
+    until nothing changes; ``\\r`` and ``\\t`` stay, for :func:`clean_lines` to interpret.
+    """
+    return strip_escapes(text)
 
 
 def clean_lines(text: str) -> list[Line]:

@@ -9,10 +9,11 @@ The parser never raises on odd input: what it cannot read is written into ``Fail
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from assistant.parse.normalize import Line, clean_lines
 from assistant.parse import signals
+from assistant.parse.bounds import bound_failure, bound_for_parse
 from assistant.types import ExceptionRecord, Failure, Frame
 
 TRACEBACK_HEADER = "Traceback (most recent call last):"
@@ -75,7 +76,13 @@ def is_user_file(path: str) -> bool:
 
 
 def parse_failure(text: str) -> Failure:
-    """Parse free text into a Failure (never raises)."""
+    """Parse free text into a Failure (never raises); every field bounded for the rules (see bounds)."""
+    bounded, notes = bound_for_parse(text)
+    failure = bound_failure(_parse_failure(bounded))
+    return replace(failure, notes=(*notes, *failure.notes)) if notes else failure
+
+
+def _parse_failure(text: str) -> Failure:
     lines = clean_lines(text)
     streams = _split_by_rank(lines)
     chains: list[tuple[int | None, int, list[_Record]]] = []

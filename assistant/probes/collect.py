@@ -12,7 +12,7 @@ import types
 from typing import Any
 
 from assistant.probes.budget import Budget
-from assistant.probes.redact import redact_text
+from assistant.probes.redact import redact_argv, redact_text, redact_value
 from assistant.types import Evidence, ModuleSummary, TensorSummary
 
 DEFAULT_BUDGET_S = 3.0
@@ -30,7 +30,7 @@ def collect_evidence(exc: BaseException, tb: types.TracebackType | None, budget_
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     record: dict[str, Any] = {
         "version": 1, "pid": os.getpid(), "rank": _env_int("RANK"), "local_rank": _env_int("LOCAL_RANK"),
-        "argv": [redact_text(a) for a in sys.argv], "time": time.time(), "exc_type": type(exc).__name__,
+        "argv": redact_argv(sys.argv), "time": time.time(), "exc_type": type(exc).__name__,
         "traceback": redact_text(text), "notes": [],
     }
     out_of_memory = bool(_MEMORY_WORDS.search(text))
@@ -55,7 +55,8 @@ def collect_evidence(exc: BaseException, tb: types.TracebackType | None, budget_
     except Exception as exc2:  # noqa: BLE001 - the probe must never mask the user's error
         record["notes"].append(f"tensor probe failed: {type(exc2).__name__}: {exc2}")
     record["probe_seconds"] = round(time.perf_counter() - started, 3)
-    return record
+    # Tensor and object names, reprs and notes quote the program too: every string is redacted.
+    return redact_value(record)
 
 
 def _env_int(name: str) -> int | None:
@@ -72,7 +73,7 @@ def evidence_from_record(record: dict[str, Any], env: dict[str, Any] | None = No
             name=t["name"], frame=t.get("frame", ""), shape=tuple(t.get("shape", ())), dtype=t.get("dtype", "?"), device=t.get("device", "?"),
             requires_grad=bool(t.get("requires_grad")), is_leaf=bool(t.get("is_leaf", True)), grad_fn=t.get("grad_fn"),
             contiguous=bool(t.get("contiguous", True)), nan_count=t.get("nan_count"), inf_count=t.get("inf_count"),
-            min_value=t.get("min_value"), max_value=t.get("max_value"),
+            min_value=t.get("min_value"), max_value=t.get("max_value"), library=bool(t.get("library")),
         )
         for t in record.get("tensors", [])
     )

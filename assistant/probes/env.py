@@ -17,7 +17,8 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from assistant.probes.redact import redact_env
+from assistant.probes.redact import redact_env, redact_value
+from assistant.render.safe_text import safe_line
 
 RELEVANT_ENV_PREFIXES = ("PYTORCH_", "TORCH_", "CUDA_", "NCCL_", "CUBLAS_", "CUDNN_", "OMP_", "MKL_", "TORCHINDUCTOR_", "TRITON_", "HF_", "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_", "LD_LIBRARY_PATH")
 RELATED_PACKAGES = ("torch", "torchvision", "torchaudio", "triton", "numpy", "transformers", "accelerate", "lightning", "pytorch-lightning", "deepspeed", "xformers", "flash-attn", "bitsandbytes", "apex", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
@@ -127,11 +128,13 @@ def collect_environment(python: str | None = None, timeout: float = 30.0) -> dic
         notes.append(f"GPU architecture {mismatched[0]['capability']} ({mismatched[0]['name']}) is not among the wheel's architectures {arch}")
     report["cuda"] = report.get("cuda_build")
     report["notes"] = notes
-    return report
+    # Paths, probe errors and variable values can quote credentials (a token in a path, a URL with a password).
+    return redact_value(report)
 
 
 def format_environment(report: dict[str, Any]) -> str:
-    """Plain-text rendering for `torchhelp env`."""
+    """Plain-text rendering for `torchhelp env` (secrets masked, control characters removed)."""
+    report = redact_value(report)
     lines = [
         f"Python        {report.get('python')} ({report.get('executable')})",
         f"Platform      {report.get('platform')}",
@@ -151,7 +154,8 @@ def format_environment(report: dict[str, Any]) -> str:
         lines.append(f"env           {k}={v}")
     for n in report.get("notes") or []:
         lines.append(f"note          {n}")
-    return "\n".join(lines)
+    # Values come from the environment and child processes: shown as text, never as terminal escapes.
+    return "\n".join(safe_line(line) for line in lines)
 
 
 if __name__ == "__main__":  # pragma: no cover - used by `python -m assistant.probes.env`

@@ -66,6 +66,8 @@ def module_summary(name: str, frame: str, m: Any) -> dict[str, Any]:
             if hasattr(sub, attr):
                 v = getattr(sub, attr)
                 info[attr] = list(v) if isinstance(v, tuple) else v
+        if getattr(sub, "inplace", False) is True:  # nn.ReLU(inplace=True) and friends overwrite their input
+            info["inplace"] = True
         if len(info) > 2:
             layers.append(info)
         if len(layers) >= MAX_LAYERS:
@@ -132,6 +134,9 @@ def collect_frame_state(tb: types.TracebackType | None, budget: Budget, stats: b
     seen: set[int] = set()
     for frame in _frames(tb):
         label = frame.f_code.co_name
+        # Locals of torch's own frames (t_outputs, grad_tensors) are torch's names: kept for the rules, never shown as the user's.
+        library = not _is_user_file(frame.f_code.co_filename)
+        first_tensor = len(out["tensors"])
         if budget.expired():
             out["notes"].append("tensor probe stopped: time budget spent")
             break
@@ -164,4 +169,8 @@ def collect_frame_state(tb: types.TracebackType | None, budget: Budget, stats: b
         except ProbeTimeout as exc:
             out["notes"].append(f"tensor probe timed out in frame {label}: {exc}")
             break
+        finally:
+            if library:
+                for t in out["tensors"][first_tensor:]:
+                    t["library"] = True
     return out

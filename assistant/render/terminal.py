@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from assistant.render.facts import facts_line, split_cause
+from assistant.render.hypotheses import print_alternatives, print_lead_check
+from assistant.render.outgoing import shown
 from assistant.types import Diagnosis, Fact, Fix
 
 if TYPE_CHECKING:
@@ -69,6 +71,8 @@ def _print_fix(i: int, f: Fix, console: Console) -> None:
     from rich.text import Text
 
     head = Text(f.title, style="bold")
+    if f.from_team_runbook:
+        head.append("  team runbook", style="bold magenta")
     if f.sources:
         head.append(f"  [{', '.join(f.sources)}]", style="dim")
     # A grid keeps the title's wrapped lines under the title, not under the number.
@@ -84,13 +88,18 @@ def _print_fix(i: int, f: Fix, console: Console) -> None:
 
 
 def render_terminal(d: Diagnosis, console: Console) -> None:
-    """Print the diagnosis: header (title, cause sentence), fixes, rest of the cause, evidence, sources, notes."""
-    from rich.markup import escape
+    """Print the diagnosis: header (title, cause sentence), fixes, rest of the cause, evidence, sources, notes.
+
+    Every string in the diagnosis may come from untrusted text (the log, probes, an LLM, an HTTP error
+    body): it is sanitised once here (:func:`assistant.render.outgoing.shown`) and reaches rich only as
+    :class:`rich.text.Text`, never as markup.
+    """
     from rich.padding import Padding
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
 
+    d = shown(d)
     colour = _colour(d)
     first, rest = split_cause(d.cause)
     head = Text()
@@ -104,10 +113,12 @@ def render_terminal(d: Diagnosis, console: Console) -> None:
     if first:
         _section("Cause", "cyan", console)
         console.print(Padding(Text(first), (0, 0, 0, SECTION_INDENT)))
+    print_lead_check(d, console)
     if d.fixes:
         _section("Fixes", "green", console)
         for i, f in enumerate(d.fixes, 1):
             _print_fix(i, f, console)
+    print_alternatives(d, console, _print_code)
     if rest:
         _section("Why", "cyan", console)
         console.print(Padding(Text(rest), (0, 0, 0, SECTION_INDENT)))
@@ -118,7 +129,7 @@ def render_terminal(d: Diagnosis, console: Console) -> None:
         table.add_column(style="bold magenta", no_wrap=True)
         table.add_column()
         for e in rows:
-            table.add_row(e.kind, escape(e.text))
+            table.add_row(Text(e.kind), Text(e.text))
         console.print(Padding(table, (0, 0, 0, SECTION_INDENT)))
     if d.sources:
         _section("Sources", "blue", console)
@@ -127,7 +138,7 @@ def render_terminal(d: Diagnosis, console: Console) -> None:
         src.add_column("title")
         src.add_column("score", justify="right")
         for s in d.sources:
-            src.add_row(s.id, escape(s.title), f"{s.score:.2f}")
+            src.add_row(Text(s.id), Text(s.title), f"{s.score:.2f}")
         console.print(Padding(src, (0, 0, 0, SECTION_INDENT)))
     for n in d.notes:
         console.print(Text(f"note: {n}", style="dim italic"))
@@ -140,6 +151,7 @@ def render_brief(d: Diagnosis, console: Console) -> None:
     """At most 15 lines: title, category/confidence, cause sentence, top fixes with first code line, source ids."""
     from rich.text import Text
 
+    d = shown(d)  # untrusted text: no escapes, no secrets (see render_terminal)
     first, _ = split_cause(d.cause)
     # Cap the cause sentence at three screen lines so the whole answer stays within 15.
     limit = 3 * max(console.width, 20) - 1
@@ -149,8 +161,15 @@ def render_brief(d: Diagnosis, console: Console) -> None:
     console.print(Text(_meta(d), style="dim"), overflow="ellipsis", no_wrap=True)
     if first:
         console.print(Text(first))
+    if d.hypotheses and d.hypotheses[0].check:
+        check = d.hypotheses[0].check
+        check = check if len(check) <= 2 * max(console.width, 20) - 8 else check[: 2 * max(console.width, 20) - 9].rstrip() + "…"
+        console.print(Text("check: ", style="bold cyan") + Text(check))
     for i, f in enumerate(d.fixes[:BRIEF_FIXES], 1):
-        console.print(Text(f"{i}. ", style="bold green") + Text(f.title, style="bold"))
+        line = Text(f"{i}. ", style="bold green") + Text(f.title, style="bold")
+        if f.from_team_runbook:
+            line.append("  (team runbook)", style="magenta")
+        console.print(line)
         code = (f.code or "").strip("\n").split("\n")[0]
         if code:
             _print_code(code, console, indent=3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.parse.messages import tensor_type_parts
+from assistant.rules.autograd_source import failing_line_fix
 from assistant.rules.base import Context, error_fact, fix, hit, lazy_re
 from assistant.rules.base import with_location as _loc
 from assistant.rules.registry import Example, rule
@@ -22,7 +23,7 @@ _INPLACE_PROSE = lazy_re(r"\b(?:remov|disabl|drop)\w*\s+(?:the\s+)?in-?place\b|\
 # ...and says backward is involved, or that changing the flag made the error go away.
 _BACKWARD_WORDS = lazy_re(r"backward|backprop|gradient|\b(?:fixed|solved|resolved)\b|goes away|disappear", re.I)
 # `x += y` typed anywhere in the text (an ipdb/REPL line, a quoted snippet), when no traceback frame gives the line.
-_AUG_ASSIGN = lazy_re(r"^[\s>*.:|]*(?:ipdb>\s*|>>>\s*)?(?P<name>[A-Za-z_][\w.]*)\s*(?P<op>[-+*/])=(?!=)\s*(?P<rhs>\S.*)$", re.M)
+_AUG_ASSIGN = lazy_re(r"^[ \t>*.:|]*(?:ipdb>[ \t]*|>>>[ \t]*)?(?P<name>[A-Za-z_][\w.]*)[ \t]*(?P<op>[-+*/])=(?!=)[ \t]*(?P<rhs>\S.*)$", re.M)
 _OP_NAMES = {
     "Relu": "a ReLU", "Sigmoid": "a sigmoid", "Tanh": "a tanh", "Exp": "an exp", "Addmm": "a Linear layer (addmm)",
     "Mm": "a matrix multiply", "T": "a transposed weight (Linear's weight.t())", "AsStrided": "a view of a parameter",
@@ -132,6 +133,9 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
             fix("Clone before modifying", "If you need to edit a tensor the graph uses, edit a copy.", "y = x.clone()\ny[mask] = 0", "inplace-modification"),
             fixes_tail,
         ]
+        own = failing_line_fix(_line(ctx))
+        if own is not None:
+            fixes.insert(0, own)
         return hit("autograd.inplace", "inplace_autograd", "A tensor needed for backward was modified in place", cause, fixes, docs, _loc(ctx, found), 0.95, facts=facts)
 
     if ctx.search(r"a (?:view of a )?leaf Variable that requires grad (?:is being|has been) used in an in-place operation"):
@@ -190,6 +194,9 @@ def _inplace_unspecified(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
     if call:
         cause += f" The failing line uses `{call}`."
     fixes = [_ANOMALY, _OUT_OF_PLACE, _CLONE]
+    own = failing_line_fix(_line(ctx))
+    if own is not None:
+        fixes.insert(0, own)
     return hit("autograd.inplace_bare", "inplace_autograd", "A tensor needed for backward was modified in place", cause, fixes, docs,
                _loc(ctx, [error_fact(ctx)]), 0.85, facts=Facts(call=call))
 
@@ -211,9 +218,9 @@ def _inplace_prose(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
 
 
 # Prose: "backwards through the ... twice", "call backward on one variable twice", together with the retain flag.
-_TWICE_PROSE = lazy_re(r"backward\w*\b[^.\n]{0,60}\btwice\b|\btwice\b[^.\n]{0,40}\bbackward", re.I)
+_TWICE_PROSE = lazy_re(r"backward\w{0,30}\b[^.\n]{0,60}\btwice\b|\btwice\b[^.\n]{0,40}\bbackward", re.I)
 _RETAIN_WORD = lazy_re(r"\bretain(?:_graphs?|_variables?)?\b", re.I)
-_RUNNING_TOTAL = lazy_re(r"\b(\w*(?:total|running|sum|acc|accum|epoch)\w*)\s*\.backward\(", re.I)
+_RUNNING_TOTAL = lazy_re(r"\b(?=\w*?(?:total|running|sum|acc|accum|epoch))(\w+)\s*\.backward\(", re.I)
 
 
 @rule(
@@ -259,17 +266,20 @@ def backward_twice(ctx: Context) -> RuleHit | None:
                      "loss = sum(step_losses)   # built in this iteration only\nloss.backward()", "backward-twice")]
         return hit("autograd.backward_twice_accumulated", "backward_twice", "Backward through an accumulated loss", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.93,
                    facts=Facts(call=f"{name}.backward", names=(name,)))
-    cause = ("A second backward pass went through (part of) a graph whose saved tensors the first backward had freed. Something built in an earlier "
-             "step is reused in the next step's graph without being detached: a recurrent hidden state carried between batches, a running average "
-             "or cache kept as a tensor, or a tensor computed once before the loop and used in every step's loss.")
+    cause = ("A second backward pass went through (part of) a graph whose saved tensors the first backward had freed. Two stories fit this "
+             "message: two backward calls in one step over losses that share part of a forward pass (the first call freed the shared part), or "
+             "something built in an earlier step reused in the next step's graph without being detached (a recurrent hidden state carried between "
+             "batches, a running average or cache kept as a tensor, a tensor computed once before the loop). The traceback shows only the failing "
+             "call; which story it is depends on whether another backward ran earlier in the same step.")
     if retain:
         cause += " The failing line already passes retain_graph, so the freed graph is an older one, from a previous iteration."
     fixes = [
         fix("Detach state carried between iterations", "Truncated backpropagation through time, moving averages and caches need the value, not its history.",
             "hidden = hidden.detach()  # for LSTM: h, c = h.detach(), c.detach()", "backward-twice"),
+        fix("Two losses on one forward pass: add them and call backward once", "Or pass retain_graph=True to every backward but the last through the shared part.",
+            "(loss_a + loss_b).backward()", "backward-twice"),
         fix("Recompute what you need inside the loop", "Tensors computed once before the loop and reused in every loss share one graph; compute them per step or detach them.", None, "backward-twice"),
         accumulate,
-        fix("Use retain_graph=True only if you really backpropagate twice through the same graph", "E.g. two losses sharing a trunk: better to sum them and call backward once.", "(loss_a + loss_b).backward()", "backward-twice"),
     ]
     return hit("autograd.backward_twice", "backward_twice", "Backward through a freed graph", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.95,
                facts=Facts(flags=frozenset({"retain_graph_on_line"}) if retain else frozenset()))
@@ -517,7 +527,7 @@ def autograd_misuse(ctx: Context) -> RuleHit | None:
     if ctx.search(r"you can only change requires_grad flags of leaf variables"):
         # The assignment may sit in a library frame (an attack or saliency helper): read the innermost line that sets the flag.
         setter = next((f.source for f in reversed(ctx.failure.frames) if f.source and "requires_grad" in f.source), line)
-        m = re.search(r"([\w.\[\]]+)\.requires_grad(?:_\(|\s*=)", setter or "")
+        m = re.search(r"(?<![\w.\[\]])([\w.\[\]]+)\.requires_grad(?:_\(|\s*=)", setter or "")
         name = m.group(1) if m else None
         cause = ((f"`{name}`" if name else "The tensor") + " is the result of a computation (a non-leaf: it has a grad_fn), and requires_grad can only be "
                  "switched on tensors created directly (leaves). To stop gradients at a computed value, detach it; to get gradients with respect to an "
@@ -538,7 +548,7 @@ def autograd_misuse(ctx: Context) -> RuleHit | None:
                      "if t.requires_grad:\n    t.register_hook(fn)", "autograd-misuse")]
         return hit("autograd.hook_no_grad", "no_grad_fn", "Hook on a tensor without gradients", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.9, facts=Facts(call="register_hook"))
     if re.search(r"The \.grad attribute of a Tensor that is not a leaf Tensor is being accessed", ctx.failure.text):
-        m = re.search(r"([\w.\[\]]+)\.grad\b", line)
+        m = re.search(r"(?<![\w.\[\]])([\w.\[\]]+)\.grad\b", line)
         name = m.group(1) if m else None
         cause = ((f"`{name}`" if name else "The tensor whose .grad is read") + " is not a leaf: it was produced by an operation (for example "
                  "`torch.randn(..., requires_grad=True) * 0.01`, `.to(device)` or `.cuda()` applied after requires_grad=True), so backward() does not store "

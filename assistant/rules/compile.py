@@ -36,7 +36,7 @@ def _raising_call(ctx: Context) -> str | None:
 
 def _script_site(ctx: Context) -> str | None:
     """The source line TorchScript marks with ``~~~ <--- HERE`` (the first, innermost one)."""
-    m = re.search(r"\n([^\n]*\S[^\n]*)\n\s*~+\s*<--- HERE", ctx.failure.text)
+    m = re.search(r"\n((?=[^\n]*\S)[^\n]*)\n[ \t]*~+[ \t]*<--- HERE", ctx.failure.text)
     if not m:
         return None
     line = m.group(1).strip()
@@ -197,7 +197,7 @@ def export(ctx: Context) -> RuleHit | None:
     if not _exporting(ctx):
         return None
     where = _raising_call(ctx) or _user_code(ctx)
-    rng = ctx.search(r"(\d+) not in range \[(\d+|-?inf), (\d+|inf)\]")
+    rng = ctx.search(r"(?<!\d)(\d+) not in range \[(\d+|-?inf), (\d+|inf)\]")
     if rng:
         value, low, high = rng.groups()
         cause = (f"An example input has size {value} in a dimension declared dynamic with range [{low}, {high}]: "
@@ -210,7 +210,7 @@ def export(ctx: Context) -> RuleHit | None:
         return hit("compile.export_dim_range", "compile_error", "Example input outside its Dim range", cause, fixes, _EXPORT_DOCS,
                    found, 0.9, facts=Facts(numbers={"size": float(value)}))
     if ctx.search(r"GuardOnDataDependentSymNode|Could not guard on data-dependent expression|Data-dependent|data dependent|Dynamic control flow is not supported"):
-        expr = ctx.search(r"data-dependent expression ([^\n]+?) \(unhinted")
+        expr = ctx.search(r"data-dependent expression ([^\n]{1,500}?) \(unhinted")
         cause = ("torch.export met a decision that depends on tensor values rather than shapes"
                  + (f" (`{expr.group(1)}`)" if expr else "") + (f" at {where}" if where else "")
                  + ". An exported program must work for all inputs, so a Python `if`, a size or an index computed from data "
@@ -244,7 +244,7 @@ def _constraint(ctx: Context, dims: str | None) -> RuleHit:
     """A dimension declared dynamic that the traced code forces to one value."""
     const = ctx.search(r"specialized it to be a constant \((\d+)\)")
     exporting = _exporting(ctx)
-    names = tuple(d.strip() for d in re.split(r",\s*(?![^\[]*\])", dims)) if dims else ()
+    names = tuple(d.strip() for d in re.split(r",\s*(?![^\[]{0,300}\])", dims)) if dims else ()
     if const and const.group(1) in ("0", "1"):
         size = const.group(1)
         cause = ("A dimension was declared dynamic" + (f" ({dims})" if dims else "") + f", but the example input has size {size} there. "
@@ -532,7 +532,7 @@ def _ts_unknown_op(ctx: Context, site: str | None) -> RuleHit | None:
     if not m:
         return None
     op = m.group(1)
-    suggestions = re.findall(r"^\s+([\w]+::\w+)\s*$", ctx.failure.text, re.M)
+    suggestions = re.findall(r"^[ \t]+(\w+::\w+)[ \t]*$", ctx.failure.text, re.M)
     found = _ts_found(ctx, site, Fact("operator", op))
     facts = Facts(names=(op, *suggestions[:3]))
     if _loading_script(ctx):
@@ -635,7 +635,7 @@ def _ts_default(ctx: Context, site: str | None) -> RuleHit | None:
 
 
 def _ts_arg_type(ctx: Context, site: str | None) -> RuleHit | None:
-    m = _ts_search(ctx, r"(\w+)\(\) Expected a value of type '([^']+)' for argument '(\w+)' but instead found type '([^']+)'")
+    m = _ts_search(ctx, r"(?<!\w)(\w+)\(\) Expected a value of type '([^']+)' for argument '(\w+)' but instead found type '([^']+)'")
     if not m:
         return None
     fn, want, arg, got = m.groups()

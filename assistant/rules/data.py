@@ -24,7 +24,7 @@ def _in_collate(ctx: Context) -> bool:
 
 
 # A bare stack message whose report speaks of batching samples (batch_size, collate_fn, __getitem__, a *Dataset class): the DataLoader's collate.
-_BATCHING_WORDS = lazy_re(r"\bbatch[ _]?size\b|collate|__getitem__|DataLoader|\w*Dataset\b", re.I)
+_BATCHING_WORDS = lazy_re(r"\bbatch[ _]?size\b|collate|__getitem__|DataLoader|(?<!\w)\w*Dataset\b", re.I)
 
 
 def _batching_report(ctx: Context) -> bool:

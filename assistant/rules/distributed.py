@@ -202,7 +202,7 @@ def nccl_error(ctx: Context) -> RuleHit | None:
         fixes = [fix("Move the tensor to this rank's GPU (or use the gloo backend for CPU tensors)", "Values computed on the CPU (metrics, counters) must be moved to the rank's device before all_reduce/all_gather.", "t = t.to(torch.device('cuda', local_rank))\ndist.all_reduce(t)", "nccl-errors")]
         return hit("distributed.nccl_cpu_tensor", "nccl_error", "CPU tensor passed to an NCCL collective", cause, fixes, docs, [error_fact(ctx)], 0.93,
                    facts=Facts(devices=("cpu",)))
-    m = ctx.search(r"NCCL error in: ([^\n,]+), ([a-z][a-z ]*[a-z])(?: - [^,\n]*| \(run with [^)\n]*\))*(?:, NCCL version ([\w.]+))?(?=[\s,.\"]|$)")
+    m = ctx.search(r"NCCL error in: ([^\n,]{1,500}), ([a-z][a-z ]{0,80}[a-z])(?: - [^,\n]*| \(run with [^)\n]*\))*(?:, NCCL version ([\w.]+))?(?=[\s,.\"]|$)")
     code = ctx.search(r"\b(ncclSystemError|ncclInvalidUsage|ncclUnhandledCudaError|ncclInternalError|ncclRemoteError)\b|NCCL Error (\d)\b")
     reason = m.group(2).strip() if m and m.group(2).strip() in _NCCL_KINDS else None
     if reason is None and code:
@@ -215,7 +215,7 @@ def nccl_error(ctx: Context) -> RuleHit | None:
     if reason is None:
         if ctx.search(r"NCCL communicator was aborted"):
             return _aborted(ctx, docs)
-        if ctx.search(r"gloo[^\n]*(?:Connection closed by peer|Connection reset by peer)|Connection closed by peer[^\n]*remote worker"):
+        if ctx.search(r"(?<![^\n])(?>[^\n]*?gloo)[^\n]*(?:Connection closed by peer|Connection reset by peer)|Connection closed by peer[^\n]*remote worker"):
             return _peer_closed(ctx, docs)
         return None
     outcome, story = _NCCL_KINDS[reason]
@@ -485,7 +485,7 @@ def process_group(ctx: Context) -> RuleHit | None:
         return hit("distributed.nccl_not_built", "ddp_error", "PyTorch build without NCCL", cause, fixes, docs, [error_fact(ctx)], 0.9)
     if ctx.search(r"DistStoreError|Timed out after \d+ seconds waiting for (?:clients|workers)|RendezvousTimeoutError|wait timeout after \d+ms"
                   r"|client socket has timed out after \d+ms while trying to connect|client socket has failed to connect"):
-        joined = ctx.search(r"(\d+)/(\d+) (?:clients|workers) joined")
+        joined = ctx.search(r"(?<!\d)(\d+)/(\d+) (?:clients|workers) joined")
         cause = ("Rendezvous timed out: not all ranks connected to the store (MASTER_ADDR:MASTER_PORT)"
                  + (f" — only {joined.group(1)} of {joined.group(2)} processes joined" if joined else "")
                  + ". Some ranks failed to start or crashed early, wait on a different address/port, or cannot reach it (firewall, wrong interface).")

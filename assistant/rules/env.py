@@ -54,7 +54,7 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
     """The installed wheel (or an extension) has no kernels for this GPU's compute capability."""
     if not any(w in ctx.text for w in ("CUDA capability", "kernel image", "NO_BINARY_FOR_GPU", "NoKernelImageForDevice")):
         return None  # a cheap guard: the pattern below backtracks over every position of a long text
-    m = ctx.search(r"(?:(\S[^\n]*?) )?with CUDA capability (sm_\d+) is not compatible with the current PyTorch installation")
+    m = ctx.search(r"(?<![^\n])[^\S\n]*(?:(\S[^\n]*?) )?with CUDA capability (sm_\d+) is not compatible with the current PyTorch installation")
     if not (m or ctx.search(r"no kernel image is available for execution on the device|CUDA_ERROR_NO_BINARY_FOR_GPU|cudaErrorNoKernelImageForDevice")):
         return None
     docs = ("cuda-arch-mismatch", "library-version-mismatch")
@@ -257,7 +257,7 @@ def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     if version:
         ver = version.group(1)
         # The innermost import statement quoted in the traceback is the one that loads the binary.
-        importers = re.findall(r"^\s*(?:import|from) ([\w.]+)", m.string, re.M)
+        importers = re.findall(r"^[ \t]*(?:import|from) ([\w.]+)", m.string, re.M)
         what = f"`{importers[-1]}`" if importers else "the package being imported"
         cause += (f" The binary of {what} was built against CUDA {ver}; the CUDA runtime installed (or visible) here is another version, "
                   "so either that runtime must be provided or the package replaced by a build made for the installed CUDA.")

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from assistant.parse.messages import fmt_bytes
 from assistant.rules.base import Context
-from assistant.types import Fact, RuleHit, TensorSummary
+from assistant.types import Fact, Fix, RuleHit, TensorSummary
 
 MAX_TENSOR_FACTS = 6
 
@@ -28,6 +28,8 @@ class Refinement:
     facts: list[Fact] = field(default_factory=list)
     sentence: str = ""
     settles_conjecture: bool = False
+    cause: str = ""  # replaces the rule's cause when the probes contradict its story
+    lead_fixes: tuple[Fix, ...] = ()  # fixes the probes point to, with the user's own names: shown first
 
 
 def enrich(hit: RuleHit, ctx: Context) -> RuleHit:
@@ -38,21 +40,21 @@ def enrich(hit: RuleHit, ctx: Context) -> RuleHit:
     facts: list[Fact] = []
     extra: list[str] = []
     refine = _REFINERS.get(hit.category)
-    if refine is not None:
-        refinement = refine(hit, ctx)
-        facts.extend(refinement.facts)
-        if refinement.sentence:
-            extra.append(refinement.sentence)
-        settled = refinement.settles_conjecture
-    else:
-        settled = False
+    refinement = refine(hit, ctx) if refine is not None else Refinement()
+    facts.extend(refinement.facts)
+    if refinement.sentence:
+        extra.append(refinement.sentence)
     facts.extend(_frame_tensors(ctx, exclude={f.text for f in facts}))
-    if not facts and not extra:
+    if not facts and not extra and not refinement.cause and not refinement.lead_fixes:
         return hit
     # A conjecture read from the text alone gives way when the probes measured the same thing.
-    conjecture = "" if settled else hit.conjecture
-    cause = hit.cause + ("" if not extra else " Live state: " + " ".join(extra))
-    return replace(hit, cause=cause, conjecture=conjecture, evidence=hit.evidence + tuple(facts))
+    conjecture = "" if refinement.settles_conjecture else hit.conjecture
+    cause = (refinement.cause or hit.cause) + ("" if not extra else " Live state: " + " ".join(extra))
+    lead = refinement.lead_fixes
+    # A replaced cause means the rule's story does not fit this program: its fixes for that story go with it.
+    kept = () if refinement.cause else tuple(f for f in hit.fixes if f.title not in {x.title for x in lead})
+    fixes = lead + kept
+    return replace(hit, cause=cause, conjecture=conjecture, evidence=hit.evidence + tuple(facts), fixes=fixes)
 
 
 def _describe(t: TensorSummary) -> str:
@@ -72,7 +74,9 @@ def _describe(t: TensorSummary) -> str:
 
 def _frame_tensors(ctx: Context, exclude: set[str]) -> list[Fact]:
     user = ctx.user_frame.function if ctx.user_frame else None
-    tensors = [t for t in ctx.evidence.tensors if user is None or t.frame == user] or list(ctx.evidence.tensors)
+    # Tensors held by torch's own frames carry torch's names (`t_outputs[0]`): the user cannot act on them.
+    own = [t for t in ctx.evidence.tensors if not t.library]
+    tensors = [t for t in own if user is None or t.frame == user] or own
     out = []
     for t in tensors[:MAX_TENSOR_FACTS]:
         text = _describe(t)
@@ -211,8 +215,22 @@ def _loader(hit: RuleHit, ctx: Context) -> Refinement:
     return Refinement(facts, "")
 
 
+def _backward_twice(hit: RuleHit, ctx: Context) -> Refinement:
+    from assistant.rules.autograd_source import backward_twice_from_source
+
+    found = backward_twice_from_source(ctx.evidence.source)
+    return Refinement(found.facts, cause=found.cause, lead_fixes=found.fixes) if found else Refinement()
+
+
+def _inplace(hit: RuleHit, ctx: Context) -> Refinement:
+    from assistant.rules.autograd_source import inplace_from_source
+
+    found = inplace_from_source(ctx.evidence.source, ctx.evidence.modules, hit.rule or "")
+    return Refinement(found.facts, found.sentence, lead_fixes=found.fixes) if found else Refinement()
+
+
 _REFINERS = {
     "shape_mismatch": _shape, "device_mismatch": _device, "cuda_oom": _memory, "cublas_error": _memory, "cudnn_error": _memory,
     "device_side_assert": _labels, "index_error": _labels, "nan_inf": _nan, "dtype_mismatch": _dtype, "amp_error": _dtype,
-    "dataloader_error": _loader, "multiprocessing_error": _loader,
+    "dataloader_error": _loader, "multiprocessing_error": _loader, "backward_twice": _backward_twice, "inplace_autograd": _inplace,
 }

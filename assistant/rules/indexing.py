@@ -145,7 +145,7 @@ def _out_of_bounds(ctx: Context, idx: int, dim: int, size: int) -> RuleHit:
     return hit("index.out_of_bounds", "index_error", f"Index {idx} out of bounds for size {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.92, facts=values)
 
 
-_BATCH_PICK = re.compile(r"\b\w*batch\w*\s*\[\s*\d+\s*[,\]]", re.I)
+_BATCH_PICK = re.compile(r"\b\w{0,40}batch\w{0,40}\s*\[\s*\d+\s*[,\]]", re.I)
 _BATCH_SIZE_WORDS = re.compile(r"batch[_ ]?size|\bbs\s*=\s*1\b|last batch|single (?:sample|image)", re.I)
 
 

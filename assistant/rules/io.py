@@ -340,7 +340,7 @@ def serialization(ctx: Context) -> RuleHit | None:
         fixes = [fix("Check the file size and re-create it", "", f"ls -l {shown}", "corrupt-checkpoint")]
         return hit("io.empty_file", "serialization_error", "Empty checkpoint file", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.88, facts=facts)
     saving = any("serialization.py" in f.file and "save" in (f.function or "") for f in ctx.failure.frames) or any("torch.save" in (f.source or "") for f in ctx.failure.frames)
-    m = ctx.search(r"Can't pickle (?:local object '([^']+)'|<function ([^>]+)>|([^:\n]+?): attribute lookup)|Can't get local object '([^']+)'|cannot pickle '(\w+)' object")
+    m = ctx.search(r"Can't pickle (?:local object '([^']{1,300})'|<function ([^>]{1,300})>|([^:\n]{1,300}?): attribute lookup)|Can't get local object '([^']{1,300})'|cannot pickle '(\w+)' object")
     if m and saving:
         obj = next(g for g in m.groups() if g)
         cause = f"torch.save pickles everything it is given, and `{obj}` cannot be pickled (lambdas, local functions, open files, locks, generators). Saving the whole model object drags in every attribute."

@@ -34,13 +34,13 @@ _BATCH_ONE = lazy_re(r"batch[ _-]?size\W{0,3}(?:(?:is |was |were )?set (?:to|as)
 # A description that says "OOM" (or "爆显存", GPU memory blown) without CUDA's own wording.
 _PROSE_OOM = lazy_re(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of me(?:mo|meo|mro)ry|爆显存|显存不足")
 # Evaluation named next to the OOM in a description ("Validation out of memory", "out of memory during testing", "验证时出现out of memory").
-_EVAL_OOM = lazy_re(r"(?:validat\w*|evaluat\w*|testing|inference|验证|测试)[^.\n]{0,40}(?:out of memory|\bOOM\b)|(?:out of memory|\bOOM\b)[^.\n]{0,30}\b(?:validat\w*|evaluat\w*|testing|inference)", re.I)
+_EVAL_OOM = lazy_re(r"(?:validat\w{0,12}|evaluat\w{0,12}|testing|inference|验证|测试)[^.\n]{0,40}(?:out of memory|\bOOM\b)|(?:out of memory|\bOOM\b)[^.\n]{0,30}\b(?:validat\w*|evaluat\w*|testing|inference)", re.I)
 # A running total built from the loss tensor itself ("total_loss += loss", "+= ... without .item()"): keeps every step's graph alive.
-_LOSS_ACCUM = lazy_re(r"\b\w*loss\w*\s*\+=\s*\w*loss\w*\b(?![.\[])|\+=[^\n]{0,30}\bwithout \.?item\(\)", re.I)
+_LOSS_ACCUM = lazy_re(r"\b\w{0,40}loss\w{0,40}\s*\+=\s*\w{0,40}loss\w*\b(?![.\[])|\+=[^\n]{0,30}\bwithout \.?item\(\)", re.I)
 _LEAK_TALK = lazy_re(r"\.item\(\)|\.data\[0\]|out of memory|\bmemory\b|显存|内存", re.I)
-_HOST_WORDS = lazy_re(r"\bRAM\b|CPU memory|host memory|system memory|^\s*Killed\s*$", re.M)
+_HOST_WORDS = lazy_re(r"\bRAM\b|CPU memory|host memory|system memory|^[ \t]*Killed\s*$", re.M)
 # A failing line that computes attention scores (q @ k^T) or names attention.
-_ATTENTION_LINE = lazy_re(r"(?:@|matmul|bmm|einsum)[^\n]*(?:transpose\(\s*-2\s*,\s*-1\s*\)|transpose\(\s*-1\s*,\s*-2\s*\)|\.mT\b)|\battn\w*\s*=|attention", re.IGNORECASE)
+_ATTENTION_LINE = lazy_re(r"(?<![^\n])(?>[^\n]*?(?:@|matmul|bmm|einsum))[^\n]*(?:transpose\(\s*-2\s*,\s*-1\s*\)|transpose\(\s*-1\s*,\s*-2\s*\)|\.mT\b)|\battn\w*\s*=|attention", re.IGNORECASE)
 # A failing line that moves or loads data onto the GPU (before any training step).
 _TRANSFER_LINE = lazy_re(r"\.cuda\(|\.to\(|torch\.load\(|load_state_dict\(|\b(?:cuda\.)?FloatTensor\(")
 
@@ -395,7 +395,7 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
 _CPU_ALLOC = lazy_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes"
                         r"|Torch: not enough memory: you tried to allocate (\d+)GB")
 # Bash's job-control report of a child killed by SIGKILL: "slurm_script: line 12:  4567 Killed   python train.py".
-_OOM_KILLER = lazy_re(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^\s*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b"
+_OOM_KILLER = lazy_re(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^[ \t]*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b"
                       r"|: line \d+:\s+\d+\s+Killed(?![A-Za-z])", re.M)
 _HOST_GROWTH = lazy_re(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing|keeps? piling up|piles? up|piling up)"
                           r"|(?:\bRAM\b|memory) leak", re.IGNORECASE)

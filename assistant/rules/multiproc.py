@@ -12,9 +12,9 @@ _DOCS = ("spawn-pickling", "cuda-fork-reinit")
 
 # Every wording of "this object cannot be pickled", old and new Python, plus h5py's own.
 _UNPICKLABLE = lazy_re(
-    r"Can't pickle local object '(?P<local>[^'\"]+)['\"]"  # prose sometimes closes the quote with "
-    r"|Can't get local object '(?P<local2>[^']+)'"
-    r"|Can't pickle <function (?P<func>[^>]+?)(?: at 0x[0-9a-f]+)?>"
+    r"Can't pickle local object '(?P<local>[^'\"]{1,300})['\"]"  # prose sometimes closes the quote with "
+    r"|Can't get local object '(?P<local2>[^']{1,300})'"
+    r"|Can't pickle <function (?P<func>[^>]{1,300}?)(?: at 0x[0-9a-f]+)?>"
     r"|Can't pickle <lambda>"
     r"|Can't pickle (?P<attr>\w[\w.]*): attribute lookup"
     r"|cannot pickle '(?P<res>[\w.]+)' object"

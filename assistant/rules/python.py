@@ -52,7 +52,7 @@ def module_misuse(ctx: Context) -> RuleHit | None:
         fixes = [fix("Call super().__init__() first in __init__", "", f"class {cls or 'Net'}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        ...", "module-misuse")]
         return hit("python.super_init", "python_error", "super().__init__() not called", cause, fixes, _DOCS[::-1], _found(ctx), 0.95,
                    facts=Facts(names=(cls,) if cls else ()))
-    m = ctx.search(r"(forward|__init__|__call__|\w+)\(\) missing (\d+) required positional arguments?: ([^\n]+)")
+    m = ctx.search(r"(?<!\w)(forward|__init__|__call__|\w+)\(\) missing (\d+) required positional arguments?: ([^\n]+)")
     if m:
         fn, n, names = m.groups()
         args = tuple(re.findall(r"'(\w+)'", names))
@@ -64,7 +64,7 @@ def module_misuse(ctx: Context) -> RuleHit | None:
                      f"def {fn}(self, ..., {args[0] if args else 'arg'}=None): ...", "module-misuse")]
         return hit("python.missing_argument", "python_error", f"{fn}() missing argument(s)", cause, fixes, _DOCS[::-1], _found(ctx), 0.9,
                    facts=Facts(call=fn, names=args, numbers={"missing": float(n)}))
-    m = ctx.search(r"(\w+)\(\) takes (\d+) positional arguments? but (\d+) (?:were|was) given")
+    m = ctx.search(r"(?<!\w)(\w+)\(\) takes (\d+) positional arguments? but (\d+) (?:were|was) given")
     if m:
         fn, want, got = m.groups()
         method = fn in ("forward", "__init__") or bool(ctx.search(r"\w+\." + re.escape(fn) + r"\(\) takes"))
@@ -110,7 +110,7 @@ def _module_not_callable(ctx: Context) -> RuleHit:
     line = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
     if not line:
         # Notebook tracebacks mark the failing line with an arrow; pasted snippets quote it just above the message.
-        marked = re.search(r"-+>\s*\d*\s+([^\n]+)", ctx.failure.text) or re.search(r"([^\n]*\w\s*\([^\n]*)\n[^\n]*'module' object is not callable", ctx.failure.text)
+        marked = re.search(r"(?<!-)-+>\s*\d*\s+([^\n]+)", ctx.failure.text) or re.search(r"(?<![^\n])((?=[^\n]*\w[ \t]*\()[^\n]*)\n[^\n]*'module' object is not callable", ctx.failure.text)
         line = marked.group(1).strip(" `") if marked else ""
     called = _CALLED.search(line)
     name = called.group(1) if called else None
@@ -229,7 +229,7 @@ def python_exception(ctx: Context) -> RuleHit | None:
 
 def _key_error(ctx: Context, key: str, src: str, at: str, found: list[Fact], title: str) -> RuleHit:
     """KeyError: name the key and the container the user's line indexes."""
-    m = re.search(r"(\w+)\[", src)
+    m = re.search(r"(?<!\w)(\w+)\[", src)
     container = m.group(1) if m else None
     if container and re.search(r"cfg|config|conf|args|opt|hparams|params|settings", container, re.I):
         kind = " It reads a configuration: the config file or arguments lack this entry, or spell it differently."

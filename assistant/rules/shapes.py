@@ -149,7 +149,7 @@ def _shape_hints(ctx: Context) -> frozenset[int]:
     message = ctx.message
     for rx in _MATMUL:
         message = rx.sub(" ", message)
-    message = re.sub(r"\S*[/\\]\S*", " ", message)
+    message = re.sub(r"(?<!\S)\S*[/\\]\S*", " ", message)
     sources = " ".join(f.source or "" for f in ctx.failure.user_frames)
     return int_hints(f"{message} {sources}")
 

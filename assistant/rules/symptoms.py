@@ -55,7 +55,7 @@ _WORKER_CONDITION = lazy_re(
     re.I,
 )
 _DISTRIBUTED = lazy_re(
-    r"\bDDP\b|DistributedDataParallel|distributed|init_process_group|\bNCCL\b|multi[- ]?gpu|multiple gpu|\d+ gpus?\b|gpus\b|multi[- ]?node|\bnodes\b|\branks?\b"
+    r"\bDDP\b|DistributedDataParallel|distributed|init_process_group|\bNCCL\b|multi[- ]?gpu|multiple gpu|(?<!\d)\d+ gpus?\b|gpus\b|multi[- ]?node|\bnodes\b|\branks?\b"
     r"|torchrun|torch\.distributed|dist_train|accelerate launch|barrier\(|all_?reduce|all_gather",
     re.I,
 )
@@ -71,7 +71,7 @@ _DIVERGE = lazy_re(r"\bloss\w*\b[^.\n]{0,40}?\b(?:diverg\w*|explod\w*|blows? up|
 # The user's text names a logarithm (torch.log(x), log of 0): log at 0 is a direct source of -inf/NaN.
 _LOG_CALL = lazy_re(r"torch\.log\(|\blog\(0\)|\blog\(\s*\w+\s*\)|\blog of (?:0|zero)\b", re.I)
 _BF16 = lazy_re(r"\bbf16\b|bfloat16", re.I)
-_LR_TRIED = lazy_re(r"(?:reduc|lower|decreas|chang|tun)\w* (?:the )?(?:learning[ _]rate|\blr\b)|learning[ _]rate to `?\d", re.I)
+_LR_TRIED = lazy_re(r"(?:reduc|lower|decreas|chang|tun)\w{0,12} (?:the )?(?:learning[ _]rate|\blr\b)|learning[ _]rate to `?\d", re.I)
 _EVAL = lazy_re(r"\b(?:test(?:ing)?|validat\w*|evaluat\w*|inference|predict\w*)\b", re.I)
 # Memory that rises within an epoch and falls back when the loader restarts (DataLoader workers' host memory).
 _DROPS = lazy_re(r"drop\w* (?:back )?(?:to )?[^.\n]{0,30}(?:after|at the end of|every|each) (?:each )?epoch|after which it drops|released when (?:one |an |the |each )?epoch", re.I)
@@ -231,7 +231,7 @@ def _nan_timing(text: str) -> _Timing:
 
 # A progress line that names its position: "step: 100 total_loss: nan", "Epoch 3, Iter 0: Loss:nan", "Iter 4200 | loss 2.31".
 # A progress line that names its position: "step: 100 total_loss: nan", "Epoch 3, Iter 0: Loss:nan", a tqdm bar "92679/5900000 [19:15<...".
-_LOG_POSITION = lazy_re(r"\b(?P<unit>epoch|iter(?:ation)?|step|batch)\b\W{0,3}(?P<num>\d+)|(?P<bar>\d+)/\d+ \[\d", re.I)
+_LOG_POSITION = lazy_re(r"\b(?P<unit>epoch|iter(?:ation)?|step|batch)\b\W{0,3}(?P<num>\d+)|(?<!\d)(?P<bar>\d+)/\d+ \[\d", re.I)
 
 
 def _timing_from_log(text: str) -> _Timing | None:
@@ -252,7 +252,7 @@ def _timing_from_log(text: str) -> _Timing | None:
             if seen_finite or (unit == "epochs" and count >= 1) or count > 2:
                 return _Timing("later", unit, count, line.strip()[:80])
             return _Timing("start", words=line.strip()[:80])
-        if re.search(r"loss\w*\W{0,3}-?\d", line, re.I):
+        if re.search(r"loss\w{0,40}\W{0,3}-?\d", line, re.I):
             seen_finite = True
     return None
 

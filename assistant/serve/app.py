@@ -43,6 +43,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
+from assistant.render.outgoing import shown
 from assistant.errors import ConfigError, InputError, KnowledgeError, TorchhelpError, TriageError
 from assistant.serve.config import ServeConfig
 from assistant.serve.limits import BodyLimitMiddleware, ContentTypeMiddleware, TimeoutMiddleware, dump_json, error_payload
@@ -523,7 +524,7 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
         if diagnosis is None:
             diagnosis = await state.call(engine, diagnose_text, engine, body.text, evidence)
         state.count(engine, diagnosis, "diagnose")
-        return JSON(diagnosis.to_dict())
+        return JSON(shown(diagnosis).to_dict())  # untrusted text: no terminal controls, no credentials
 
     @app.post("/v1/triage", tags=["torchhelp"], responses=_ERRORS,
               summary="Triage an uploaded job log, or a tar/tar.gz/tgz/zip of job folders")

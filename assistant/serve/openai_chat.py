@@ -35,6 +35,7 @@ from assistant.compose.chat import ChatSession
 from assistant.errors import BackendError, InputError, KnowledgeError
 from assistant.serve.config import BACKENDS
 from assistant.types import Diagnosis, Evidence, Passage
+from assistant.render.outgoing import shown
 
 MODEL = "torchhelp"
 MODEL_IDS = (MODEL, *(f"{MODEL}:{b}" for b in BACKENDS))
@@ -530,7 +531,7 @@ def completion_body(outcome: ChatOutcome, model: str, prompt: Sequence[tuple[str
         "choices": [{"index": 0, "message": {"role": "assistant", "content": outcome.content}, "finish_reason": "stop", "logprobs": None}],
         "usage": usage(prompt, outcome.content),
         "system_fingerprint": None,
-        "torchhelp": outcome.diagnosis.to_dict() if outcome.diagnosis is not None else None,
+        "torchhelp": shown(outcome.diagnosis).to_dict() if outcome.diagnosis is not None else None,
     }
 
 
@@ -558,7 +559,7 @@ def stream_chunks(outcome: ChatOutcome, model: str, prompt: Sequence[tuple[str, 
     yield chunk({"role": "assistant", "content": ""})
     for piece in split_for_stream(outcome.content):
         yield chunk({"content": piece})
-    yield chunk({}, "stop", torchhelp=outcome.diagnosis.to_dict() if outcome.diagnosis is not None else None)
+    yield chunk({}, "stop", torchhelp=shown(outcome.diagnosis).to_dict() if outcome.diagnosis is not None else None)
     if include_usage:
         yield {**base, "choices": [], "usage": usage(prompt, outcome.content)}
 

@@ -76,7 +76,7 @@ _LAUNCHER_TYPES = re.compile(r"(?:ChildFailedError|ProcessRaisedException|Proces
 _BARE_ERROR = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): \S")
 # Lines that show the program doing work: training progress, evaluation, checkpointing, retries.
 _PROGRESS = re.compile(
-    r"\b(?:epoch|step|iter(?:ation)?|batch|global_step)\b\s*[:=#\[(]?\s*\d|\bloss\b\s*[:=]\s*-?[\d.]|\d+%\|[^|]*\|\s*\d+/\d+|\d+it/s|\d+(?:\.\d+)?s/it"
+    r"\b(?:epoch|step|iter(?:ation)?|batch|global_step)\b\s*[:=#\[(]?\s*\d|\bloss\b\s*[:=]\s*-?[\d.]|(?<!\d)\d+%\|[^|]*\|\s*\d+/\d+|(?<!\d)\d+it/s|(?<![\d.])\d+(?:\.\d+)?s/it"
     r"|\bretry(?:ing)?\b|\breconnect|\bresum(?:ing|ed)\b|\bsaved? checkpoint|\bcheckpoint saved",
     re.IGNORECASE,
 )

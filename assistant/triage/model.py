@@ -80,8 +80,10 @@ class Group:
     diagnosis: Diagnosis | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The `--groups-json` object for this group."""
-        return {
+        """The `--groups-json` object for this group (log text made safe: no terminal controls, no credentials)."""
+        from assistant.render.outgoing import shown_value
+
+        return shown_value({
             "group": self.group_id,
             "category": self.category,
             "title": self.title,
@@ -95,7 +97,7 @@ class Group:
             "representative": self.representative,
             "excerpt": self.excerpt,
             "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
-        }
+        })
 
 
 @dataclass(frozen=True)

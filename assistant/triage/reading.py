@@ -17,15 +17,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from assistant.render.safe_text import safe_text
+
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 1024 * 1024
 MAX_LINE = 4000  # longer lines are cut: no log line worth reading is longer
 _CHUNK = 1 << 20
 
-# CSI, OSC (BEL or ST terminated, or unterminated to end of line), two-byte escapes, C1 controls.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]|[\x80-\x9f]")
 _BINARY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # torch's own "[rank3]: " carries one separating space; torchrun's tee "[default3]:" and mpirun's
 # "[1,3]<stderr>:" carry none, so the indentation of traceback lines after them must be kept whole.
 _RANK_PREFIX = re.compile(r"^\[(?:rank|global_rank)(\d{1,5})\]: ?|^\[default(\d{1,5})\]:|^\[1,(\d{1,5})\]<(?:stdout|stderr)>:")
@@ -107,18 +106,12 @@ def read_file(path: str, index: int, *, head_bytes: int = HEAD_BYTES, tail_bytes
 
 
 def clean(text: str) -> str:
-    """Remove terminal escapes and control characters from one line of untrusted text."""
-    if text.isascii() and text.isprintable():
-        return text  # the common case, decided in C
-    if "\x1b" in text or any("\x80" <= c <= "\x9f" for c in text):
-        # Run to a fixed point: removing one sequence must not join the halves of another.
-        for _ in range(8):
-            stripped = _ESCAPES.sub("", text)
-            if stripped == text:
-                break
-            text = stripped
-        text = text.replace("\x1b", "")
-    return _CONTROL.sub("", text)
+    """Remove terminal escapes and control characters from one line of untrusted text.
+
+    The one sanitiser shared with the renderers (:func:`assistant.render.safe_text.safe_text`):
+    escape removal repeated until nothing changes, so a split sequence cannot join up again.
+    """
+    return safe_text(text)
 
 
 def _log_line(raw: str, file_rank: int | None, srun_labels: bool, file_index: int, number: int) -> LogLine:

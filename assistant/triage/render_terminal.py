@@ -3,8 +3,9 @@
 Everything shown here that came from a log (titles, headlines, excerpts, job ids, locations) is
 untrusted. It reaches rich only as :class:`rich.text.Text` (never as a ``str`` that rich would parse
 as markup or emoji codes), after :func:`clean_text` has removed terminal escape sequences and control
-characters: a log line must never be able to restyle, rewrite or hijack the user's terminal
-(``ESC ]52`` sets the clipboard, ``ESC ]8`` hides links, ``\\r`` overwrites lines).
+characters (with :func:`assistant.render.safe_text.safe_text`) and masked credentials: a log line
+must never be able to restyle, rewrite or hijack the user's terminal (``ESC ]52`` sets the
+clipboard, ``ESC ]8`` hides links, ``\\r`` overwrites lines), nor show a token it happened to print.
 
 The small formatting helpers (:func:`clean_text`, :func:`fmt_hours`, :func:`fmt_day`,
 :func:`hours_known`) are shared by the Markdown and HTML renderers; this module imports rich lazily,
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from assistant.render.outgoing import shown_text
 from assistant.triage.model import Group, JobReport, TriageResult
 
 if TYPE_CHECKING:
@@ -25,21 +27,6 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
     from rich.text import Text
 
-# Terminal escape sequences, removed whole so that their payload does not leak as text either.
-# OSC bodies stop at a newline: an unterminated `ESC ]` must not swallow the rest of the log.
-_ESCAPES = re.compile(
-    r"""
-      \x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?     # OSC: title, clipboard (52), hyperlinks (8) ... BEL or ST
-    | \x1b[P^_X][^\x1b\n]*(?:\x1b\\)?          # DCS / PM / APC / SOS strings
-    | \x1b\[[0-?]*[ -/]*[@-~]                  # CSI: colours, cursor movement, erase
-    | \x1b[ -/]*[0-~]                          # other short escapes (charset selection, RIS)
-    | \x9b[0-?]*[ -/]*[@-~]                    # 8-bit CSI
-    """,
-    re.VERBOSE,
-)
-# What is left after the escapes: C0 and C1 controls (but \t and \n), DEL, and invisible Unicode that
-# reorders or hides text (bidi overrides and isolates, zero-width characters, BOM).
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _SPACES = re.compile(r"\s+")
 
 
@@ -52,9 +39,7 @@ def clean_text(text: str | None, *, oneline: bool = False, limit: int | None = N
     """
     if not text:
         return ""
-    out = _ESCAPES.sub("", text)
-    out = out.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
-    out = _CONTROLS.sub("", out)
+    out = shown_text(text)  # the one sanitiser: escapes and controls out, secrets masked
     out = _SPACES.sub(" ", out).strip() if oneline else out.expandtabs(4)
     if limit is not None and len(out) > limit:
         out = out[: max(limit - 1, 0)].rstrip() + "…"

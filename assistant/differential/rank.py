@@ -1,0 +1,104 @@
+"""Rank the causes of a diagnosis: the rule's reading, the family's other common causes, context cues.
+
+The rule says which family the error is in (its confidence is well calibrated for that) and, when
+the text allows, which branch. Within a family the story around the message decides: the same OOM
+"when resuming" and "after a few epochs" have different causes. Each alternative's score is its
+prior share times the likelihood ratios of the cues present; the rule's own branch is multiplied by
+:data:`RULE_WEIGHT` because the text itself pointed to it. Scores become likelihoods by sharing out
+the category confidence, keeping :data:`OTHER_MASS` for causes outside the table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from collections.abc import Sequence
+
+from assistant.differential.cues import Cue, read_cues
+from assistant.differential.families import FAMILIES, Alternative, Family
+from assistant.types import Diagnosis, Failure, Hypothesis, Passage, Source
+
+RULE_WEIGHT = 25.0  # the text matched this branch's own wording: specific evidence, stronger than any single cue
+OTHER_MASS = 0.12  # room for a cause no alternative describes
+MAX_HYPOTHESES = 4
+MIN_LIKELIHOOD = 0.03
+UNCERTAIN = 0.35  # below this, no cause stands out: lead with the checks
+
+
+def _first_sentence(text: str) -> str:
+    return re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
+
+
+def _moved_by(alt: Alternative, cues: Sequence[Cue]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    supports = tuple(c.fact for c in cues if alt.cues.get(c.id, 1.0) > 1.0)
+    weakens = tuple(c.fact for c in cues if alt.cues.get(c.id, 1.0) < 1.0)
+    return supports, weakens
+
+
+def _single(d: Diagnosis, check: str) -> Diagnosis:
+    """A rule that is certain (or a family with one common cause): one hypothesis, the rule's own."""
+    h = Hypothesis(d.rule or d.category, d.cause, d.confidence, check, d.fixes, supports=(f"read from the error: {d.title}",))
+    return replace(d, hypotheses=(h,))
+
+
+def _score(alt: Alternative, cues: Sequence[Cue], rule: str | None, plain: frozenset[str]) -> float:
+    score = alt.prior
+    for cue in cues:
+        score *= alt.cues.get(cue.id, 1.0)
+    if rule is not None and rule in alt.outcomes and rule not in plain:
+        score *= RULE_WEIGHT
+    return score
+
+
+def _grounded(hypotheses: Sequence[Hypothesis], d: Diagnosis, passages: Sequence[Passage]) -> tuple[tuple[Hypothesis, ...], tuple[Source, ...]]:
+    """Sources that cover every hypothesis's citations (from the retrieved passages); citations nothing retrieved are dropped."""
+    from assistant.compose.deterministic import sources_from
+
+    cited = [doc for h in hypotheses for f in h.fixes for doc in f.sources]
+    sources = sources_from(passages, keep=[*cited, *(s.id for s in d.sources)]) if passages else d.sources
+    have = {s.id for s in sources}
+    out = tuple(replace(h, fixes=tuple(replace(f, sources=tuple(x for x in f.sources if x in have)) for f in h.fixes)) for h in hypotheses)
+    return out, sources
+
+
+def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = ()) -> Diagnosis:
+    """The diagnosis with ranked hypotheses; ``cause`` and ``fixes`` become the leading hypothesis's."""
+    if d.category == "unknown" or d.hypotheses:
+        return d
+    family: Family | None = FAMILIES.get(d.category)
+    if family is None or not family.covers(d.rule) or (d.rule in family.decisive):
+        mapped = next((a for a in family.alternatives if d.rule in a.outcomes), None) if family else None
+        return _single(d, mapped.check if mapped else "")
+    text = failure.text or failure.search_text
+    # The message's boilerplate is the same for everyone; but a bare log or a prose report IS the user's story.
+    exclude = failure.message if failure.exc_type and len(failure.message) < 0.8 * len(text) else ""
+    cues = read_cues(text, exclude=exclude)
+    scored = sorted(((_score(a, cues, d.rule, family.plain), a) for a in family.alternatives), key=lambda x: -x[0])
+    total = sum(s for s, _ in scored) or 1.0
+    share = max(d.confidence, 0.0) * (1.0 - OTHER_MASS)
+    hypotheses: list[Hypothesis] = []
+    for score, alt in scored:
+        likelihood = share * score / total
+        if likelihood < MIN_LIKELIHOOD and hypotheses:
+            continue
+        supports, weakens = _moved_by(alt, cues)
+        if d.rule is not None and d.rule in alt.outcomes:
+            # The rule's branch keeps the rule's own cause and fixes: they are written in the user's numbers.
+            if d.rule not in family.plain:
+                supports = (f"read from the error: {d.title}", *supports)
+            hypotheses.append(Hypothesis(alt.id, d.cause, likelihood, alt.check, d.fixes, supports, weakens))
+        else:
+            hypotheses.append(Hypothesis(alt.id, alt.cause, likelihood, alt.check, alt.fixes, supports, weakens))
+        if len(hypotheses) >= MAX_HYPOTHESES:
+            break
+    ranked, sources = _grounded(hypotheses, d, passages)
+    lead = ranked[0]
+    notes = d.notes
+    if lead.likelihood < UNCERTAIN:
+        notes = (*notes, "No single cause stands out from what the text says; the checks under each possible cause tell them apart.")
+    cue_facts = tuple(f for f in {c.fact: None for c in cues if any(c.id in a.cues for a in family.alternatives)})
+    from assistant.types import Fact
+
+    evidence = (*d.evidence, *(Fact("context", f) for f in cue_facts))
+    summary = d.summary if lead.cause == d.cause else f"{d.title}. {_first_sentence(lead.cause)}"
+    return replace(d, cause=lead.cause, fixes=lead.fixes, hypotheses=ranked, notes=notes, evidence=evidence, summary=summary, sources=sources)
