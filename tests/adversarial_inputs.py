@@ -101,17 +101,18 @@ def collect_patterns(files: tuple[Path, ...] | list[Path] = SCANNED) -> list[Pat
 _META = re.compile(r"\\[dDsSwWbBAZ]|\\.|\[[^\]]*\]|[(){}|?*+^$.]|\{\d*,?\d*\}")
 
 
-def literal_fragments(source: str) -> list[str]:
+def literal_fragments(source: str, limit: int = 6) -> list[str]:
     """Runs of literal text in a pattern (``"size mismatch"``, ``"() missing "``), longest first."""
     pieces = [p.replace("\\", "") for p in _META.split(source)]
-    runs = sorted({p for p in pieces if len(p.strip()) >= 2}, key=len, reverse=True)
-    return runs[:6]
+    # Longest first, ties by text: the same fragments on every run, whatever the hash seed.
+    runs = sorted({p for p in pieces if len(p.strip()) >= 2}, key=lambda p: (-len(p), p))
+    return runs[:limit]
 
 
-def adversarial_texts(pattern: Pattern, size: int) -> Iterator[tuple[str, str]]:
+def adversarial_texts(pattern: Pattern, size: int, literals: int = 6) -> Iterator[tuple[str, str]]:
     """(family name, text of about ``size`` characters) built to make ``pattern`` backtrack."""
     frags = list(GENERIC)
-    lits = literal_fragments(pattern.source)
+    lits = literal_fragments(pattern.source, literals)
     frags += lits
     frags += [lit + " " for lit in lits]
     if len(lits) >= 2:

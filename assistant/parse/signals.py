@@ -22,7 +22,7 @@ _NCCL = re.compile(
     re.IGNORECASE,
 )
 _SIGNAL = re.compile(
-    r"^Killed$|\bKilled\b.*(?:signal|process)|Segmentation fault|Bus error|core dumped|Aborted \(core"
+    r"^Killed$|\bKilled\b.{0,200}?(?:signal|process)|Segmentation fault|Bus error|core dumped|Aborted \(core"
     r"|exitcode\s*:\s*-?\d+|exit code[: ]+(?:137|139|134|-9)|Signal \d+ \(SIG\w+\)|killed by signal"
     r"|Out of memory: Kill|oom-kill|Xid\b|fallen off the bus|uncorrectable ECC",
     re.IGNORECASE,

@@ -212,7 +212,7 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
         return None
     raw = ctx.failure.text or ctx.text
     custom = re.search(r"triton|cpp_extension|load_inline|_C\.so|\.cu\b|cupy|numba|custom (?:cuda |c\+\+ )?(?:extension|op|kernel|layer)|cuda extension"
-                       r"|deform\w*[ _]?(?:conv\w*|attn|attention)", " ".join(f.file for f in ctx.failure.frames) + " " + raw, re.I)
+                       r"|deform\w{0,20}[ _]?(?:conv\w{0,12}|attn|attention)", " ".join(f.file for f in ctx.failure.frames) + " " + raw, re.I)
     found = [error_fact(ctx)]
     if custom:
         found.append(Fact("custom_kernel", f"the text mentions a custom kernel: {custom.group(0)}"))

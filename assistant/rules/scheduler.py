@@ -91,7 +91,8 @@ _SEGV = lazy_re(
 _BUS = lazy_re(r"Bus error|\bSIGBUS\b|\bsignal:? 7\b|exit(?:ed with)? code:? 135\b|exitcode\s*:\s*-7\b", re.IGNORECASE)
 # The crash happened while importing (a binary that does not match its environment).
 _IMPORT_LINE = lazy_re(r"(?:^\s*>>>\s*|(?:^|[$#>]\s*)python\d?(?:\.\d+)?\s+-c\s+['\"]\s*)(?:import|from)\s+[\w.]+")
-_IMPORT_PROSE = lazy_re(r"(?:segment\w*|segfault|core dump\w*|crash\w*)[^.\n]{0,40}\b(?:when|while|on|at|after) import\w*|\b(?:can ?not|unable to|fails? to) import\b", re.I)
+# Starts only at a word start and with bounded suffixes: "crash\w*" tried at every letter of a long word was quadratic.
+_IMPORT_PROSE = lazy_re(r"(?<!\w)(?:segment\w{0,12}|segfault|core dump\w{0,4}|crash\w{0,6})[^.\n]{0,40}\b(?:when|while|on|at|after) import\w{0,6}|\b(?:can ?not|unable to|fails? to) import\b", re.I)
 _MISMATCH = lazy_re(r"undefined symbol|GLIBCXX_\d|version `GLIBC|(?:compiled|built) (?:with|against|for) (?:a different|another|an older|a newer)|ABI (?:mismatch|incompatib)", re.I)
 _DATALOADER_WORKER = lazy_re(r"DataLoader worker|Unexpected (?:segmentation fault|bus error) encountered in worker|_worker_loop")
 _SHM_CONTEXT = lazy_re(r"/dev/shm|shared memory|share_memory|\bshm\b|shm[-_]size|--ipc|docker|container|DataLoader|num_workers|workers?\b", re.I)

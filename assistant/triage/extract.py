@@ -33,7 +33,7 @@ FALLBACK_CATEGORY = {
     "collective_timeout": "nccl_error",
 }
 _SECONDARY = re.compile(
-    r"DistBackendError: .*(?:timed out|timeout|aborted|remote process exited|Connection reset|Broken pipe)|NCCL communicator was aborted|Watchdog caught collective|watchdog thread terminated|Connection reset by peer|Broken pipe"
+    r"DistBackendError: .{0,300}?(?:timed out|timeout|aborted|remote process exited|Connection reset|Broken pipe)|NCCL communicator was aborted|Watchdog caught collective|watchdog thread terminated|Connection reset by peer|Broken pipe"
     r"|ProcessGroupNCCL.{0,40}abort|SignalException|KeyboardInterrupt|got signal: \d+|Socket Timeout|recvValue failed|recvVector failed"
     r"|Connection closed by peer|DistNetworkError: .*(?:reset|closed|Broken)|NCCL error.*remote process exited|another rank|peer process",
     re.IGNORECASE,
