@@ -118,7 +118,7 @@ def compose_from_signature(failure: Failure, evidence: Evidence, doc_id: str, pa
         category = "unknown"
     causes = _section_text(doc_passages, "cause")
     fixes = tuple(Fix(f.title, f.detail, f.code, (doc_id,)) for f in extract_fixes(_section_text(doc_passages, "fix")))[:4]
-    cause = (f"The error matches a known message documented in “{title}”. " + (_first_sentences(causes, 2) if causes else "See the cited document for the causes."))
+    cause = (f"The error matches a known message documented in “{title}”. " + (first_sentences(causes, 2) if causes else "See the cited document for the causes."))
     facts = (Fact("error", failure.headline[:400]), Fact("match", f"matches a signature of knowledge document {doc_id}"))
     return Diagnosis(
         category=category, title=title, summary=f"{title} (matched by its error text; no specific rule applied).", cause=cause,
@@ -167,7 +167,8 @@ def _section_text(passages: Sequence[Passage], name: str) -> str:
     return "\n".join(parts)
 
 
-def _first_sentences(text: str, n: int) -> str:
+def first_sentences(text: str, n: int) -> str:
+    """The first ``n`` sentences of a document's prose, markup and line breaks removed."""
     clean = re.sub(r"[*`#>]", "", text)
     clean = re.sub(r"\s+", " ", clean).strip()
     sentences = re.split(r"(?<=[.!?])\s+", clean)
@@ -183,7 +184,7 @@ def extract_fixes(text: str) -> list[Fix]:
         return []
     starts = [m.start() for m in _ITEM.finditer(text)]
     if not starts:
-        return [Fix("Apply the documented fix", _first_sentences(text, 2), None)]
+        return [Fix("Apply the documented fix", first_sentences(text, 2), None)]
     out: list[Fix] = []
     for i, start in enumerate(starts):
         block = text[start : starts[i + 1] if i + 1 < len(starts) else len(text)]
@@ -198,7 +199,7 @@ def extract_fixes(text: str) -> list[Fix]:
             first_line, _, rest = prose.partition("\n")
             title, detail = first_line.strip(), rest
         title = re.sub(r"[*`]", "", title).strip().rstrip(".:")
-        detail = _first_sentences(detail, 2)
+        detail = first_sentences(detail, 2)
         if title:
             out.append(Fix(title[:140], detail, code))
     return out

@@ -15,6 +15,7 @@ import re
 from dataclasses import replace
 from collections.abc import Sequence
 
+from assistant.compose.deterministic import first_sentences
 from assistant.kb.runbooks import RunbookMatch, read_advice
 from assistant.types import CATEGORIES, Diagnosis, Fact, Fix, Source
 
@@ -23,10 +24,8 @@ MAX_FIXES = 5
 
 
 def _sentences(text: str, n: int) -> str:
-    clean = re.sub(r"```.*?```", " ", text, flags=re.S)
-    clean = re.sub(r"[*`#>]", "", clean)
-    clean = re.sub(r"\s+", " ", clean).strip()
-    return " ".join(re.split(r"(?<=[.!?])\s+", clean)[:n])
+    """The first sentences of a runbook section, its code blocks left out."""
+    return first_sentences(re.sub(r"```.*?```", " ", text, flags=re.S), n)
 
 
 def with_runbooks(d: Diagnosis, matches: Sequence[RunbookMatch]) -> Diagnosis:

@@ -10,23 +10,19 @@ the category confidence, keeping :data:`OTHER_MASS` for causes outside the table
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from collections.abc import Sequence
 
 from assistant.differential.cues import Cue, read_cues
 from assistant.differential.families import FAMILIES, Alternative, Family
-from assistant.types import Diagnosis, Failure, Hypothesis, Passage, Source
+from assistant.render.facts import split_cause
+from assistant.types import Diagnosis, Fact, Failure, Hypothesis, Passage, Source
 
 RULE_WEIGHT = 25.0  # the text matched this branch's own wording: specific evidence, stronger than any single cue
 OTHER_MASS = 0.12  # room for a cause no alternative describes
 MAX_HYPOTHESES = 4
 MIN_LIKELIHOOD = 0.03
 UNCERTAIN = 0.35  # below this, no cause stands out: lead with the checks
-
-
-def _first_sentence(text: str) -> str:
-    return re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
 
 
 def _moved_by(alt: Alternative, cues: Sequence[Cue]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -97,8 +93,6 @@ def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = 
     if lead.likelihood < UNCERTAIN:
         notes = (*notes, "No single cause stands out from what the text says; the checks under each possible cause tell them apart.")
     cue_facts = tuple(f for f in {c.fact: None for c in cues if any(c.id in a.cues for a in family.alternatives)})
-    from assistant.types import Fact
-
     evidence = (*d.evidence, *(Fact("context", f) for f in cue_facts))
-    summary = d.summary if lead.cause == d.cause else f"{d.title}. {_first_sentence(lead.cause)}"
+    summary = d.summary if lead.cause == d.cause else f"{d.title}. {split_cause(lead.cause)[0]}"
     return replace(d, cause=lead.cause, fixes=lead.fixes, hypotheses=ranked, notes=notes, evidence=evidence, summary=summary, sources=sources)

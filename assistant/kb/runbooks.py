@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from assistant.kb.documents import Document, read_user_doc, sections
 
@@ -84,9 +84,7 @@ def _read(path: str, mtime_ns: int, size: int) -> tuple[Document, tuple[tuple[st
     del mtime_ns, size  # part of the cache key only
     try:
         doc = read_user_doc(Path(path))
-    except (OSError, ValueError):
-        return None
-    except Exception:  # a malformed runbook must never break a diagnosis  # noqa: BLE001
+    except Exception:  # a malformed or vanished runbook must never break a diagnosis  # noqa: BLE001
         return None
     return doc, tuple((f, normalise(f)) for f in error_fragments(doc))
 
@@ -131,6 +129,7 @@ class RunbookAdvice:
 def read_advice(match: RunbookMatch) -> RunbookAdvice:
     """The runbook's cause and fix sections (a runbook without a fix section gives its first section)."""
     from assistant.compose.deterministic import extract_fixes
+    from assistant.types import Fix
 
     loaded = load_runbook(match.path)
     if loaded is None:
@@ -145,15 +144,10 @@ def read_advice(match: RunbookMatch) -> RunbookAdvice:
     fixes = extract_fixes(fix_text)
     if len(fixes) == 1 and fixes[0].title == "Apply the documented fix":
         code = _first_code(fix_text)
-        fixes = [fixes[0].__class__(f"Follow the team runbook “{doc.title}”", fixes[0].detail, code)]
+        fixes = [Fix(f"Follow the team runbook “{doc.title}”", fixes[0].detail, code)]
     return RunbookAdvice(cause_text, tuple((f.title, f.detail, f.code) for f in fixes[:MAX_RUNBOOK_FIXES]))
 
 
 def _first_code(text: str) -> str | None:
     m = _FENCE.search(text)
     return m.group(1).strip() if m else None
-
-
-def user_documents(docs: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    """(id, path) of the user documents among (id, origin, path) triples."""
-    return [(doc_id, path) for doc_id, origin, path in docs if origin == "user"]

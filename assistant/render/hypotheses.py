@@ -7,9 +7,9 @@ check, what supports or weakens it, and its first fix, so the user can tell them
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
+from assistant.render.facts import split_cause
 from assistant.types import Diagnosis, Hypothesis
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ LABEL = 8  # "2.  22%" and a space
 
 def first_sentence(text: str) -> str:
     """The first sentence of a cause (what a ranked list shows)."""
-    return re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
+    return split_cause(text)[0]
 
 
 def uncertain(d: Diagnosis) -> bool:
