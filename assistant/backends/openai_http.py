@@ -115,7 +115,12 @@ class OpenAIBackend:
             except _Retry as exc:
                 last_error, delay = exc.reason, exc.delay
             except httpx.TimeoutException as exc:
-                last_error, delay = f"the LLM server did not answer in time ({type(exc).__name__})", self._delay(attempt)
+                # Reads wait at most what was left of the deadline, so a read timeout means the deadline
+                # passed: say so in the same words as the caller's own deadline, whichever fires first.
+                last_error = (f"the LLM server did not connect within {min(self.connect_timeout, left):g} s ({type(exc).__name__})"
+                              if isinstance(exc, httpx.ConnectTimeout) else
+                              f"the LLM server did not answer in time (no complete answer within the {deadline.seconds:g} s deadline; {type(exc).__name__})")
+                delay = self._delay(attempt)
             except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
                 last_error, delay = f"cannot reach the LLM server at {_where(self.base_url)} ({type(exc).__name__})", self._delay(attempt)
             except httpx.TransportError as exc:
