@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from assistant import diagnose
 from assistant.compose.prompts import Budgets, build_messages, fit
 from assistant.compose.verify import verify
+from assistant.errors import BackendReplyError
 from assistant.parse import parse_failure
 from assistant.rules import match
 from assistant.types import Evidence, ModuleSummary, Passage
@@ -262,6 +264,24 @@ def test_local_backend_in_process(settings) -> None:  # type: ignore[no-untyped-
     d = diagnose(LINEAR["stderr"], settings=settings, llm="local")
     assert d.category == "shape_mismatch"
     assert d.backend == "local" or any("'local'" in n for n in d.notes)
+
+
+@needs_model
+def test_local_backend_keeps_a_total_deadline(settings) -> None:  # type: ignore[no-untyped-def]
+    """A generation that runs past TORCHHELP_LLM_TIMEOUT stops between tokens and ends in the
+    deterministic answer with one note; the model stays usable for the next answer."""
+    from assistant.backends.local_llamacpp import LocalBackend
+
+    backend = LocalBackend(GGUF, timeout=0.05)
+    t0 = time.monotonic()
+    with pytest.raises(BackendReplyError, match="deadline"):
+        backend.complete([{"role": "user", "content": "Count from one to two hundred in words."}], max_tokens=400)
+    assert time.monotonic() - t0 < 30  # 400 tokens would take far longer than the first few
+    assert LocalBackend(GGUF).complete([{"role": "user", "content": "Name one PyTorch dtype."}], max_tokens=8).strip()
+    det = diagnose(LINEAR["stderr"], settings=settings)
+    d = diagnose(LINEAR["stderr"], settings=settings, llm="local", llm_timeout=0.05)
+    assert d.backend == "none" and d.fixes == det.fixes
+    assert [n for n in d.notes if n not in det.notes and "deadline" in n]
 
 
 # --------------------------------------------------------------------------- chat

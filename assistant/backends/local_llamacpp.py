@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,7 @@ class LocalBackend:
 
     model_path: Path
     n_ctx: int = 4096
+    timeout: float | None = None  # seconds for the whole answer (TORCHHELP_LLM_TIMEOUT); None = no limit
     name: str = "local"
     remote: bool = False
     _llm: Any = field(default=None, repr=False)
@@ -105,7 +107,8 @@ class LocalBackend:
             path = bundled_model_path(choice, Path(settings.home))
         if not path.is_file():
             raise BackendUnavailable(f"local model not found: {path}")
-        return cls(path)
+        timeout = float(settings.llm_timeout) if getattr(settings, "llm_timeout", None) else None
+        return cls(path, timeout=timeout)
 
     def _load(self) -> Any:
         try:
@@ -124,18 +127,27 @@ class LocalBackend:
         llm = self._load()
         # Grammar-constrained output: a JSON object, shaped by the schema when one is given.
         extra = {"response_format": {"type": "json_object", **({"schema": dict(schema)} if schema else {})}} if json_mode else {}
+        # Always generate token by token, even when nobody watches the tokens: the deadline is checked
+        # between tokens, so a slow machine or a runaway generation ends in a note, not a wait without
+        # end. (Evaluating the prompt itself cannot be interrupted; n_ctx bounds it.)
+        started = time.monotonic()
+        parts: list[str] = []
         try:
-            if on_token is None:
-                out = llm.create_chat_completion(messages=list(messages), temperature=0.0, max_tokens=max_tokens, **extra)
-                text = out["choices"][0]["message"]["content"] or ""
-            else:
-                parts = []
-                for chunk in llm.create_chat_completion(messages=list(messages), temperature=0.0, max_tokens=max_tokens, stream=True, **extra):
-                    delta = chunk["choices"][0].get("delta", {}).get("content") or ""
+            stream = llm.create_chat_completion(messages=list(messages), temperature=0.0, max_tokens=max_tokens, stream=True, **extra)
+            try:
+                for chunk in stream:
+                    delta = (chunk.get("choices") or [{}])[0].get("delta", {}).get("content") or ""
                     if delta:
                         parts.append(delta)
-                        on_token(delta)
-                text = "".join(parts)
+                        if on_token is not None:
+                            on_token(delta)
+                    if self.timeout is not None and time.monotonic() - started > self.timeout:
+                        raise BackendReplyError(f"the local model did not finish in time (no complete answer within the {self.timeout:g} s deadline)")
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()  # stop generating at once; the model stays loaded for the next answer
+            text = "".join(parts)
         except ValueError as exc:  # e.g. prompt longer than the context window
             raise BackendReplyError(f"the local model could not answer: {exc}") from None
         if not text.strip():
