@@ -1,6 +1,6 @@
 """Quick look at the rules on the real-world DEV split (never the test split): category per report, misses listed.
 
-    python scripts/dev_check.py [category ...]          # every dev file (dev.jsonl, dev_fresh.jsonl)
+    python scripts/dev_check.py [category ...]          # every dev file (dev.jsonl, dev_fresh.jsonl, dev_fresh2.jsonl)
 
 Rules only (no retrieval), so it runs in a second; ``torchhelp eval score`` is the real measurement.
 """
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(wanted: list[str]) -> None:
-    rows = [json.loads(line) for name in ("dev.jsonl", "dev_fresh.jsonl") if (ROOT / "eval" / "realworld" / name).exists()
+    rows = [json.loads(line) for name in ("dev.jsonl", "dev_fresh.jsonl", "dev_fresh2.jsonl") if (ROOT / "eval" / "realworld" / name).exists()
             for line in (ROOT / "eval" / "realworld" / name).read_text(encoding="utf-8").splitlines() if line.strip()]
     if wanted:
         rows = [r for r in rows if r["category"] in wanted]

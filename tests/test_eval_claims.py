@@ -68,3 +68,15 @@ def test_eval_score_reports_contradictions_top3_and_reliability(tmp_path: Path) 
     assert sum(b["n"] for b in overall["reliability"]) == 3
     report = (tmp_path / "res" / "REPORT.md").read_text()
     assert "Reliability of the leading hypothesis" in report and "| likelihood | n | right |" in report
+
+
+def test_ceilings_bound_rates_where_lower_is_better() -> None:
+    """`<metric>_max` keys are ceilings: a contradiction rate above one fails the check, one below passes;
+    plain keys stay floors."""
+    from assistant.eval.report import check_thresholds, describe_thresholds
+
+    doc = {"name": "dev", "variants": {"full": {"overall": {"contradicted": 0.12, "remedy_hit": 0.7}}}}
+    assert check_thresholds(doc, {"remedy_hit": 0.6, "contradicted_max": 0.15}) == []
+    problems = check_thresholds(doc, {"remedy_hit": 0.8, "contradicted_max": 0.1})
+    assert len(problems) == 2 and "above the recorded ceiling 0.1" in problems[1] and "below the recorded floor 0.8" in problems[0]
+    assert describe_thresholds({"remedy_hit": 0.6, "contradicted_max": 0.15}) == "remedy_hit >= 0.6, contradicted <= 0.15"

@@ -44,7 +44,10 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("mixed_precision", r"\bfp16\b|\bfloat16\b|\bhalf[- ]precision\b|\bmixed[- ]precision\b|\bautocast\b|\bGradScaler\b|\b--amp\b|\bamp\.|\bamp=True\b|\buse_amp\b|\bbf16\b"),
     ("colab", r"\bcolab\b|\bgoogle\.colab\b|/content/drive\b"),
     ("evaluation", r"\b(?:during|in) (?:the )?(?:validation|evaluation|eval|inference|testing)\b|\bmodel\.eval\(\)|\bvalidation (?:loop|step|epoch)\b|\bdef (?:validate|evaluate|test)\b"
-                   r"|\bin (?:validate|evaluate|evaluation|validation_step|test_step|eval_\w+|run_eval\w*)\n"),
+                   r"|\bin (?:validate|evaluate|evaluation|validation_step|test_step|eval_\w+|run_eval\w*)\n"
+                   r"|\b(?:validation|evaluation|eval|test|testing|inference) (?:phase|process|stage|time)\b|\bwhen (?:validating|evaluating|testing)\b"
+                   # A traceback whose script is the evaluation entry point (evaluate.py, val.py, test.py, inference.py).
+                   r"|[/\\](?:eval|evaluate|evaluation|val|validate|validation|test|inference|infer|predict)\.py\"?, line \d"),
     ("learning_rate", r"\blearning rate\b|\blr\s*=\s*\d|\blr (?:of|is|was) \d|\blarger lr\b|\bhigher lr\b"),
     ("custom_data", r"\b(?:my|our|custom|own) (?:data ?set|data|images|labels|annotations)\b|\bnew dataset\b"),
     ("different_model", r"\b(?:changed|modified|different|new) (?:the )?(?:model|architecture|config|number of classes|num_classes|head)\b|\bfine-?tun(?:e|ing)\b"),
@@ -73,6 +76,27 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("loading_weights", r"\btorch\.load\(|\bload_state_dict\(|\bfrom_pretrained\(|\bsafetensors\b|\bunpickl(?:e|er|ing)\b"),
     ("dataloader", r"\bDataLoader\b|\bnum_workers\b|\bdata ?load(?:er|ing)\b|\b__getitem__\b|\bcollate_fn\b"),
     ("own_pool", r"\b(?:multiprocessing|mp)\.(?:Pool|Process)\(|\bProcessPoolExecutor\b|\bForkProcess-\d+|\bForkPoolWorker-\d+|\bmultiprocessing[/\\](?:pool|process)\.py\b"),
+    # Memory that runs out only after N items were processed: something grows per step (references, metrics, lists never reset).
+    ("after_n_items", r"\b(?:when|after|once) (?:about |around |roughly |nearly |approximately |~ ?)?\d[\d,]* (?:images?|samples?|iterations?|iters?|batches|steps?|epochs?"
+                      r"|files?|videos?|frames?|examples?|prompts?|requests?|sentences?) (?:were |have been |had been |are |is )?(?:processed|done|completed|evaluated|predicted|inferred|generated)"
+                      r"|\b(?:trained|ran|run|running|training) (?:to|until|till|up to) (?:about |around |roughly )?\d[\d,]* (?:iterations?|iters?|steps?|batches|epochs?)\b"
+                      r"|\bafter (?:processing|predicting|evaluating|inferring|generating|testing) (?:about |around |roughly )?\d[\d,]* \w+"
+                      r"|\b(?:metrics?|outputs?|predictions?|preds|logits|losses|results|features|embeddings)\b[^\n.]{0,40}(?:\bnever|\bnot|n't) (?:reset|cleared|freed|detached)\b"),
+    # The user already tried the usual remedy and it did not help: that remedy's cause is less likely.
+    ("tried_batch", r"\b(?:reduc|lower|decreas|shrink|halv)\w* (?:the |my )?(?:batch[ _-]?size|bs|samples_per_gpu|micro[ _-]?batch)\b[^\n.]{0,60}"
+                    r"\b(?:still|same (?:error|problem|issue)|doesn't help|does not help|didn't help|did not help|no luck|no difference|nothing changed)"
+                    r"|\b(?:even|still) (?:with|at|when using|using) (?:a |the )?(?:batch[ _-]?size|bs|samples_per_gpu)\s*(?:=|of|:|to)?\s*[12]\b"
+                    r"|\bsmaller batch(?:[ _-]?sizes?)?\b[^\n.]{0,40}\b(?:still|doesn't help|does not help|didn't help|did not help|no luck)"
+                    r"|\bno matter (?:how small|what) (?:the |my )?batch"),
+    ("tried_workers", r"\b(?:reduc|lower|decreas|set)\w* (?:the |my )?num_workers\b[^\n.]{0,60}\b(?:still|same (?:error|problem|issue)|doesn't help|does not help|didn't help|did not help|no luck)"
+                      r"|\b(?:even|still) with num_workers\s*=\s*[0-2]\b"),
+    ("tried_allocator", r"(?:empty_cache\(\)|expandable_segments|max_split_size_mb)[^\n.]{0,60}\b(?:still|doesn't help|does not help|didn't help|did not help|no luck|no effect|no difference)"),
+    # Weights offloaded to the CPU or disk (accelerate's device_map): the model already fills the GPU(s), so any further GPU
+    # allocation (a cuBLAS/cuDNN handle, a workspace, activations) can fail on memory.
+    ("model_offloaded", r"\boffloaded to (?:the )?(?:cpu|disk)\b|\b(?:cpu|disk)[ _]offload(?:ing|ed)?\b|\boffload_folder\b"
+                        r"|\bdevice_map\s*=\s*[\"']?(?:auto|balanced)\b|[\"']device_map[\"']\s*:\s*[\"'](?:auto|balanced)\b"),
+    # The user set CUDA_VISIBLE_DEVICES themselves: whether it reached the process decides which GPU the job is on.
+    ("visible_devices", r"\bCUDA_VISIBLE_DEVICES\b"),
     ("large_input", r"\b(?:larger|bigger|large|big|higher) batch(?:[ _-]?size)?\b|\bbatch[ _-]?size (?:above|over|greater than|larger than|bigger than)\b"
                     r"|\bsmaller batch(?:[ _-]?size)? (?:works|is fine|fixes|avoids|solves)\b|\b(?:longer|larger|bigger|high-resolution) (?:inputs?|sequences?|images?)\b"),
 )

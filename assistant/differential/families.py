@@ -62,18 +62,26 @@ CUDA_OOM = Family(
              _fix("Use bf16 autocast or activation checkpointing", "Both cut activation memory without changing the model.",
                   'with torch.autocast("cuda", dtype=torch.bfloat16):\n    loss = loss_fn(model(x), y)', "cuda-oom")),
             prior=0.45,
-            cues={"first_step": 2.0, "later_in_training": 0.35, "resume": 0.4, "evaluation": 0.6},
+            # "Reduced the batch and it still happens": the step's batch-dependent size is not what runs out.
+            cues={"first_step": 2.0, "later_in_training": 0.35, "resume": 0.4, "evaluation": 0.6, "after_n_items": 0.3, "tried_batch": 0.3,
+                  "model_offloaded": 1.5},
             outcomes=frozenset({"memory.cuda_oom", "memory.cuda_oom_bare", "memory.cuda_oom_batch_one", "memory.mps_oom"}),
         ),
         Alternative(
             "oom.growth",
             "Memory grows from step to step until it runs out: something keeps tensors that still carry their graphs alive across "
-            "iterations (a running loss summed as a tensor, outputs or logits appended to a list, a cache).",
+            "iterations (a running loss summed as a tensor, outputs or logits appended to a list, metric objects that collect every "
+            "batch's predictions and are never reset, a cache).",
             "Print torch.cuda.memory_allocated() after every step: a steady climb means something is kept; a flat line rules this out.",
-            (_fix("Keep plain numbers across steps, not tensors", "Log loss.item(); detach (and move to CPU) anything you store.",
-                  "running_loss += loss.item()\nkept.append(logits.detach().cpu())", "memory-growth-training-loop"),),
+            (_fix("Keep plain numbers across steps, not tensors", "Log loss.item(); detach (and move to CPU) anything you store; del per-step "
+                  "outputs once they are used.", "running_loss += loss.item()\nkept.append(logits.detach().cpu())\ndel out, loss",
+                  "memory-growth-training-loop"),
+             _fix("Reset what collects results", "Metric objects and result lists that gather every batch must be cleared (metric.reset()) after "
+                  "each evaluation, and fed detached tensors.", "metric.update(pred.detach(), target)\n...\nmetric.reset()   # after each evaluation",
+                  "memory-growth-training-loop")),
             prior=0.18,
-            cues={"later_in_training": 4.0, "first_step": 0.2},
+            # Failing only after N images/iterations is growth; a smaller batch only delays it.
+            cues={"later_in_training": 4.0, "first_step": 0.2, "after_n_items": 6.0, "evaluation": 1.5, "tried_batch": 1.5},
             outcomes=frozenset({"memory.cuda_oom_growth"}),
         ),
         Alternative(
@@ -99,6 +107,22 @@ CUDA_OOM = Family(
             outcomes=frozenset({"memory.cuda_oom_eval"}),
         ),
         Alternative(
+            "oom.eval_larger_inputs",
+            "Evaluation feeds the model more per step than training does: whole images or volumes instead of training crops, longer "
+            "sequences, or a larger evaluation batch, so one evaluation forward pass needs more memory than a training step.",
+            "Print the input shape in the training and the evaluation loop: a larger image size, sequence length or batch in evaluation "
+            "(or one very large sample) confirms it.",
+            (_fix("Run inference on tiles or windows", "Sliding-window (tiled) inference or chunked sequences bound the memory of one forward "
+                  "pass whatever the input size; many toolkits have a slide/tile mode for testing.",
+                  "outs = [model(x[..., i:i + tile]) for i in range(0, x.shape[-1], stride)]   # then stitch", "cuda-oom"),
+             _fix("Cap the evaluation input size", "Resize or crop evaluation inputs to a size the card handles, or skip outliers that are far larger than the rest.",
+                  None, "cuda-oom"),
+             _fix("Evaluate without autograd and with a smaller evaluation batch", "", "with torch.inference_mode():\n    out = model(x)", "cuda-oom")),
+            prior=0.05,
+            # Reducing the batch did not help: one evaluation sample is itself too large.
+            cues={"evaluation": 8.0, "tried_batch": 2.0, "large_input": 2.0, "after_n_items": 0.5},
+        ),
+        Alternative(
             "oom.fragmentation",
             "Enough memory is free in total but split into pieces the allocator cannot join: varying batch shapes (sequence lengths, "
             "image sizes) leave reserved blocks that no single request fits.",
@@ -107,7 +131,8 @@ CUDA_OOM = Family(
             (_fix("Let the allocator grow segments instead of splitting them", "Set it before the process starts.",
                   "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py", "cuda-oom-fragmentation"),),
             prior=0.05,
-            cues={"later_in_training": 1.6},
+            # Failing only in evaluation points at what evaluation does differently, not at the cache's layout.
+            cues={"later_in_training": 1.6, "tried_allocator": 0.2, "evaluation": 0.5},
             outcomes=frozenset({"memory.cuda_oom_fragmented"}),
         ),
         Alternative(
@@ -118,8 +143,24 @@ CUDA_OOM = Family(
             (_fix("Free the card or pick another", "In distributed jobs, pin each rank to its own GPU before any CUDA work.",
                   "torch.cuda.set_device(local_rank)", "cuda-oom"),),
             prior=0.05,
-            cues={"colab": 1.5, "multi_gpu": 1.6},
+            cues={"colab": 1.5, "multi_gpu": 1.6, "visible_devices": 1.5},
             outcomes=frozenset({"memory.cuda_oom_other_processes"}),
+        ),
+        Alternative(
+            "oom.visible_devices_not_applied",
+            "CUDA_VISIBLE_DEVICES did not take effect for this process (set in another shell or command, after CUDA was initialised, "
+            "or overridden by the launcher or the script), so the job runs on a GPU that is already busy instead of the one chosen.",
+            "Verify that the variable reached the process: set it on the same line as the launch command, or print "
+            "os.environ.get('CUDA_VISIBLE_DEVICES') and torch.cuda.device_count() at the top of the script. Inside the process the "
+            "first visible GPU is always numbered 0, so compare nvidia-smi's usage of the physical GPU you chose.",
+            (_fix("Set CUDA_VISIBLE_DEVICES on the launch line itself", "An export typed in another terminal or before a wrapper that resets "
+                  "the environment does not reach the process; inline, it applies to exactly this command.",
+                  "CUDA_VISIBLE_DEVICES=<gpu id> python train.py", "cuda-oom"),
+             _fix("Or set it in the script before anything touches CUDA", "Once CUDA is initialised, changing the variable has no effect.",
+                  'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "<gpu id>"   # before importing torch\nimport torch', "cuda-oom")),
+            prior=0.01,
+            cues={"visible_devices": 4.0},
+            outcomes=frozenset({"memory.cuda_oom_visible_devices"}),
         ),
     ),
     decisive=frozenset({"memory.cuda_oom_impossible"}),
@@ -149,6 +190,7 @@ STATE_DICT = Family(
                   "res = model.load_state_dict(sd, strict=False)\nassert not res.missing_keys, res.missing_keys", "state-dict-keys")),
             prior=0.15,
             cues={"upgrade": 7.0, "different_model": 0.6},
+            outcomes=frozenset({"io.state_dict_buffers", "io.state_dict_bn_counters"}),
         ),
         Alternative(
             "state_dict.partial",
@@ -160,10 +202,21 @@ STATE_DICT = Family(
             prior=0.15,
             cues={"different_model": 2.0},
         ),
+        Alternative(
+            "state_dict.stale_checkpoint",
+            "The file loaded is not the one meant: a checkpoint left by an earlier run (another dataset, number of classes or config) is picked "
+            "up automatically through a resume or pretrained path, or an output directory that is reused.",
+            "Print the path that is actually loaded and its modification time: a file older than this run, or from another experiment, confirms it.",
+            (_fix("Point the script at the right checkpoint, or remove the stale one", "Clear the resume/pretrained setting or use a fresh output "
+                  "directory when the model changed.", "print(path)", "state-dict-size-mismatch"),),
+            prior=0.08,
+            cues={"resume": 3.0, "custom_data": 2.5, "different_model": 1.5, "upgrade": 0.5},
+        ),
     ),
     decisive=frozenset({"io.state_dict_prefix", "io.state_dict_stripped", "io.state_dict_wrapped", "io.state_dict_old", "io.optimizer_state",
                         "io.dict_not_model", "io.checkpoint_key"}),
-    plain=frozenset({"io.state_dict"}),
+    # Buffers alone differing suggests a version change, but a model variant can differ in buffers too: that branch is not weighted.
+    plain=frozenset({"io.state_dict", "io.state_dict_buffers"}),
 )
 
 NAN_INF = Family(
@@ -200,6 +253,18 @@ NAN_INF = Family(
             prior=0.35,
             cues={"first_step": 3.0, "custom_data": 2.0, "later_in_training": 0.6},
             outcomes=frozenset({"symptoms.nan_from_start", "autograd.nan_anomaly"}),
+        ),
+        Alternative(
+            "nan.anomaly_stops_scaler",
+            "With float16 and a dynamic loss scaler, a step whose gradients overflow now and then is normal: the scaler skips it and "
+            "lowers the scale. Anomaly detection raises on that NaN before the scaler can skip the step, turning it into a crash.",
+            "Is anomaly detection switched on in the training code (set_detect_anomaly(True) / detect_anomaly())? Run without it and "
+            "print the scaler's scale each step: occasional drops that recover mean the NaN steps were the expected skipped ones.",
+            (_fix("Turn anomaly detection off for normal training", "Keep it for short debugging runs; it also slows training considerably.",
+                  "torch.autograd.set_detect_anomaly(False)", "anomaly-detection"),),
+            prior=0.04,
+            cues={"mixed_precision": 8.0},
+            outcomes=frozenset({"autograd.nan_anomaly_fp16"}),
         ),
     ),
 )

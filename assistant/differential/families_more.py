@@ -106,17 +106,22 @@ ILLEGAL_MEMORY_ACCESS = Family(
                   "with torch.cuda.device(x.device):\n    out = ext_op(x)", "illegal-memory-access"),),
             prior=0.08,
             cues={"multi_gpu": 5.0},
+            outcomes=frozenset({"cuda.illegal_memory_access_device"}),
         ),
         Alternative(
             "ima.build_or_hardware",
-            "Something below your code: an extension built against another PyTorch or CUDA version, a library or driver bug, or less often "
-            "a faulty GPU (failures that move between runs or stay with one card).",
-            "Did it start after upgrading PyTorch, CUDA or the driver, and does it follow one machine? Rebuild the extensions for the installed "
-            "versions and rerun the same job on another GPU.",
-            (_fix("Rebuild compiled extensions for the installed versions", "Then compare on another GPU; check its error counters.",
-                  "pip install --no-build-isolation --force-reinstall --no-cache-dir <extension>\nnvidia-smi -q -d ECC", "illegal-memory-access"),),
+            "Something below your code: a bug in a library's own CUDA kernel (an extension package's op, fixed in a later release), an "
+            "extension built against another PyTorch or CUDA version, a driver bug, or less often a faulty GPU (failures that move between "
+            "runs or stay with one card).",
+            "Does the failing op come from an extension package, did it start after upgrading PyTorch, CUDA or the driver, and does it follow one "
+            "machine? Swap the op for the torchvision/PyTorch equivalent or upgrade its package; rebuild extensions; rerun on another GPU.",
+            (_fix("Upgrade the package whose kernel fails, or use the torchvision/PyTorch equivalent of its op", "",
+                  "pip install -U <library>", "illegal-memory-access"),
+             _fix("Rebuild compiled extensions for the installed versions", "Then compare on another GPU; check its error counters.",
+                  "pip install --no-build-isolation --force-reinstall --no-cache-dir <extension>\nnvidia-smi -q -d ECC", "illegal-memory-access")),
             prior=0.12,
             cues={"upgrade": 4.0, "driver_update": 3.0, "new_gpu": 2.0, "specific_node": 4.0},
+            outcomes=frozenset({"cuda.illegal_memory_access_library"}),
         ),
     ),
     decisive=frozenset({"cuda.misaligned_address"}),
@@ -128,24 +133,27 @@ CUDA_UNAVAILABLE = Family(
         Alternative(
             "cuda.no_gpu_access",
             "The process runs where it cannot see a GPU: no NVIDIA driver there, a container or job started without GPU access, or "
-            "CUDA_VISIBLE_DEVICES empty or naming no device.",
+            "CUDA_VISIBLE_DEVICES empty, naming no device, or written in a form CUDA cannot read (brackets, device names).",
             "Run nvidia-smi and echo $CUDA_VISIBLE_DEVICES in the same place the script runs (inside the container or the job), not on the host or login node.",
-            (_fix("Give the process a GPU", "Containers need GPU access at start; scheduled jobs must request a GPU; set CUDA_VISIBLE_DEVICES before Python starts.",
+            (_fix("Give the process a GPU", "Containers need GPU access at start; scheduled jobs must request a GPU; set CUDA_VISIBLE_DEVICES before Python "
+                  "starts, as comma-separated indices (CUDA_VISIBLE_DEVICES=0,1).",
                   "docker run --gpus all ...\nsrun --gres=gpu:1 python train.py", "cuda-unavailable"),),
             prior=0.35,
             cues={"container": 3.0, "colab": 2.0, "wsl": 2.0, "upgrade": 0.6, "driver_update": 0.5, "suspend": 0.3},
-            outcomes=frozenset({"devices.no_gpu_visible"}),
+            outcomes=frozenset({"devices.no_gpu_visible", "cuda.visible_devices_invalid"}),
         ),
         Alternative(
             "cuda.driver_state",
-            "The driver is out of step or in a bad state: it (or CUDA) was updated without a reboot, the machine came back from suspend, or an "
-            "earlier crash left the GPU unusable.",
-            "Does nvidia-smi itself work, and did this start after a driver update or a suspend? If a reboot makes it pass, this was it.",
+            "The driver is out of step, in a bad state or not ready: it (or CUDA) was updated without a reboot, the machine came back from suspend, "
+            "an earlier crash left the GPU unusable, or on an NVSwitch server (DGX/HGX class) the NVIDIA Fabric Manager service of the driver's "
+            "version is not running, so CUDA reports the system as not yet initialized.",
+            "Does nvidia-smi itself work, and did this start after a driver update or a suspend? If a reboot makes it pass, this was it. On NVSwitch "
+            "servers, run systemctl status nvidia-fabricmanager.",
             (_fix("Reboot, or reload the NVIDIA kernel modules", "nvidia-smi must work before PyTorch can use the GPU.", "nvidia-smi", "cuda-unavailable"),
              _fix("After a suspend, reload the unified memory module", "", "sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm", "cuda-unavailable")),
             prior=0.3,
             cues={"driver_update": 6.0, "upgrade": 2.5, "suspend": 6.0, "wsl": 1.5, "container": 0.7},
-            outcomes=frozenset({"devices.cuda_unknown_error", "cuda.unknown_error_at_start", "devices.nvml_mismatch"}),
+            outcomes=frozenset({"devices.cuda_unknown_error", "cuda.unknown_error_at_start", "devices.nvml_mismatch", "cuda.system_not_ready"}),
         ),
         Alternative(
             "cuda.visible_devices",
@@ -171,7 +179,7 @@ CUDA_UNAVAILABLE = Family(
         ),
     ),
     decisive=frozenset({"devices.cuda_unavailable", "devices.cuda_checkpoint_on_cpu", "devices.checkpoint_gpu_index", "devices.driver_too_old",
-                        "devices.nvml_mismatch"}),
+                        "devices.nvml_mismatch", "cuda.system_not_ready", "cuda.visible_devices_invalid"}),
 )
 
 NCCL = Family(
@@ -277,17 +285,25 @@ CPU_OOM = Family(
             (_fix("Keep the dataset's state in arrays, and use fewer workers", "Arrays are single objects, so workers share their pages.",
                   "self.paths = np.array(paths)   # instead of a list of strings", "cpu-oom"),),
             prior=0.3,
-            cues={"workers_zero_ok": 5.0, "later_in_training": 1.5, "resume": 0.5},
+            cues={"workers_zero_ok": 5.0, "later_in_training": 1.5, "resume": 0.5, "tried_workers": 0.2, "evaluation": 0.7},
         ),
         Alternative(
             "cpu.data_in_ram",
-            "The whole dataset, or a large array built from it, is loaded into host memory at once instead of sample by sample.",
-            "Check how much RAM the process uses right after the dataset is built, before training starts: most of it in use already points here.",
+            "Too much is built in host memory at once: the whole dataset, or a large array made from it, instead of sample by sample; "
+            "or, when it fails in evaluation, an evaluation step larger than a training step (a bigger evaluation batch, whole uncropped "
+            "inputs, or every prediction of the split gathered before the metric is computed).",
+            "Check how much RAM the process uses right after the dataset is built: most of it in use already points at the data. If it "
+            "fails only in evaluation, print the evaluation batch's shape and retry with a much smaller evaluation batch.",
             (_fix("Read samples lazily, or memory-map large arrays", "A smaller dtype also helps.",
-                  "arr = np.load('data.npy', mmap_mode='r')", "cpu-oom"),),
+                  "arr = np.load('data.npy', mmap_mode='r')", "cpu-oom"),
+             _fix("If it fails in evaluation, shrink one evaluation step", "Lower the evaluation batch size (often its own setting, separate "
+                  "from the training batch size) or the evaluation input size, and keep running sums instead of concatenating every output.",
+                  "with torch.inference_mode():\n    out = model(x)\ntotal += metric_fn(out, y).item()", "cpu-oom")),
             prior=0.25,
-            cues={"first_step": 2.0, "custom_data": 1.5, "multi_gpu": 1.5, "later_in_training": 0.5},
-            outcomes=frozenset({"memory.cpu_oom", "memory.cpu_oom_numpy", "memory.cpu_oom_killed", "memory.cpu_oom_memoryerror",
+            # Evaluation-time failures (no growth story) are mostly one evaluation step that is too large.
+            cues={"first_step": 2.0, "custom_data": 1.5, "multi_gpu": 1.5, "later_in_training": 0.5, "after_n_items": 0.2, "evaluation": 3.0,
+                  "large_input": 1.5},
+            outcomes=frozenset({"memory.cpu_oom", "memory.cpu_oom_allocator", "memory.cpu_oom_numpy", "memory.cpu_oom_killed", "memory.cpu_oom_memoryerror",
                                 "symptoms.process_killed", "mp.child_killed", "distributed.child_killed"}),
         ),
         Alternative(
@@ -303,17 +319,21 @@ CPU_OOM = Family(
         ),
         Alternative(
             "cpu.growth",
-            "Something accumulates every step: tensors, predictions or losses appended to Python lists, caches in the dataset, or metrics kept as tensors.",
+            "Something accumulates every step: tensors, predictions or losses appended to Python lists, caches in the dataset, or metric "
+            "objects that collect every batch's predictions and are never reset.",
             "Log the process's resident memory every few steps: a steady climb means something is kept across iterations.",
             (_fix("Keep plain numbers across steps, and measure what grows", "",
-                  "running_loss += loss.item()\nprint(psutil.Process().memory_info().rss / 2**30, 'GiB')", "memory-growth-training-loop", "cpu-oom"),),
+                  "running_loss += loss.item()\nprint(psutil.Process().memory_info().rss / 2**30, 'GiB')", "memory-growth-training-loop", "cpu-oom"),
+             _fix("Reset what collects results", "Metric objects and result lists that gather every batch keep growing until cleared: call "
+                  "metric.reset() (or empty the list) after each evaluation, and store detached values.",
+                  "metric.update(pred.detach(), target)\n...\nmetric.reset()   # after each evaluation", "memory-growth-training-loop")),
             prior=0.2,
-            cues={"later_in_training": 5.0, "first_step": 0.2, "evaluation": 1.5},
+            cues={"later_in_training": 5.0, "first_step": 0.2, "evaluation": 1.5, "after_n_items": 8.0, "tried_batch": 1.5},
             outcomes=frozenset({"memory.cpu_oom_growth", "symptoms.ram_growth"}),
         ),
     ),
     decisive=frozenset({"memory.cpu_oom_absurd_size", "scheduler.memory_limit"}),
-    plain=frozenset({"memory.cpu_oom_killed", "memory.cpu_oom_memoryerror", "symptoms.process_killed", "mp.child_killed",
+    plain=frozenset({"memory.cpu_oom_allocator", "memory.cpu_oom_killed", "memory.cpu_oom_memoryerror", "symptoms.process_killed", "mp.child_killed",
                      "distributed.child_killed"}),
 )
 
@@ -363,7 +383,7 @@ CUDNN = Family(
             outcomes=frozenset({"cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch"}),
         ),
     ),
-    decisive=frozenset({"cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch", "cuda.cudnn_rnn_eval"}),
+    decisive=frozenset({"cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch", "cuda.cudnn_rnn_eval", "cuda.visible_devices_invalid"}),
     plain=frozenset({"cuda.cudnn_internal_error"}),
 )
 
@@ -419,12 +439,17 @@ HARDWARE = Family(
     alternatives=(
         Alternative(
             "hw.power",
-            "Power delivery cannot keep up with the GPUs under sustained load: a power supply without enough headroom, or loose power cables or risers.",
-            "Cap the GPUs' power draw or train on one GPU at a time: if the failures stop, power delivery is the cause.",
-            (_fix("Test with a lower power limit, then check the supply and the cables", "", "sudo nvidia-smi -pl <watts>", "gpu-hardware-faults"),),
+            "The machine itself is unstable under sustained load: power delivery cannot keep up with the GPUs (a power supply without enough "
+            "headroom, loose power cables or risers), or system memory flips bits (a failing RAM module, an XMP/EXPO or overclocked profile), so "
+            "processes crash at varying points while the same code runs fine elsewhere.",
+            "Cap the GPUs' power draw or train on one GPU at a time; for crashes at varying points, run memtest86+ and return memory to stock "
+            "settings. If the failures stop, that part is the cause.",
+            (_fix("Test with a lower power limit, then check the supply and the cables", "", "sudo nvidia-smi -pl <watts>", "gpu-hardware-faults"),
+             _fix("Test the RAM and return it to stock settings", "Disable XMP/EXPO and overclocks; test the modules one at a time.",
+                  "sudo memtester 4G 2", "gpu-hardware-faults")),
             prior=0.22,
             cues={"multi_gpu": 1.8, "later_in_training": 1.3},
-            outcomes=frozenset({"cuda.hardware_machine_reboot"}),
+            outcomes=frozenset({"cuda.hardware_machine_reboot", "scheduler.segfault_unstable_hardware"}),
         ),
         Alternative(
             "hw.faulty_device",

@@ -123,7 +123,7 @@ def score_cmd(
     from rich.text import Text
 
     from assistant.eval.cases import load_outside_cases
-    from assistant.eval.report import check_thresholds, load_thresholds, markdown_report, results_document, summary_table, write_results
+    from assistant.eval.report import check_thresholds, describe_thresholds, load_thresholds, markdown_report, results_document, summary_table, write_results
     from assistant.eval.reproduce import load_captures
     from assistant.eval.score import VARIANTS, Scorer, items_from_captures, items_from_outside
     from assistant.kb.retrieve import get_retriever
@@ -206,4 +206,4 @@ def score_cmd(
             print(f"REGRESSION: {p}", file=sys.stderr)
         if problems:
             raise typer.Exit(1)
-        print(f"thresholds met for {run_name}: " + ", ".join(f"{k} >= {v}" for k, v in thresholds.items()))
+        print(f"thresholds met for {run_name}: " + describe_thresholds(thresholds))

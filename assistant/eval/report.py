@@ -140,11 +140,23 @@ def load_thresholds(path: Path) -> dict[str, dict[str, float]]:
 
 
 def check_thresholds(doc: dict[str, Any], thresholds: Mapping[str, float], variant: str = "full") -> list[str]:
-    """Failures as readable lines (empty when every metric meets its floor)."""
+    """Failures as readable lines (empty when every metric meets its floor).
+
+    A key ending in ``_max`` is a ceiling on the metric it names (``contradicted_max = 0.08``): for
+    rates where lower is better, such as answers contradicted by the report."""
     overall = doc["variants"][variant]["overall"]
     problems = []
-    for metric, floor in thresholds.items():
+    for key, bound in thresholds.items():
+        metric = key.removesuffix("_max")
         value = overall.get(metric)
-        if value is None or value < floor:
-            problems.append(f"{doc['name']}: {variant} {metric} = {value} is below the recorded floor {floor}")
+        if key.endswith("_max"):
+            if value is None or value > bound:
+                problems.append(f"{doc['name']}: {variant} {metric} = {value} is above the recorded ceiling {bound}")
+        elif value is None or value < bound:
+            problems.append(f"{doc['name']}: {variant} {metric} = {value} is below the recorded floor {bound}")
     return problems
+
+
+def describe_thresholds(thresholds: Mapping[str, float]) -> str:
+    """``metric >= floor`` / ``metric <= ceiling`` for each recorded bound, comma-separated."""
+    return ", ".join(f"{k.removesuffix('_max')} <= {v}" if k.endswith("_max") else f"{k} >= {v}" for k, v in thresholds.items())

@@ -83,7 +83,8 @@ _PEM_BEGIN = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLO
 _PEM_LINE = re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]{1,120}|[A-Za-z-]{2,30}: [^\n]{0,200}|)[ \t]*\r?$")
 _PEM_SEARCH_LIMIT = 64 * 1024
 # Base64-ish runs only: identifiers with underscores (kernel names, paths) must survive redaction.
-_LONG_OPAQUE = re.compile(r"(?<![\w/.-])[A-Za-z0-9+/=]{32,}(?![\w/.-])")
+# "=" only as base64 padding at the end: inside the run it would swallow a name (`id=…` keeps its `id=`).
+_LONG_OPAQUE = re.compile(r"(?<![\w/.-])[A-Za-z0-9+/]{32,}={0,2}(?![\w/.=-])")
 
 
 def _entropy(s: str) -> float:

@@ -6,9 +6,10 @@ import re
 
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, fix, hit, lazy_re
-from assistant.types import Facts, RuleHit
+from assistant.types import Fact, Facts, RuleHit
 
 _DOCS = ("gradscaler-misuse", "autocast-dtype-errors")
+_MIXED_DOCS = ("autocast-mixed-reduced-types", "autocast-dtype-errors")
 _LIBRARY = lazy_re(r"transformers/trainer\.py|accelerate/|pytorch_lightning|lightning/|peft/|deepspeed")
 _SCALER_LOOP = "scaler.scale(loss).backward()\nscaler.unscale_(optimizer)          # optional, once, e.g. for clipping\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(optimizer)\nscaler.update()                     # every iteration, also when step was skipped"
 
@@ -43,6 +44,93 @@ def _custom_op_half(ctx: Context) -> RuleHit | None:
                          "from apex import amp\namp.register_float_function(module, 'function_name')   # before amp.initialize", "autocast-dtype-errors"))
     return hit("amp.custom_op_half", "amp_error", "Custom op given float16 under mixed precision", cause, fixes, _DOCS[::-1], _found(ctx), 0.9,
                facts=Facts(dtypes=("float16", "float32"), names=("apex",) if apex else ()))
+
+
+# Autocast's "promote" policy (cat, stack, index_put, grid_sample, addcmul, ...) met floating inputs of a reduced type that
+# is not the region's own: float16 inside a bfloat16 region or the reverse (also fp8). Same wording in every release.
+_PRIORITIZE = lazy_re(r"Unexpected floating ScalarType in at::autocast::prioritize")
+# An explicit cast to a reduced type written on a tensor: the usual way a second reduced type enters an autocast region.
+_HAND_CAST = lazy_re(r"\.half\(\)|\.bfloat16\(\)|\.to\([^)\n]{0,60}(?:float16|bfloat16|\bhalf\b)|\.type\([^)\n]{0,40}(?:Half|BFloat16)")
+_HALF_NAME = lazy_re(r"\.half\(\)|float16|\bfp16\b|\bHalf\b")
+_BF16_NAME = lazy_re(r"bfloat16|\bbf16\b|BFloat16")
+_BACKWARD_CALL = lazy_re(r"\.backward\(|autograd\.backward|run_backward|\bbackward pass\b|\bin backward\b")
+
+
+def _whole(ctx: Context) -> str:
+    """The pasted text as the user gave it (code blocks included), for the code-level cues."""
+    return ctx.failure.text or ctx.text
+
+
+def _in_backward(ctx: Context) -> bool:
+    """Whether the error is raised by backward: a backward frame, or (prose) backward named beside the error."""
+    if ctx.failure.frames:
+        return any(f.function in ("backward", "run_backward", "_engine_run_backward") or "autograd/__init__" in f.file.replace("\\", "/")
+                   for f in ctx.failure.frames)
+    return bool(_BACKWARD_CALL.search(_whole(ctx)))
+
+
+def _cast_line(text: str, cast: re.Match[str] | None) -> str:
+    """Example code for dropping the cast: the user's own line that casts, when the text shows one."""
+    m = _HAND_CAST.search(text) if text else None
+    if m is None:
+        return "with torch.autocast(device_type='cuda', dtype=torch.bfloat16):\n    out = op(a, b)   # no .half() / .bfloat16() on a or b"
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.end())
+    own = text[start:end if end != -1 else len(text)].strip()
+    return f"{own}\n# drop `{m.group(0)}` here: inside autocast, let it choose the dtype (or use .float())"
+
+
+def _prioritize(ctx: Context) -> RuleHit | None:
+    """Autocast's promote policy met two different reduced floating types among one op's inputs."""
+    if not ctx.search(_PRIORITIZE.pattern) and not _PRIORITIZE.search(_whole(ctx)):
+        return None
+    text = _whole(ctx)
+    cast = _HAND_CAST.search(text)
+    backward = _in_backward(ctx)
+    line = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    names = tuple(n for n, pat in (("float16", _HALF_NAME), ("bfloat16", _BF16_NAME)) if pat.search(text))
+    found = _found(ctx)
+    if cast:
+        found.append(Fact("cast", f"your text casts a tensor by hand: `{cast.group(0)}`"))
+    mixed_story = ("Under autocast, ops on its promote list (cat, stack, index_put, grid_sample, addcmul and similar) look at all their "
+                   "floating inputs and pick one dtype for them: float32 wins over a reduced type, and the reduced type must be the one "
+                   "the autocast region uses. This op received a float16 input inside a bfloat16 region (or a bfloat16 input inside a "
+                   "float16 region, or an fp8 tensor), a combination autocast refuses to mix.")
+    if backward and not cast:
+        cause = ("The error comes from backward under " + ("bfloat16 " if "bfloat16" in names else "") + "autocast. Older PyTorch releases "
+                 "kept the autocast dtype per thread, and backward runs on its own threads, where autocast fell back to its default "
+                 "float16 and met the bfloat16 tensors saved in forward: a PyTorch bug, fixed upstream in 2024 (releases from 2.5 on). "
+                 + mixed_story
+                 + " If your own code casts tensors to another reduced type inside the region, that gives the same error in forward.")
+        fixes = [
+            fix("Upgrade PyTorch", "Current releases pass the autocast dtype on to the threads backward runs on.", "pip install -U torch   # 2.5 or newer", "autocast-mixed-reduced-types"),
+            fix("Until then, run the failing op outside autocast in float32", "Its backward then has no reduced types to reconcile.",
+                "with torch.autocast(device_type='cuda', enabled=False):\n    out = op(x.float(), y.float())", "autocast-mixed-reduced-types"),
+            fix("Or keep the inputs in float32 and let autocast choose", "Tensors created directly in bfloat16 inside the region are what backward meets; create them in float32.", None, "autocast-mixed-reduced-types"),
+        ]
+        return hit("amp.prioritize_backward", "amp_error", "Mixed reduced types under autocast in backward", cause, fixes, _MIXED_DOCS, found, 0.85,
+                   facts=Facts(dtypes=("bfloat16", "float16"), flags=frozenset({"in_backward"})))
+    cause = mixed_story + (" Your text casts a tensor by hand (`" + cast.group(0) + "`): a manual cast to the other reduced type inside the "
+                           "region is the usual source." if cast else " Usually one input was cast by hand (`.half()`, `.bfloat16()`, "
+                           "`.to(torch.float16)`) or created or loaded in the other reduced type (weights, cached features or a "
+                           "checkpoint stored in float16 while the run autocasts to bfloat16).")
+    if "float16" in names and "bfloat16" in names:
+        cause += " The text names both float16 and bfloat16."
+    if backward:
+        cause += (" Raised in backward with no such cast in sight, it can also be a bug of older releases (backward running with autocast's "
+                  "default float16 instead of the region's bfloat16); upgrading PyTorch fixes that one.")
+    fixes = [
+        fix("Drop the manual cast inside the autocast region", "Autocast picks the precision per op; a hand-written .half() or .bfloat16() on an input adds a second reduced type.",
+            _cast_line(line if line and _HAND_CAST.search(line) else text, cast), "autocast-mixed-reduced-types"),
+        fix("Or give the op's inputs one dtype: float32, or the region's own reduced type", "float32 always combines with the autocast dtype.",
+            "out = torch.cat([a.float(), b.float()])\n# or: b = b.to(a.dtype) when a already has the region's dtype", "autocast-mixed-reduced-types"),
+        fix("Convert tensors stored in the other reduced type once, when loading", "Weights, features or caches saved in float16 for a bfloat16 run (or the reverse) belong in float32 or in the run's dtype.",
+            "feats = torch.load(path).float()", "autocast-mixed-reduced-types"),
+    ]
+    if backward:
+        fixes.append(fix("If it is raised in backward, upgrade PyTorch", "Older releases ran backward with the default float16 autocast dtype.", "pip install -U torch", "autocast-mixed-reduced-types"))
+    return hit("amp.prioritize_mixed", "amp_error", "Two reduced float types mixed under autocast", cause, fixes, _MIXED_DOCS, found, 0.9,
+               facts=Facts(dtypes=names or ("bfloat16", "float16"), call=cast.group(0) if cast else None))
 
 
 def _library(ctx: Context) -> str | None:
@@ -160,10 +248,14 @@ def gradscaler(ctx: Context) -> RuleHit | None:
 @rule(
     'amp.autocast_misc',
     category='amp_error',
-    docs=_DOCS[::-1],
+    docs=(*_DOCS[::-1], "autocast-mixed-reduced-types"),
     priority=231,
-    outcomes=('amp.bce_unsafe', 'amp.overflow_constant', 'amp.no_bf16', 'amp.custom_op_half'),
+    outcomes=('amp.bce_unsafe', 'amp.overflow_constant', 'amp.no_bf16', 'amp.custom_op_half', 'amp.prioritize_mixed', 'amp.prioritize_backward'),
     examples=(
+        Example("corpus/amp/prioritize_half_in_bf16_roma.txt", "amp.prioritize_mixed"),
+        Example("corpus/amp/prioritize_cat_half_in_bf16_cpu.txt", "amp.prioritize_mixed"),
+        Example("corpus/amp/prioritize_stack_bf16_half_cpu.txt", "amp.prioritize_mixed"),
+        Example("corpus/amp/prioritize_bf16_backward_pt132715.txt", "amp.prioritize_backward"),
         Example("corpus/amp/bce_unsafe_transfiner.txt", "amp.bce_unsafe"),
         Example("corpus/amp/bce_unsafe_yolox.txt", "amp.bce_unsafe"),
         Example("realworld/dev/lightning-precision16-bce-autocast", "amp.bce_unsafe"),
@@ -179,7 +271,10 @@ def gradscaler(ctx: Context) -> RuleHit | None:
     ),
 )
 def autocast_misc(ctx: Context) -> RuleHit | None:
-    """Ops that refuse autocast, constants that overflow half precision, bf16 on GPUs without it."""
+    """Ops that refuse autocast, constants that overflow half precision, bf16 on GPUs without it, mixed reduced types."""
+    mixed = _prioritize(ctx)
+    if mixed:
+        return mixed
     # The message itself, or a description of it: "binary_cross_entropy gives an autocast error", "BCELoss doesn't support autocasting".
     bce_prose = not ctx.exc_type and bool(_BCE_WORD.search(ctx.text) and _AUTOCAST_WORD.search(ctx.text) and _REFUSAL_WORD.search(ctx.text))
     if ctx.search(r"binary_cross_entropy and torch\.nn\.BCELoss are unsafe to autocast") or bce_prose:

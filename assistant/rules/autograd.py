@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from assistant.parse.messages import tensor_type_parts
 from assistant.rules.autograd_source import failing_line_fix
@@ -22,6 +23,13 @@ _INPLACE_BARE = lazy_re(r"one of the variables needed for gradient computation h
 _INPLACE_PROSE = lazy_re(r"\b(?:remov|disabl|drop)\w*\s+(?:the\s+)?in-?place\b|\bin-?place\s*=\s*(?:True|False)\b|\bin-?place\s+(?:option|flag)", re.I)
 # ...and says backward is involved, or that changing the flag made the error go away.
 _BACKWARD_WORDS = lazy_re(r"backward|backprop|gradient|\b(?:fixed|solved|resolved)\b|goes away|disappear", re.I)
+# Words that point at alternating updates of two networks (GAN, actor-critic) or an optimizer step between forward and backward.
+_GAN_WORDS = lazy_re(r"(?i:\bgans?\b)|\b[A-Za-z]{0,12}GANs?\b|\b(?:[gd]|gen|disc)_loss\b|\berr_?[GD]\b|\bloss_?[GD]\b|\b[GD]_curr\b|retain_graph\s*=\s*True|\bgenerator\b|\bdiscriminator\b|\badversarial\b|\bcritic\b|\bnet_?[GD]\b|\boptimi[sz]er_?(?:net)?[GD]\b|\bopt_?[GD]\b"
+                     r"|\btwo optimi[sz]ers\b|\b(?:optimi[sz]er|opt)\w*\.step\(")
+# Prose that reports an in-place error without quoting the message ("I encountered inplace operation error in ...").
+_INPLACE_ERROR_PROSE = lazy_re(r"\bin[- ]?place (?:operation |op )?(?:error|issue|problem|exception)\b"
+                               r"|\b(?:error|exception)\b[^.\n]{0,30}\bin[- ]?place (?:operation|op)\b"
+                               r"|\bin[- ]?place operations?\b[^.\n]{0,40}\b(?:error|fails?|crash\w*|raises?)\b", re.I)
 # `x += y` typed anywhere in the text (an ipdb/REPL line, a quoted snippet), when no traceback frame gives the line.
 _AUG_ASSIGN = lazy_re(r"^[ \t>*.:|]*(?:ipdb>[ \t]*|>>>[ \t]*)?(?P<name>[A-Za-z_][\w.]*)[ \t]*(?P<op>[-+*/])=(?!=)[ \t]*(?P<rhs>\S.*)$", re.M)
 _OP_NAMES = {
@@ -74,7 +82,7 @@ def _looks_like_weight(shape: tuple[int, ...], op: str | None) -> bool:
     docs=("inplace-modification", "anomaly-detection"),
     priority=280,
     outcomes=('autograd.inplace', 'autograd.inplace_weight', 'autograd.leaf_inplace', 'autograd.view_inplace', 'autograd.inplace_bare',
-              'autograd.inplace_prose'),
+              'autograd.inplace_prose', 'autograd.inplace_gan_prose', 'autograd.inplace_error_prose'),
     examples=(
         Example("captured/cpu/relu-inplace-after-sigmoid-gate", "autograd.inplace"),
         Example("captured/cpu/residual-add-inplace-after-relu", "autograd.inplace"),
@@ -82,6 +90,8 @@ def _looks_like_weight(shape: tuple[int, ...], op: str | None) -> bool:
         Example("corpus/autograd/inplace_mul_after_sigmoid.txt", "autograd.inplace"),
         Example("captured/cpu/gan-generator-backward-after-d-step", "autograd.inplace_weight"),
         Example("realworld/dev/singan-inplace-optimizer-step-15", "autograd.inplace_weight"),
+        Example("corpus/autograd/inplace_weight_tbackward_plus_equals_nnr.txt", "autograd.inplace_weight"),
+        Example("corpus/autograd/inplace_weight_tbackward_gan_morvan.txt", "autograd.inplace_weight"),
         Example("captured/cpu/weight-init-inplace-on-leaf", "autograd.leaf_inplace"),
         Example("realworld/dev/nyudlsp-jupyter-view-leaf-inplace", "autograd.leaf_inplace"),
         Example("realworld/dev/msswift-npu-inputs-embeds-leaf-inplace", "autograd.leaf_inplace"),
@@ -93,6 +103,9 @@ def _looks_like_weight(shape: tuple[int, ...], op: str | None) -> bool:
         Example("realworld/dev/powerfulbenchmarker-relu-inplace-classifier", "autograd.inplace_prose"),
         Example("corpus/autograd/inplace_prose_relu_rpnet.txt", "autograd.inplace_prose"),
         Example("corpus/autograd/inplace_prose_relu_distdl.txt", "autograd.inplace_prose"),
+        Example("corpus/autograd/inplace_prose_gan_adversarial_vidode.txt", "autograd.inplace_gan_prose"),
+        Example("corpus/autograd/inplace_prose_gan_title_molgan.txt", "autograd.inplace_gan_prose"),
+        Example("corpus/autograd/inplace_prose_error_liteflownet.txt", "autograd.inplace_error_prose"),
     ),
 )
 def inplace_modified(ctx: Context) -> RuleHit | None:
@@ -111,17 +124,34 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
         fixes_tail = fix("Let anomaly detection point at the forward line", "With it enabled, the error also prints the traceback of the forward operation whose saved tensor was modified.", "torch.autograd.set_detect_anomaly(True)", "anomaly-detection")
         if _looks_like_weight(shape, op):
             saved = f"saved via {_op_name(op)}" if op else "its shape looks like a convolution kernel"
-            cause = (f"A parameter-like tensor of shape [{shape_text}] ({saved}) changed in place {ver - exp} time(s) between the forward pass that saved it and "
-                     "the backward that needs it. The usual cause is an optimizer.step() that runs before a backward through a graph built with the old "
-                     "weights (alternating updates of two networks trained against each other, or several losses sharing a graph with retain_graph=True), "
-                     "or an in-place edit of weights (weight.data.clamp_(), weight *= ...) inside the training step.")
-            fixes = [
-                fix("Call every backward that uses those weights before the optimizer step that changes them", "optimizer.step() updates parameters in place; run it after all backward calls, or recompute the forward pass after the step so the new graph saves the new weights.",
-                    "loss_a.backward()\nloss_b.backward()   # every backward first\nopt_a.step(); opt_b.step()", "inplace-modification"),
-                fix("Detach what one network's loss must not backpropagate into", "", "h = model_a(x)\nloss_b = crit(model_b(h.detach()), y)   # loss_b does not reach model_a", "inplace-modification"),
-                fixes_tail,
-            ]
-            return hit("autograd.inplace_weight", "inplace_autograd", "Weights changed in place before backward", cause, fixes, docs, _loc(ctx, found), 0.93, facts=facts)
+            gan = _GAN_WORDS.search(_whole(ctx))
+            step_story = ("an optimizer.step() that runs before a backward through a graph built with the old weights (alternating updates of "
+                          "two networks trained against each other, or several losses sharing a graph with retain_graph=True), or an in-place "
+                          "edit of weights (weight.data.clamp_(), weight *= ...) inside the training step")
+            forward_story = ("an in-place operation in the forward code on the saved tensor or on one sharing its storage (`x += y`, `x *= y`, "
+                             "`x[idx] = ...`, methods ending in `_` such as relu_(), layers built with inplace=True); newer PyTorch releases "
+                             "check more of these and raise where older ones ran")
+            step_fix = fix("Call every backward that uses those weights before the optimizer step that changes them", "optimizer.step() updates parameters in place; run it after all backward calls, or recompute the forward pass after the step so the new graph saves the new weights.",
+                           "loss_a.backward()\nloss_b.backward()   # every backward first\nopt_a.step(); opt_b.step()", "inplace-modification")
+            detach_fix = fix("Detach what one network's loss must not backpropagate into", "", "h = model_a(x)\nloss_b = crit(model_b(h.detach()), y)   # loss_b does not reach model_a", "inplace-modification")
+            if gan:
+                cause = (f"A parameter-like tensor of shape [{shape_text}] ({saved}) changed in place {ver - exp} time(s) between the forward pass that saved it and "
+                         f"the backward that needs it. Your text points at alternating updates (“{gan.group(0)}”), so the likely cause is {step_story}. "
+                         f"If no step runs in between, the other story is {forward_story}.")
+                fixes = [step_fix, detach_fix, _OUT_OF_PLACE_ARITH, fixes_tail]
+            else:
+                if op and re.match(r"T(?:Backward\d*)?$", op):
+                    saved = "saved via a transpose: `.t()` of a Linear weight or of another tensor"
+                cause = (f"A tensor of shape [{shape_text}] ({saved}) changed in place {ver - exp} time(s) between the forward pass that saved it and the "
+                         f"backward that needs it. Two stories fit: {forward_story}; or {step_story}. With a single model and one backward per "
+                         "optimizer step, look for the in-place operation in the forward code first.")
+                fixes = [_OUT_OF_PLACE_ARITH, _CLONE, step_fix, fixes_tail]
+                own = failing_line_fix(_line(ctx))
+                if own is not None:
+                    fixes.insert(0, own)
+            title = "Weights changed in place before backward" if gan else "A saved tensor (or weight) was changed in place before backward"
+            return hit("autograd.inplace_weight", "inplace_autograd", title, cause, fixes, docs, _loc(ctx, found), 0.93,
+                       facts=replace(facts, flags=frozenset({"gan_words"})) if gan else facts)
         what = _op_name(op) if op else "an operation"
         cause = (f"The output of {what} (shape [{shape_text}]) was saved for computing gradients, then changed by an in-place operation "
                  f"({ver - exp} time(s)) before backward. In-place forms are `x += ...`, `x[idx] = ...`, methods ending in `_` (`x.mul_()`), and "
@@ -175,6 +205,8 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
         return _inplace_unspecified(ctx, docs)
     if not ctx.exc_type and _INPLACE_PROSE.search(ctx.text) and _BACKWARD_WORDS.search(ctx.text):
         return _inplace_prose(ctx, docs)
+    if not ctx.exc_type and _INPLACE_ERROR_PROSE.search(_whole(ctx)):
+        return _inplace_error_prose(ctx, docs)
     return None
 
 
@@ -182,6 +214,50 @@ _OUT_OF_PLACE = fix("Replace the in-place operation with its out-of-place form",
 _CLONE = fix("Clone before modifying", "If you need to edit a tensor the graph uses, edit a copy.", "y = x.clone()\ny[mask] = 0", "inplace-modification")
 _ANOMALY = fix("Let anomaly detection point at the forward line", "With it enabled, the error also prints the traceback of the forward operation whose saved tensor was modified.",
                "torch.autograd.set_detect_anomaly(True)", "anomaly-detection")
+
+
+# The same rewrite without activations: for saved tensors that no activation produced (weights, transposes, sums).
+_OUT_OF_PLACE_ARITH = fix("Write in-place updates out of place", "An out-of-place expression builds a new tensor and leaves the saved one untouched.",
+                          "x = x + y      # instead of x += y\nx = x * scale  # instead of x *= scale\nx = torch.relu(x)   # instead of x.relu_()", "inplace-modification")
+_STEP_ORDER = fix("Finish each network's backward before the optimizer step that changes weights it went through",
+                  "Update one network completely (zero_grad, backward, step), then compute the other network's loss from a fresh or detached "
+                  "forward pass; or run both backward calls first and both steps after.",
+                  "opt_G.zero_grad(); loss_G.backward(); opt_G.step()          # generator first\n"
+                  "loss_D = crit(D(real), ones) + crit(D(fake.detach()), zeros)   # fake detached\n"
+                  "opt_D.zero_grad(); loss_D.backward(); opt_D.step()", "inplace-modification")
+
+
+def _whole(ctx: Context) -> str:
+    """The text as pasted (prose and code included), for words around the message."""
+    return ctx.failure.text or ctx.text
+
+
+def _inplace_error_prose(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
+    """A report that names an in-place error without quoting it: adversarial training or a plain in-place op."""
+    text = _whole(ctx)
+    gan = _GAN_WORDS.search(text)
+    if gan:
+        cause = (f"The report describes an in-place error while training networks against each other (“{gan.group(0)}”). The usual cause in "
+                 "adversarial training is the update order: one optimizer's step() changes its network's weights in place while a loss "
+                 "computed through those weights in the same iteration still has to be backpropagated (the generator's loss goes through the "
+                 "discriminator). PyTorch releases from 1.5 on flag the optimizers' in-place updates, so code written for older versions "
+                 "raises here. If no step runs between the two, the other source is an in-place operation in the forward code (`x += y`, "
+                 "`x[idx] = ...`, methods ending in `_`, layers built with inplace=True) on a tensor saved for backward.")
+        fixes = [_STEP_ORDER,
+                 fix("Detach the generated sample in the discriminator's loss", "The discriminator's backward then stops at the fake sample and does not enter the generator's graph.",
+                     "loss_D = crit(D(fake.detach()), zeros)", "inplace-modification"),
+                 _OUT_OF_PLACE_ARITH, _ANOMALY]
+        return hit("autograd.inplace_gan_prose", "inplace_autograd", "In-place error in adversarial training", cause, fixes, docs, _loc(ctx, []), 0.72,
+                   facts=Facts(flags=frozenset({"gan_words"}), names=(gan.group(0),)))
+    cause = ("The report names an in-place error without the message: a tensor that autograd saved during the forward pass was changed in "
+             "place before backward used it. Look for in-place forms between the inputs and the loss: `x += ...`, `x *= ...`, `x[idx] = ...`, "
+             "methods ending in `_`, layers built with inplace=True. Newer PyTorch releases check more of these, so code that ran on an older "
+             "version can raise now. When weights are updated by optimizer.step() between a forward pass and a backward through it (two "
+             "networks, several losses), the step is the in-place change.")
+    fixes = [_OUT_OF_PLACE_ARITH, _CLONE, _ANOMALY,
+             fix("Run every backward before the optimizer step", "A step between a forward pass and its backward changes weights the graph saved.",
+                 "loss.backward()\noptimizer.step()\noptimizer.zero_grad()", "inplace-modification")]
+    return hit("autograd.inplace_error_prose", "inplace_autograd", "In-place error described without its message", cause, fixes, docs, _loc(ctx, []), 0.65)
 
 
 def _inplace_unspecified(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
@@ -194,6 +270,11 @@ def _inplace_unspecified(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
     if call:
         cause += f" The failing line uses `{call}`."
     fixes = [_ANOMALY, _OUT_OF_PLACE, _CLONE]
+    gan = _GAN_WORDS.search(_whole(ctx))
+    if gan:
+        cause += (f" Your text points at alternating updates (“{gan.group(0)}”): an optimizer step that changes weights before a backward "
+                  "through a graph built with them is the other usual source.")
+        fixes = [_STEP_ORDER, *fixes]
     own = failing_line_fix(_line(ctx))
     if own is not None:
         fixes.insert(0, own)
@@ -398,6 +479,35 @@ _NAN_SOURCES = {
 }
 
 
+# A backward function named next to NaN in prose ("SoftmaxBackward NaN issue"), or anomaly mode's warning with NaN in the text.
+_NAN_NODE_PROSE = lazy_re(r"\b(?P<node>[A-Z][A-Za-z0-9]*Backward\d*)\b[^\n]{0,60}(?i:\bnan\b)|(?i:\bnan\b)[^\n]{0,60}\b(?P<node2>[A-Z][A-Za-z0-9]*Backward\d*)\b"
+                          r"|Error detected in (?P<node3>[A-Z][A-Za-z0-9]*Backward\d*)")
+_NAN_WORD = lazy_re(r"\bnan\b", re.I)
+# Half precision with a loss scaler around it: fp16/AMP words, apex opt levels, a scaler call in the code.
+_HALF_RUN = lazy_re(r"\bfp16\b|float16|--half\b|\bhalf[- ]precision\b|\.half\(\)|(?<!&)\bamp\b(?!;)|autocast|GradScaler|scaler\.scale\(|opt[_-]level"
+                    r"|mixed[- ]precision|\bapex\b|loss[_ ]scal", re.I)
+_ANOMALY_SWITCH = lazy_re(r"set_detect_anomaly\(\s*True\s*\)|detect_anomaly\(\)|\banomal\w* detect\w*(?: (?:is |was )?on)?", re.I)
+# Operations with a singular point (infinite gradient at the edge of their domain): the guard is the fix, not the learning rate.
+_DOMAIN_OPS = frozenset({"Pow", "Sqrt", "Rsqrt", "Log", "Log1p", "Log2", "Log10", "Div", "Reciprocal", "Acos", "Asin", "Atan2", "Norm",
+                         "LinalgVectorNorm", "Cdist", "BinaryCrossEntropy"})
+_GUARD_CODE = {
+    "Pow": "y = x.clamp_min(1e-8).pow(p)   # keep the base positive and away from 0",
+    "Mul": "n = x.norm(dim=-1, keepdim=True).clamp_min(1e-12)   # if the product comes from a norm/sqrt at 0",
+    "Log": "torch.log(x.clamp_min(1e-8))   # or use log_softmax / BCEWithLogitsLoss",
+    "Div": "y = a / (b + eps)  # eps = 1e-8; or F.normalize(x, dim=-1, eps=1e-12) instead of x / x.norm()\n# or mask: torch.where(b > 0, a / b.clamp_min(eps), torch.zeros_like(a))",
+    "Sqrt": "d = torch.sqrt(sq_dist + eps)  # eps = 1e-12 keeps the gradient finite at 0",
+    "Rsqrt": "y = torch.rsqrt(x + 1e-12)",
+    "Reciprocal": "y = 1.0 / x.clamp_min(1e-8)",
+    "Acos": "theta = torch.acos(cos.clamp(-1 + 1e-7, 1 - 1e-7))",
+    "Asin": "theta = torch.asin(s.clamp(-1 + 1e-7, 1 - 1e-7))",
+    "Atan2": "x_safe = torch.where((x == 0) & (y == 0), torch.full_like(x, 1e-12), x)   # atan2(0, 0) has no gradient\ntheta = torch.atan2(y, x_safe)",
+    "Norm": "n = x.norm(dim=-1).clamp_min(1e-12)",
+    "LinalgVectorNorm": "n = torch.linalg.vector_norm(x, dim=-1).clamp_min(1e-12)",
+    "Cdist": "d = torch.cdist(a, b).clamp_min(1e-12)   # or compute squared distances and sqrt(d2 + eps)",
+    "BinaryCrossEntropy": "loss = F.binary_cross_entropy_with_logits(logits, target)",
+}
+
+
 # What "guard the domain" means for the operations whose singular points are best known.
 _DOMAIN_ADVICE = {
     "Div": "Keep the denominator away from zero: add a small eps to it, clamp it, or mask the entries where it is zero.",
@@ -410,13 +520,70 @@ _DOMAIN_ADVICE = {
 }
 
 
+def _nan_anomaly(ctx: Context, node: str, output: str | None, docs: tuple[str, ...]) -> RuleHit:
+    """Anomaly detection named the backward function whose result was NaN (quoted, or named in the report)."""
+    base = re.sub(r"Backward\d*$", "", node)
+    domain = base in _DOMAIN_OPS
+    text = _whole(ctx)
+    half = _HALF_RUN.search(text)
+    switch = _ANOMALY_SWITCH.search(text)
+    source = _NAN_SOURCES.get(base, f"the backward of {_op_name(node)} producing NaN")
+    found = [error_fact(ctx), Fact("autograd", f"first NaN appeared in {node}" + (f" (output {output})" if output else "") + f": the backward of {_op_name(node)}")]
+    if half:
+        found.append(Fact("precision", f"the run uses half precision (“{half.group(0)}”)"))
+    if switch:
+        found.append(Fact("anomaly", f"anomaly detection is mentioned (“{switch.group(0)}”)"))
+    guard = fix("Guard the operation's domain", _DOMAIN_ADVICE.get(base, "Add a small eps / clamp inputs away from the singular point, or use the numerically stable fused form."),
+                _GUARD_CODE.get(base, "x = torch.nan_to_num(x)  # only after finding why it is non-finite"), "nan-inf-anomaly")
+    anomaly_off = fix("Turn anomaly detection off once found", "It slows training considerably.", "torch.autograd.set_detect_anomaly(False)", "anomaly-detection")
+    facts = Facts(names=(node,), numbers={"output": float(output)} if output else {}, dtypes=("float16",) if half else (),
+                  flags=frozenset({"fp16"} if half else set()) | frozenset({"domain_op"} if domain else set()))
+    if half:
+        cause = (f"Anomaly detection stopped at {node} (the backward of {_op_name(node)}) in a run that uses half precision. With float16 and a "
+                 "dynamic loss scaler (GradScaler, apex amp, or a training framework's fp16 option), a step whose gradients overflow now and "
+                 "then is expected: the scaler finds the inf/NaN gradients, skips that update and lowers the scale. Anomaly detection checks "
+                 "every backward result for NaN and raises on such a step before the scaler can skip it, so a harmless skipped step becomes "
+                 "a crash. Check whether anomaly detection is switched on (set_detect_anomaly(True) or detect_anomaly() in the training "
+                 "script, or a debug option of the framework): for normal training it should be off. If the NaN comes back at every step "
+                 f"without it (the scale keeps falling and no update is applied), the overflow is real; here the likely source is {source}.")
+        check = fix("Check whether anomaly detection is on, and turn it off for normal training",
+                    "Search the training code for set_detect_anomaly / detect_anomaly; without it the scaler skips the rare overflowing step and training runs much faster.",
+                    "grep -rn \"detect_anomaly\" .\ntorch.autograd.set_detect_anomaly(False)", "anomaly-detection")
+        scaler = fix("Confirm the scaler only skips occasional steps", "A scale that drops now and then and recovers is normal; one that falls step after step means every step overflows.",
+                     "scaler.update()\nprint(step, scaler.get_scale())", "nan-inf-anomaly")
+        overflow = fix("If every step overflows, find the activation that does", "Log each layer's largest absolute output with a forward hook; attention scores and logits are the usual ones. "
+                       "Under autocast, softmax and losses already run in float32; in a model converted with .half() they do not.",
+                       "for name, m in model.named_modules():\n    m.register_forward_hook(lambda mod, i, o, name=name: print(name, o.abs().max().item()) if torch.is_tensor(o) else None)", "nan-inf-anomaly")
+        fixes = [guard, check, scaler] if domain else [check, scaler, overflow]
+        return hit("autograd.nan_anomaly_fp16", "nan_inf", f"NaN in the backward of {base} under half precision", cause, fixes, docs, _loc(ctx, found), 0.9, facts=facts)
+    cause = (f"Anomaly detection stopped at {node}: the gradient of {_op_name(node)} became NaN. The likely source is {source}. "
+             "The forward traceback printed above the error (\"Traceback of forward call that caused the error\") shows the exact line.")
+    if domain:
+        # An operation at its singular point: the guard is the fix; the learning rate has nothing to do with it.
+        fixes = [guard,
+                 fix("Find the inputs that reach the singular point", "Count exact zeros (or values outside the domain) in the tensor fed to the operation on the line the forward traceback names.",
+                     "print((x == 0).sum().item(), torch.isfinite(x).all().item())", "nan-inf-anomaly"),
+                 anomaly_off]
+    else:
+        fixes = [guard,
+                 fix("Check the data and the learning rate", "Assert inputs are finite; a too-high learning rate drives values to overflow.", "assert torch.isfinite(x).all(), 'non-finite input'", "nan-inf-anomaly"),
+                 anomaly_off]
+    return hit("autograd.nan_anomaly", "nan_inf", f"NaN in the backward of {base}", cause, fixes, docs, _loc(ctx, found), 0.95, facts=facts)
+
+
 @rule(
     'autograd.nan_inf',
     category='nan_inf',
     docs=("nan-inf-anomaly", "exploding-gradients", "anomaly-detection"),
     priority=283,
-    outcomes=('autograd.nan_anomaly', 'autograd.nonfinite_norm', 'autograd.nan_generic'),
+    outcomes=('autograd.nan_anomaly', 'autograd.nan_anomaly_fp16', 'autograd.nonfinite_norm', 'autograd.nan_generic'),
     examples=(
+        Example("corpus/autograd/nan_anomaly_prose_fp16_fairseq.txt", "autograd.nan_anomaly_fp16"),
+        Example("corpus/autograd/nan_anomaly_fp16_msg3d_logsoftmax.txt", "autograd.nan_anomaly_fp16"),
+        Example("corpus/autograd/nan_anomaly_fp16_opennmt_bmm.txt", "autograd.nan_anomaly_fp16"),
+        Example("corpus/autograd/nan_anomaly_prose_fp16_gpt2_softmax.txt", "autograd.nan_anomaly_fp16"),
+        Example("corpus/autograd/nan_anomaly_fp16_exp_overflow_cpu.txt", "autograd.nan_anomaly_fp16"),
+        Example("corpus/autograd/nan_anomaly_pow_asteroid.txt", "autograd.nan_anomaly"),
         Example("captured/cpu/manual-bce-log-zero-anomaly", "autograd.nan_anomaly"),
         Example("captured/cpu/contrastive-sqrt-zero-distance-nan", "autograd.nan_anomaly"),
         Example("captured/cpu/normalize-zero-embedding-div-nan", "autograd.nan_anomaly"),
@@ -432,30 +599,15 @@ _DOMAIN_ADVICE = {
 def nan_inf(ctx: Context) -> RuleHit | None:
     """NaN/Inf from anomaly detection, non-finite gradient norms, or a user check on the loss."""
     docs = ("nan-inf-anomaly", "exploding-gradients", "anomaly-detection")
-    m = _NAN_ANOMALY.search(ctx.text)
-    if m:
-        node = m.group(1)
-        base = re.sub(r"Backward\d*$", "", node)
-        source = _NAN_SOURCES.get(base, f"the backward of {_op_name(node)} producing NaN")
-        found = [error_fact(ctx), Fact("autograd", f"first NaN appeared in {node} (output {m.group(2)}): the backward of {_op_name(node)}")]
-        cause = (f"Anomaly detection stopped at {node}: the gradient of {_op_name(node)} became NaN. The likely source is {source}. "
-                 "The forward traceback printed above the error (\"Traceback of forward call that caused the error\") shows the exact line.")
-        fixes = [
-            fix("Guard the operation's domain", _DOMAIN_ADVICE.get(base, "Add a small eps / clamp inputs away from the singular point, or use the numerically stable fused form."), {
-                "Pow": "y = x.clamp_min(1e-8).pow(p)   # keep the base positive and away from 0",
-                "Mul": "n = x.norm(dim=-1, keepdim=True).clamp_min(1e-12)   # if the product comes from a norm/sqrt at 0",
-                "Log": "torch.log(x.clamp_min(1e-8))   # or use log_softmax / BCEWithLogitsLoss",
-                "Div": "y = a / (b + eps)  # eps = 1e-8; or F.normalize(x, dim=-1, eps=1e-12) instead of x / x.norm()\n# or mask: torch.where(b > 0, a / b.clamp_min(eps), torch.zeros_like(a))",
-                "Sqrt": "d = torch.sqrt(sq_dist + eps)  # eps = 1e-12 keeps the gradient finite at 0",
-                "Norm": "n = x.norm(dim=-1).clamp_min(1e-12)",
-                "LinalgVectorNorm": "n = torch.linalg.vector_norm(x, dim=-1).clamp_min(1e-12)",
-                "BinaryCrossEntropy": "loss = F.binary_cross_entropy_with_logits(logits, target)",
-            }.get(base, "x = torch.nan_to_num(x)  # only after finding why it is non-finite"), "nan-inf-anomaly"),
-            fix("Check the data and the learning rate", "Assert inputs are finite; a too-high learning rate drives values to overflow.", "assert torch.isfinite(x).all(), 'non-finite input'", "nan-inf-anomaly"),
-            fix("Turn anomaly detection off once found", "It slows training considerably.", "torch.autograd.set_detect_anomaly(False)", "anomaly-detection"),
-        ]
-        return hit("autograd.nan_anomaly", "nan_inf", f"NaN in the backward of {base}", cause, fixes, docs, _loc(ctx, found), 0.95,
-                   facts=Facts(names=(node,), numbers={"output": float(m.group(2))}))
+    m = _NAN_ANOMALY.search(ctx.text) or _NAN_ANOMALY.search(_whole(ctx))
+    node, output = (m.group(1), m.group(2)) if m else (None, None)
+    if node is None:
+        prose = _NAN_NODE_PROSE.search(_whole(ctx))
+        # Anomaly mode's warning alone names the node for any backward error: it counts only when the text speaks of NaN.
+        if prose and (not ctx.exc_type or ctx.exc_type in ("UserWarning", "Warning")) and (not prose.group("node3") or _NAN_WORD.search(_whole(ctx))):
+            node = prose.group("node") or prose.group("node2") or prose.group("node3")
+    if node:
+        return _nan_anomaly(ctx, node, output, docs)
     m = ctx.search(r"The total norm of order ([\d.]+|inf) for gradients from `parameters` is non-finite")
     if m:
         cause = ("clip_grad_norm_ found the gradient norm to be NaN or Inf, so some gradient is already non-finite: the loss or an intermediate value "

@@ -360,13 +360,92 @@ def dynamo(ctx: Context) -> RuleHit | None:
                facts=Facts(names=(kind,)))
 
 
+# torch.compile refusing the interpreter: 2.0 said "Python 3.11+ not yet supported for torch.compile", 2.2-2.5 "Dynamo is not
+# supported on Python 3.12+" (3.13+ later).
+_PY_UNSUPPORTED = r"Dynamo is not supported on Python (3\.\d+)\+|Python (3\.\d+)\+ (?:is )?not yet supported for torch\.compile|torch\.compile is not supported on Python (3\.\d+)"
+_WINDOWS_UNSUPPORTED = r"Windows not yet supported for torch\.compile"
+# The first release whose torch.compile accepts each Python (PyTorch issues #104918, #120233, #144048, #169875).
+_FIRST_TORCH_FOR_PYTHON = {"3.11": "2.1", "3.12": "2.4", "3.13": "2.6", "3.14": "2.10"}
+
+
+@rule(
+    "compile.python_version",
+    category="compile_error",
+    docs=("torch-compile-python-version", "dynamo-errors"),
+    priority=309,
+    outcomes=("compile.python_unsupported", "compile.windows_unsupported"),
+    examples=(
+        Example("corpus/compile/dynamo_windows_audioldm2.txt", "compile.windows_unsupported"),
+        Example("corpus/compile/dynamo_windows_openvino_webui.txt", "compile.windows_unsupported"),
+        Example("corpus/compile/dynamo_windows_alpaca_lora.txt", "compile.windows_unsupported"),
+        Example("corpus/compile/dynamo_python312_chattts.txt", "compile.python_unsupported"),
+        Example("corpus/compile/dynamo_python312_chattts_windows.txt", "compile.python_unsupported"),
+        Example("corpus/compile/dynamo_python312_diffusers_pytest.txt", "compile.python_unsupported"),
+        Example("corpus/compile/dynamo_python311_torch201.txt", "compile.python_unsupported"),
+    ),
+)
+def python_version(ctx: Context) -> RuleHit | None:
+    """torch.compile refused to run because the installed PyTorch predates support for this Python version (or for Windows)."""
+    m = ctx.search(_PY_UNSUPPORTED) or re.search(_PY_UNSUPPORTED, ctx.failure.text)
+    if not m:
+        if ctx.search(_WINDOWS_UNSUPPORTED) or re.search(_WINDOWS_UNSUPPORTED, ctx.failure.text):
+            return _windows_unsupported(ctx)
+        return None
+    version = next(g for g in m.groups() if g)
+    first = _FIRST_TORCH_FOR_PYTHON.get(version)
+    older = f"3.{int(version.split('.')[1]) - 1}"
+    cause = (f"torch.compile (its Dynamo front end) refuses to run on Python {version} and newer in the installed PyTorch: each PyTorch release "
+             "supports torch.compile only on the Python versions that existed when it was built, because Dynamo reads and rewrites "
+             "Python bytecode, whose format changes with every Python version. The interpreter is newer than this PyTorch's torch.compile. "
+             "Nothing is wrong with the model; code that calls torch.compile (directly or inside a library) stops at that call.")
+    fixes = [
+        fix(f"Upgrade PyTorch to a release whose torch.compile supports Python {version}" + (f" ({first} or newer)" if first else ""),
+            "Check the installed version with python -c \"import torch; print(torch.__version__)\".",
+            f'pip install -U "torch>={first}"' if first else "pip install -U torch", "torch-compile-python-version"),
+        fix(f"Or use an older Python (Python {older} or earlier) with this PyTorch", "A fresh environment keeps the rest of the setup unchanged.",
+            f"conda create -n py{older.replace('.', '')} python={older}", "torch-compile-python-version"),
+        fix("Or run without torch.compile", "The model runs the same uncompiled, only slower; many projects have a compile option to switch off.",
+            "# model = torch.compile(model)   # leave the model uncompiled", "torch-compile-python-version"),
+    ]
+    return hit("compile.python_unsupported", "compile_error", f"torch.compile not supported on Python {version} by this PyTorch", cause, fixes,
+               ("torch-compile-python-version", "dynamo-errors"), [error_fact(ctx), Fact("python", f"Python {version} or newer")], 0.95,
+               facts=Facts(names=(f"python{version}",), call="torch.compile"))
+
+
+def _windows_unsupported(ctx: Context) -> RuleHit:
+    """torch.compile refused to run on Windows: releases of the 2.0-2.4 era did not support it there."""
+    cause = ("The installed PyTorch refuses torch.compile on Windows: releases of the 2.0 to 2.4 era did not support it there and raise at the "
+             "first torch.compile call (directly or inside a library). Support came later, CPU first (from 2.5 on, with the MSVC "
+             "compiler); compiled GPU kernels on Windows also need a Windows build of Triton. Nothing is wrong with the model itself.")
+    fixes = [
+        fix("Run without torch.compile", "The model gives the same results uncompiled, only slower; many projects have a compile option to switch off.",
+            "# model = torch.compile(model)   # leave the model uncompiled on Windows", "torch-compile-python-version"),
+        fix("Or run under Linux or WSL2", "torch.compile is fully supported there with the same PyTorch wheel.", None, "torch-compile-python-version"),
+        fix("Or upgrade PyTorch to a release with Windows support for torch.compile", "CPU code generation needs the MSVC build tools; GPU code needs a Windows build of Triton.",
+            'pip install -U "torch>=2.5"', "torch-compile-python-version"),
+    ]
+    return hit("compile.windows_unsupported", "compile_error", "torch.compile not supported on Windows by this PyTorch", cause, fixes,
+               ("torch-compile-python-version", "dynamo-errors"), [error_fact(ctx)], 0.93, facts=Facts(names=("windows",), call="torch.compile"))
+
+
+# ptxas (run by Triton for every kernel) rejecting the GPU's architecture: "ptxas fatal : Value 'sm_121a' is not defined for option
+# 'gpu-name'" (also "ptxas-blackwell fatal"), or a description of --gpu-name=sm_... not being recognised.
+_PTXAS_ARCH = (r"Value '(sm_\w+)' is not defined for option 'gpu-name'|--gpu-name[= ](sm_\w+)[^\n]{0,60}\bnot (?:recognized|recognised|defined|supported)"
+               r"|'(sm_\w+)' is not a recognized processor")
+
+
 @rule(
     "compile.inductor",
     category="compile_error",
-    docs=("inductor-backend-failures", "dynamo-errors"),
+    docs=("inductor-backend-failures", "dynamo-errors", "triton-ptxas-arch"),
     priority=310,
-    outcomes=("compile.backend", "compile.cxx", "compile.triton"),
+    outcomes=("compile.backend", "compile.cxx", "compile.triton", "compile.ptxas_arch"),
     examples=(
+        Example("corpus/compile/ptxas_gpu_name_sm121a_gb10.txt", "compile.ptxas_arch"),
+        Example("corpus/compile/ptxas_gpu_name_sm121a_triton.txt", "compile.ptxas_arch"),
+        Example("corpus/compile/ptxas_gpu_name_sm120_inductor_log.txt", "compile.ptxas_arch"),
+        Example("corpus/compile/ptxas_gpu_name_sm110a_thor.txt", "compile.ptxas_arch"),
+        Example("corpus/compile/ptxas_gpu_name_sm89_prose.txt", "compile.ptxas_arch"),
         Example("realworld/dev/chattts-ui-inductor-no-cxx-windows-suppress", "compile.cxx"),
         Example("realworld/dev/marie-inductor-no-cxx-logger-warning", "compile.cxx"),
         Example("corpus/compile/inductor_backend_lowering.txt", "compile.backend"),
@@ -376,6 +455,9 @@ def dynamo(ctx: Context) -> RuleHit | None:
 )
 def inductor(ctx: Context) -> RuleHit | None:
     """Backend (inductor/triton/C++ toolchain) failures."""
+    arch = _ptxas_arch(ctx)
+    if arch:
+        return arch
     m = ctx.search(r"BackendCompilerFailed|InductorError|CppCompileError|InvalidCxxCompiler|No working C\+\+ compiler found|TritonMissing|Cannot find a working triton installation|Python\.h: No such file or directory|LoweringException")
     if not m:
         return None
@@ -417,6 +499,35 @@ def inductor(ctx: Context) -> RuleHit | None:
 # ---------------------------------------------------------------------------------------------
 # TorchScript
 # ---------------------------------------------------------------------------------------------
+
+
+def _ptxas_arch(ctx: Context) -> RuleHit | None:
+    """Triton's ptxas does not know the GPU architecture it was asked to compile for."""
+    m = ctx.search(_PTXAS_ARCH) or re.search(_PTXAS_ARCH, ctx.failure.text)
+    if not m:
+        return None
+    arch = next(g for g in m.groups() if g)
+    # The repro command names the ptxas that ran; the path's start is found by hand (a leading \S* would be quadratic).
+    text = ctx.failure.text
+    bundled = re.search(r"triton[/\\]backends[/\\]nvidia[/\\]bin[/\\]ptxas[\w-]*", text)
+    found = [error_fact(ctx), Fact("architecture", f"ptxas was asked for {arch}")]
+    if bundled:
+        start = max(text.rfind(c, 0, bundled.start()) for c in " \t\n'\"`") + 1
+        found.append(Fact("ptxas", f"the ptxas used is the one bundled with Triton: {text[start:bundled.end()][-200:]}"))
+    cause = (f"Triton turns each generated kernel into PTX and runs ptxas to assemble it for this GPU ({arch}), but that ptxas does not know "
+             f"{arch}: it is older than the GPU architecture. "
+             + ("It is the copy bundled with the installed Triton" if bundled else "Triton uses the ptxas bundled with it unless TRITON_PTXAS_PATH points elsewhere")
+             + ", and Triton releases ship a ptxas from the CUDA toolkit of their time, so a GPU generation released later is rejected. "
+             "Eager PyTorch does not run ptxas, which is why the same model works without torch.compile (and why compiled runs fall back or fail).")
+    fixes = [
+        fix(f"Point Triton at a ptxas from a CUDA toolkit that knows {arch}", "Any CUDA toolkit recent enough for the GPU works; TRITON_PTXAS_PATH overrides the bundled copy.",
+            f"/usr/local/cuda/bin/ptxas --help | grep -c {arch.rstrip('af')}   # non-zero: this ptxas knows the GPU\nexport TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas", "triton-ptxas-arch"),
+        fix("Or upgrade PyTorch and Triton to releases that support this GPU", "Newer Triton releases bundle a newer ptxas; PyTorch wheels pull the Triton release they were built with.",
+            "pip install -U torch triton   # or the nightly build for the newest GPUs", "triton-ptxas-arch"),
+        fix("Meanwhile run without Triton kernels", "Eager mode needs no ptxas.", "model = torch.compile(model, backend='aot_eager')   # or leave the model uncompiled", "triton-ptxas-arch"),
+    ]
+    return hit("compile.ptxas_arch", "compile_error", f"Triton's ptxas does not know {arch}", cause, fixes, ("triton-ptxas-arch", "inductor-backend-failures"), found, 0.93,
+               facts=Facts(names=(arch,), flags=frozenset({"bundled_ptxas"}) if bundled else frozenset()))
 
 
 def _loading_script(ctx: Context) -> bool:

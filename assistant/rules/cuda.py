@@ -186,7 +186,8 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
     category='illegal_memory_access',
     docs=("illegal-memory-access", "async-cuda-errors"),
     priority=213,
-    outcomes=('cuda.illegal_memory_access', 'cuda.illegal_memory_access_custom', 'cuda.misaligned_address'),
+    outcomes=('cuda.illegal_memory_access', 'cuda.illegal_memory_access_custom', 'cuda.misaligned_address', 'cuda.illegal_memory_access_device',
+              'cuda.illegal_memory_access_library'),
     examples=(
         Example('realworld/dev/regtr-illegal-memory-logger-prefix', 'cuda.illegal_memory_access'),
         Example('realworld/dev/tegnas-illegal-memory-random', 'cuda.illegal_memory_access'),
@@ -199,6 +200,8 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
         Example('realworld/dev/tutorials-cpp-ext-multigpu-illegal-access', 'cuda.illegal_memory_access_custom'),
         Example('corpus/cuda/illegal_access_deform_conv2d_batch_size.txt', 'cuda.illegal_memory_access_custom'),
         Example('captured/cuda/cuda-misaligned-address-flat-grad-ext', 'cuda.misaligned_address'),
+        Example('corpus/cuda/illegal_access_only_on_cuda1_pnaconv.txt', 'cuda.illegal_memory_access_device'),
+        Example('corpus/cuda/illegal_access_mmdet_roipool.txt', 'cuda.illegal_memory_access_library'),
     ),
 )
 def illegal_memory_access(ctx: Context) -> RuleHit | None:
@@ -216,6 +219,27 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
     found = [error_fact(ctx)]
     if custom:
         found.append(Fact("custom_kernel", f"the text mentions a custom kernel: {custom.group(0)}"))
+    other_gpu = _fails_on_other_gpu(raw)
+    library = None if custom else _LIBRARY_OP.search(raw)
+    if other_gpu and "misaligned" not in kind.lower():
+        found.append(Fact("device", f"the text says it fails on {other_gpu} but not on the first GPU"))
+        cause = (f"A GPU kernel accessed memory outside any valid allocation, and it happens with the tensors on {other_gpu} but not on the "
+                 "first GPU. That pattern points at a kernel (typically from a compiled extension or library) that is launched on the current "
+                 "CUDA device, which stays the first GPU, instead of the device its tensors live on: it is missing a device guard, so it reads "
+                 "addresses that are not valid there. " + _ASYNC_NOTE)
+        fixes = [
+            fix("Make the tensors' GPU the current device", "Confirms it and works around it: call torch.cuda.set_device with that device before the "
+                "model or op runs (or wrap the call in `with torch.cuda.device(...)`).",
+                f"torch.cuda.set_device(\"{other_gpu}\")\n# or: with torch.cuda.device(x.device): out = op(x)", "illegal-memory-access"),
+            fix("Upgrade the library whose kernel fails", "Missing device guards in extension kernels are regular bug fixes: install the newest release "
+                "built for your torch/CUDA pair; in your own extension, add a device guard at each entry point.",
+                "#include <c10/cuda/CUDAGuard.h>\nconst at::cuda::OptionalCUDAGuard device_guard(device_of(input));", "illegal-memory-access"),
+            fix("Or expose only that GPU to the process", "With one visible GPU the current device and the tensors' device are the same.",
+                "CUDA_VISIBLE_DEVICES=1 python train.py   # the GPU you wanted; it is cuda:0 inside", "illegal-memory-access"),
+        ]
+        fixes.extend(_localise_fixes())
+        return hit("cuda.illegal_memory_access_device", "illegal_memory_access", "CUDA illegal memory access (only on a non-default GPU)", cause, fixes,
+                   ("illegal-memory-access", "async-cuda-errors"), found, 0.9, facts=Facts(names=(kind, other_gpu), devices=(other_gpu,)))
     if "misaligned" in kind.lower():
         outcome = "cuda.misaligned_address"
         cause = ("A kernel read or wrote memory at an address not aligned for the access width (e.g. a 128-bit vector load from an offset "
@@ -242,6 +266,22 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
         if re.search(r"c\+\+|cpp|\.cu\b|cuda extension|custom (?:cuda |c\+\+ )?(?:extension|op|kernel)", raw, re.I):
             fixes.insert(1, fix("Launch on the input's GPU, not the current device", "An extension kernel is launched on the current CUDA device and stream; when its tensors live on another GPU (cuda:1, or a process sharing several cards) it reads addresses that are invalid there. Set a device guard from the input at the top of the C++ function.",
                                 "#include <c10/cuda/CUDAGuard.h>\nconst at::cuda::OptionalCUDAGuard device_guard(device_of(input));\n// Python side: with torch.cuda.device(x.device): out = ext.forward(x)", "illegal-memory-access"))
+    elif library:
+        outcome = "cuda.illegal_memory_access_library"
+        named = list(dict.fromkeys(m.group(0) for m in _LIBRARY_OP.finditer(raw)))[:3]
+        op = ", ".join(f"`{n}`" for n in named)
+        found.append(Fact("library_op", f"the text names third-party ops or libraries: {', '.join(named)}"))
+        cause = (f"A GPU kernel accessed memory outside any valid allocation, and the text names a library's own CUDA ops or package ({op}). Third-party "
+                 "kernels check their inputs less than PyTorch's, and out-of-bounds bugs in them are fixed in later releases: a bug in that "
+                 "library's kernel is the likeliest cause, before an index in your data. " + _ASYNC_NOTE)
+        fixes = [
+            fix(f"Upgrade the library that provides {op}", "Install its newest release built for your torch/CUDA pair; read its changelog and "
+                "issues for this op.", "pip install -U <library>   # the build for your torch and CUDA versions", "illegal-memory-access"),
+            fix("Or swap in the torchvision/PyTorch equivalent of the op", "If torchvision or PyTorch offers the same operation (RoI pooling and align, "
+                "NMS, scatter reductions), using it instead tells a library bug from a bad input.", "from torchvision.ops import roi_pool, roi_align, nms",
+                "illegal-memory-access"),
+            fix("Find the faulting kernel with compute-sanitizer", "It names the kernel, thread and address.", "compute-sanitizer --tool memcheck python repro.py", "illegal-memory-access"),
+        ]
     else:
         outcome = "cuda.illegal_memory_access"
         cause = ("A GPU kernel accessed memory outside any valid allocation. In plain PyTorch code this usually comes from out-of-range indices in an "
@@ -258,6 +298,23 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
     loc = location_fact(ctx)
     return hit(outcome, "illegal_memory_access", title, cause, fixes, ("illegal-memory-access", "async-cuda-errors"), found + ([loc] if loc else []), 0.93,
                facts=Facts(names=(kind,) + ((custom.group(0),) if custom else ())))
+
+
+# A library's own CUDA op named in the text: extension packages and the ops they compile themselves.
+_LIBRARY_OP = lazy_re(r"\b(?:mmcv|mmdet|mmdetection|mmseg|mmrotate|detectron2|torch_scatter|torch-scatter|torch_sparse|torch-sparse|torch_cluster"
+                      r"|torch_geometric|pytorch_geometric|spconv|xformers|flash_attn|flash-attn|bitsandbytes|pointnet2\w*|[PR]S?RoI(?:Pool|Align)\w*"
+                      r"|RoI(?:Pool|Align)\w*|roi_(?:pool|align)\w*|nms_cuda|scatter_(?:add|max|min|mean|sum)_cuda)\b", re.I)
+_NONZERO_GPU = lazy_re(r"\bcuda:([1-9]\d?)\b|\b(?:gpu|device)[ _:#=]?(?:id ?)?([1-9])\b", re.I)
+_FIRST_GPU_OK = lazy_re(r"(?:cuda:0|[\"']cuda[\"']|\bgpu ?0|\bdevice ?0)[^.\n]{0,60}?\b(?:works?|fine|disappears?|goes away|no (?:error|problem|issue)s?|ok|succeeds?)\b"
+                        r"|\b(?:works?|fine|no (?:error|problem))\b[^.\n]{0,30}?(?:cuda:0|\bgpu ?0|\bdevice ?0)", re.I)
+
+
+def _fails_on_other_gpu(raw: str) -> str | None:
+    """``cuda:N`` (N > 0) when the text says it fails there while the first GPU works."""
+    m = _NONZERO_GPU.search(raw)
+    if not m or not _FIRST_GPU_OK.search(raw):
+        return None
+    return f"cuda:{m.group(1) or m.group(2)}"
 
 
 @dataclass(frozen=True)
@@ -588,3 +645,83 @@ def hardware_error(ctx: Context) -> RuleHit | None:
         ]
     return hit(outcome, "hardware_error", title, cause, fixes, ("gpu-hardware-faults",), found, 0.88,
                facts=Facts(names=(text.strip(),), numbers=numbers))
+
+
+# CUDA_VISIBLE_DEVICES takes comma-separated indices or UUIDs; a list literal, a torch device string or a name makes CUDA see no GPU.
+_BAD_VISIBLE_DEVICES = lazy_re(r"CUDA_VISIBLE_DEVICES['\"]?\]?\s*=\s*['\"]?(\[[^\]\n]{0,40}\]|\([^)\n]{0,40}\)|\{[^}\n]{0,40}\}|cuda:\d+|gpu:?\d+)", re.I)
+_NO_GPU_SYMPTOM = lazy_re(r"CUDNN_STATUS_\w+|CUBLAS_STATUS_\w+|No CUDA GPUs are available|no CUDA-capable device is detected|invalid device ordinal", re.I)
+
+
+@rule(
+    'cuda.visible_devices_invalid',
+    category='cuda_unavailable',
+    docs=("cuda-unavailable", "cudnn-errors"),
+    priority=125,
+    also=('cudnn_error', 'cublas_error'),
+    outcomes=('cuda.visible_devices_invalid',),
+    examples=(
+        Example('corpus/cuda/cudnn_internal_error_visible_devices_brackets.txt', 'cuda.visible_devices_invalid'),
+    ),
+)
+def visible_devices_invalid(ctx: Context) -> RuleHit | None:
+    """CUDA_VISIBLE_DEVICES written in a form CUDA cannot parse (brackets, a device string): no GPU is visible."""
+    raw = ctx.failure.text or ctx.text
+    bad = _BAD_VISIBLE_DEVICES.search(raw)
+    symptom = _NO_GPU_SYMPTOM.search(raw) if bad else None
+    if not bad or not symptom:
+        return None
+    value = bad.group(1)
+    indices = ",".join(re.findall(r"\d+", value)) or "0"
+    sym = symptom.group(0)
+    category = "cudnn_error" if sym.upper().startswith("CUDNN") else "cublas_error" if sym.upper().startswith("CUBLAS") else "cuda_unavailable"
+    found = [Fact("environment", f"CUDA_VISIBLE_DEVICES is set to {value}"), Fact("error", sym)]
+    cause = (f"CUDA_VISIBLE_DEVICES is set to `{value}`, which is not valid syntax: CUDA expects comma-separated GPU indices (or UUIDs) with no "
+             "brackets, quotes inside the value or device names, and stops reading at the first character it cannot parse. So no GPU is "
+             f"visible to the process, and the first library that needs one fails ({sym}) instead of saying so.")
+    fixes = [
+        fix("Write the variable as comma-separated indices", "Set it before Python starts (or before anything touches CUDA); inside the process "
+            "the listed GPUs are renumbered cuda:0, cuda:1, …", f"CUDA_VISIBLE_DEVICES={indices} python train.py", "cuda-unavailable"),
+        fix("Check what the process sees", "", "python -c \"import os, torch; print(os.environ.get('CUDA_VISIBLE_DEVICES'), torch.cuda.device_count())\"",
+            "cuda-unavailable"),
+    ]
+    return hit("cuda.visible_devices_invalid", category, "Invalid CUDA_VISIBLE_DEVICES: no GPU visible", cause, fixes, ("cuda-unavailable", "cudnn-errors"),
+               found, 0.88, facts=Facts(names=(value, sym)))
+
+
+# cudaErrorSystemNotReady (802), in the wordings of the old THC checks, the runtime's error string and the device-count warning.
+_SYSTEM_NOT_READY = lazy_re(r"system not yet initiali[sz]ed|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY|\berror[ =:]+802\b|\(802\)", re.I)
+
+
+@rule(
+    'cuda.system_not_ready',
+    category='cuda_unavailable',
+    docs=("cuda-unavailable",),
+    priority=120,
+    outcomes=('cuda.system_not_ready',),
+    examples=(
+        Example('corpus/cuda/system_not_yet_initialized_802_thc.txt', 'cuda.system_not_ready'),
+        Example('corpus/cuda/system_not_yet_initialized_802_getdevicecount.txt', 'cuda.system_not_ready'),
+        Example('corpus/cuda/system_not_yet_initialized_802_warning_a100.txt', 'cuda.system_not_ready'),
+    ),
+)
+def system_not_ready(ctx: Context) -> RuleHit | None:
+    """CUDA error 802 "system not yet initialized": the GPU fabric of an NVSwitch server is not up."""
+    raw = ctx.failure.text or ctx.text
+    m = _SYSTEM_NOT_READY.search(raw)
+    if not m:
+        return None
+    found = [Fact("error", m.group(0))]
+    cause = ("CUDA error 802, “system not yet initialized” (cudaErrorSystemNotReady): the driver sees the GPUs but the system is not ready to "
+             "run work on them. On servers whose GPUs are linked by NVSwitch (DGX/HGX-class machines, e.g. with A100 or H100 SXM cards) that "
+             "means the NVIDIA Fabric Manager service is not installed, not running, or of another version than the driver; CUDA refuses to "
+             "start until it is. It is not a PyTorch or CUDA-toolkit problem, so reinstalling them does not help.")
+    fixes = [
+        fix("Check the Fabric Manager service", "It must be installed with exactly the driver's version and running; its log says why it did not start.",
+            "systemctl status nvidia-fabricmanager\nnvidia-smi   # driver version\njournalctl -u nvidia-fabricmanager | tail", "cuda-unavailable"),
+        fix("Install (matching the driver version) and start it", "Use the nvidia-fabricmanager package whose version equals the driver's.",
+            "sudo apt-get install nvidia-fabricmanager-<driver major>\nsudo systemctl enable --now nvidia-fabricmanager", "cuda-unavailable"),
+        fix("On a machine without NVSwitch, restart the driver state", "Outside NVSwitch systems this status is rare: reboot after driver "
+            "updates, then test CUDA alone.", "python -c \"import torch; print(torch.cuda.is_available(), torch.zeros(1).cuda())\"", "cuda-unavailable"),
+    ]
+    return hit("cuda.system_not_ready", "cuda_unavailable", "CUDA system not yet initialized (error 802)", cause, fixes, ("cuda-unavailable",), found, 0.85,
+               facts=Facts(names=("cudaErrorSystemNotReady",)))

@@ -58,10 +58,14 @@ _SKIP_NONE = ("def collate_skip_none(batch):\n    batch = [b for b in batch if b
     category='dataloader_error',
     docs=_DOCS[1::-1],
     priority=260,
-    outcomes=('data.collate_sizes', 'data.collate_image_sizes', 'data.collate_resize_storage', 'data.collate_type', 'data.collate_pil', 'data.collate_none',
+    outcomes=('data.collate_sizes', 'data.collate_image_sizes', 'data.collate_channels', 'data.collate_resize_storage', 'data.collate_type', 'data.collate_pil', 'data.collate_none',
               'data.collate_lists'),
     examples=(
         Example("captured/cpu/collate-variable-length-token-ids", "data.collate_sizes"),
+        Example("corpus/data/collate_gt_mask_channels_musc.txt", "data.collate_channels"),
+        Example("corpus/data/collate_mask_1ch_vs_3ch_captured.txt", "data.collate_channels"),
+        Example("corpus/data/collate_rgb_vs_rgba_captured.txt", "data.collate_channels"),
+        Example("corpus/data/collate_gray_vs_rgb_srgan.txt", "data.collate_channels"),
         Example("realworld/dev/trmisr-collate-stack-unequal", "data.collate_image_sizes"),
         Example("captured/cpu/collate-variable-image-sizes", "data.collate_image_sizes"),
         Example("realworld/dev/kohya-getitem-stack-latents", "data.collate_image_sizes"),
@@ -130,6 +134,9 @@ def _collate_sizes(ctx: Context, m: re.Match[str], found: list[Fact]) -> RuleHit
               "DataLoader(ds, batch_size=32, collate_fn=collate)", "collate-size-mismatch")
     head = (f"The DataLoader's default collate function stacks the samples of a batch into one tensor, but sample {m.group(2)} has shape [{a}] "
             f"and sample {m.group(4)} has [{b}].")
+    channel = _channel_only(sa, sb)
+    if channel is not None:
+        return _collate_channels(ctx, sa, sb, channel, head, found, facts)
     if image_like:
         cause = head + (f" Both have {sa[0]} channels and differ only in height/width: the images (or feature maps) come in different sizes and the "
                         "transform pipeline does not bring them to one fixed size.")
@@ -138,6 +145,48 @@ def _collate_sizes(ctx: Context, m: re.Match[str], found: list[Fact]) -> RuleHit
         return hit("data.collate_image_sizes", "dataloader_error", "DataLoader cannot stack images of different sizes", cause, fixes, _DOCS[1::-1], found, 0.95, facts=facts)
     cause = head + " Samples of variable length (sequences, token lists, point sets, boxes per image) cannot be stacked as they are; they need padding in a custom collate_fn."
     return hit("data.collate_sizes", "dataloader_error", "DataLoader cannot stack samples of different shapes", cause, [pad, resize], _DOCS[1::-1], found, 0.95, facts=facts)
+
+
+# Channel counts of image modes: grayscale (1), grayscale+alpha (2), RGB (3), RGBA (4).
+_MODE_CHANNELS = frozenset({1, 2, 3, 4})
+
+
+def _channel_only(sa: tuple[int, ...], sb: tuple[int, ...]) -> int | None:
+    """The axis (0 = channels-first, -1 = channels-last) when two image-like samples differ only in their channel count, else None."""
+    if len(sa) != len(sb) or len(sa) not in (3, 4):
+        return None
+    diff = [i for i, (x, y) in enumerate(zip(sa, sb, strict=True)) if x != y]
+    if len(diff) != 1 or {sa[diff[0]], sb[diff[0]]} - _MODE_CHANNELS:
+        return None
+    axis = diff[0]
+    # Channels sit first in a CHW tensor (after an optional leading axis), last in an HWC array; the other two axes are a picture's
+    # height and width (a few pixels at least), which keeps short [items, steps, features] samples out.
+    if axis == len(sa) - 3 and min(sa[-2:]) >= 8:
+        return 0
+    if axis == len(sa) - 1 and min(sa[-3:-1]) >= 8:
+        return -1
+    return None
+
+
+def _collate_channels(ctx: Context, sa: tuple[int, ...], sb: tuple[int, ...], axis: int, head: str, found: list[Fact], facts: Facts) -> RuleHit:
+    """Samples that differ only in the number of channels: images (or masks) of different colour modes in one dataset."""
+    ca, cb = (sa[axis], sb[axis]) if axis == -1 else (sa[len(sa) - 3], sb[len(sb) - 3])
+    names = {1: "grayscale (1 channel)", 2: "grayscale with alpha (2 channels)", 3: "RGB (3 channels)", 4: "RGBA (4 channels)"}
+    cause = head + (f" They differ only in the channel dimension ({ca} vs {cb}): the samples mix colour modes, {names[min(ca, cb)]} and "
+                    f"{names[max(ca, cb)]}. Files of one dataset are often stored in different modes (some images or masks saved as grayscale, "
+                    "others as RGB or with an alpha channel), and a field converted on one path may be left as read on another, so every "
+                    "field of the sample (images and masks/targets alike) needs one fixed mode.")
+    fixes = [
+        fix("Convert every sample to one mode when it is loaded", "Open each image or mask and convert it explicitly: .convert('RGB') for inputs, "
+            ".convert('L') for single-channel masks, so the stored mode of a file no longer matters.",
+            "img = Image.open(path).convert('RGB')\nmask = Image.open(mask_path).convert('L')", "collate-size-mismatch"),
+        fix("Or fix the channel count on the tensor", "Repeat a single channel to three, or keep the first channel(s) of a tensor that has more.",
+            "x = x.expand(3, -1, -1) if x.shape[0] == 1 else x[:3]", "collate-size-mismatch"),
+        fix("Find which samples differ", "Print the shape of every field of a few samples to see which field and which files have the other mode.",
+            "for i in range(8):\n    print(i, [tuple(t.shape) for t in dataset[i] if hasattr(t, 'shape')])", "collate-size-mismatch"),
+    ]
+    return hit("data.collate_channels", "dataloader_error", "DataLoader cannot stack samples with different channel counts", cause, fixes, _DOCS[1::-1],
+               found, 0.95, facts=facts)
 
 
 def _collate_none(found: list[Fact], found_type: str) -> RuleHit:

@@ -128,7 +128,7 @@ _BUFFERS = fix("Register constant tensors as buffers", "model.to(device) moves p
     category='device_mismatch',
     docs=("device-mismatch", "cuda-unavailable"),
     priority=240,
-    outcomes=('devices.mismatch', 'devices.mismatch_other', 'devices.created_in_forward', 'devices.two_gpus', 'devices.generator',
+    outcomes=('devices.mismatch', 'devices.mismatch_other', 'devices.move_not_assigned', 'devices.created_in_forward', 'devices.two_gpus', 'devices.generator',
               'devices.dataparallel', 'devices.meta', 'devices.embedding_index', 'devices.index_device', 'devices.loss_target',
               'devices.rnn_hidden', 'devices.optimizer_state', 'devices.cuda_numpy'),
     examples=(
@@ -147,6 +147,7 @@ _BUFFERS = fix("Register constant tensors as buffers", "model.to(device) moves p
         Example("corpus/devices/all_inputs_same_device_darnn.txt", "devices.mismatch_other"),
         Example("realworld/dev/pl-self-log-tensor-cpu-device", "devices.mismatch_other"),
         Example("realworld/dev/pgt-dcrnn-hidden-state-cpu", "devices.mismatch_other"),
+        Example("corpus/devices/tensor_to_not_assigned_effnet.txt", "devices.move_not_assigned"),
         Example("corpus/devices/meta_model_arange_without_device.txt", "devices.created_in_forward"),
         Example("corpus/devices/arange_positions_in_forward_gpu.txt", "devices.created_in_forward"),
         Example("captured/multi_gpu/multigpu-pipeline-cuda0-cuda1-mismatch", "devices.two_gpus"),
@@ -190,6 +191,9 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
     # A factory call without device= on the failing line is the most specific explanation there is.
     if created and pair.kind in ("operands", "index"):
         return _created_in_forward(ctx, pair, f"torch.{created.group(1)}", line, found, facts)
+    unassigned = _unassigned_move(ctx) if pair.kind == "operands" and "cpu" in _devices(pair) else None
+    if unassigned:
+        return _move_not_assigned(ctx, pair, unassigned, found, facts)
     if "meta" in _devices(pair):
         return _meta(ctx, pair, found, facts)
     if pair.kind == "generator":
@@ -212,6 +216,41 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
     if kind in _LAYER_KINDS or pair.arg == "input":
         return _layer_input(ctx, pair, name, kind, found, facts)
     return _plain(ctx, pair, found, facts)
+
+
+# A statement that is only `name.to(...)` / `name.cuda()` (its result not assigned), as quoted in a report or a snippet.
+_BARE_MOVE = lazy_re(r"^[ \t`>.]*(?:\d+[ \t]+)?([A-Za-z_][\w.\[\]'\"]*?)\.(to\([^()\n]*(?:\([^()\n]*\))?[^()\n]*\)|cuda\([^()\n]*\))\s*`?\s*(?:#.*)?$", re.M)
+# Names that are modules (moved in place, so a bare call is right): called like a function, or used with Module-only methods.
+_MODULE_USE = r"(?:\b{name}\s*\(|\b{name}\.(?:eval|train|parameters|named_parameters|load_state_dict|state_dict|modules|children|apply|half|float)\s*\()"
+_MODULE_NAME = re.compile(r"(?:model|net|module|encoder|decoder|backbone|layer|head|classifier|criterion|loss)\w*$", re.I)
+
+
+def _unassigned_move(ctx: Context) -> tuple[str, str] | None:
+    """(name, call) of a tensor moved with a bare `x.to(device)` / `x.cuda()` whose result is thrown away, when the text shows one."""
+    for m in _BARE_MOVE.finditer(ctx.failure.text):
+        name, call = m.group(1), m.group(2)
+        last = name.rsplit(".", 1)[-1]
+        if _MODULE_NAME.search(last) or re.search(_MODULE_USE.format(name=re.escape(name)), ctx.failure.text):
+            continue  # modules move in place: `model.to(device)` on its own is correct
+        if re.search(rf"\b{re.escape(name)}\s*=\s*[\w.]*(?:tokenizer|processor|feature_extractor)\w*\s*\(", ctx.failure.text, re.I):
+            continue  # tokenizer/processor outputs (BatchEncoding) also move in place
+        return name, call
+    return None
+
+
+def _move_not_assigned(ctx: Context, p: _Pair, move: tuple[str, str], found: list[Fact], facts: Facts) -> RuleHit:
+    name, call = move
+    method = call.split("(", 1)[0]
+    found.append(Fact("code", f"`{name}.{call}` stands alone: its result is not assigned"))
+    cause = (f"The text shows `{name}.{call}` as a statement of its own. For a tensor, .{method}() does not move it in place: it returns a new "
+             f"tensor on the target device and leaves `{name}` where it was, so the result is thrown away and `{name}` stays on its old device; "
+             f"the operation then finds its operands on {_both(p)}. (Modules are different: model.to(device) moves the module's parameters in place.)")
+    fixes = [
+        fix(f"Assign the result: {name} = {name}.{call}", "Tensor.to/.cuda return the moved tensor; keep it.", f"{name} = {name}.{call}", "device-mismatch"),
+        _MOVE_ALL,
+    ]
+    return hit("devices.move_not_assigned", "device_mismatch", f"`{name}.{method}()` result not assigned", cause, fixes, ("device-mismatch",),
+               _loc(ctx, found), 0.95, facts=_with(facts, names=(name,), call=method))
 
 
 def _in_optimizer_step(ctx: Context, p: _Pair) -> bool:

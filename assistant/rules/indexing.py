@@ -49,6 +49,8 @@ def _mentions(ctx: Context, pattern: str, flags: int = 0) -> bool:
         Example("corpus/indexing/ce_target_255_binary_mask_unet.txt", "index.target_void_label"),
         Example("corpus/indexing/ce_target_negative.txt", "index.target_negative"),
         Example("corpus/indexing/too_many_indices.txt", "index.too_many"),
+        Example("corpus/indexing/too_many_indices_1d_feature_window_captured.txt", "index.too_many"),
+        Example("corpus/indexing/too_many_indices_1d_feature_mvts.txt", "index.too_many"),
         Example("corpus/indexing/zero_dim_index.txt", "index.zero_dim"),
         Example("corpus/indexing/gather_index_rank.txt", "index.gather_shape"),
         Example("corpus/indexing/gather_index_too_large.txt", "index.gather_shape"),
@@ -74,7 +76,14 @@ def tensor_index(ctx: Context) -> RuleHit | None:
         ndim = int(m.group(1))
         cause = (f"The code indexes with more subscripts than the tensor has dimensions ({ndim}): the tensor has fewer dimensions than the "
                  "indexing assumes (for example labels of shape (N,) indexed as y[:, 0], or a tensor squeezed earlier).")
-        fixes = [fix("Print the shape and index accordingly", "", "print(t.shape)", "index-out-of-range")]
+        # Often only some samples lose a dimension: data with a single feature/channel/item comes out with that axis squeezed away.
+        cause += (" A common way to get there: the code was written for samples with one more dimension, and some samples (or all) arrive "
+                  "with one fewer, because a size-1 dimension (a single feature, channel or item) was dropped when the data was built, "
+                  "squeezed, or selected with an integer index.")
+        fixes = [fix("Print the shape and index accordingly", "Print it for the sample that fails; compare it with a sample that works.", "print(t.shape, t.ndim)", "index-out-of-range"),
+                 fix("Restore the missing dimension where samples come out with one fewer", "Add the size-1 axis back with unsqueeze (or reshape) before indexing, "
+                     "or keep it when selecting (t[:, i:i+1] instead of t[:, i]).", f"if t.ndim == {ndim}:\n    t = t.unsqueeze(-1)   # or t.reshape(len(t), -1)",
+                     "index-out-of-range")]
         return hit("index.too_many", "index_error", "Too many indices", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(numbers={"ndim": ndim}))
     if ctx.search(r"invalid index of a 0-dim tensor"):
         cause = "A 0-dimensional (scalar) tensor was indexed like a sequence — typically `loss.data[0]` or `loss[0]` from code written for very old PyTorch releases."

@@ -26,12 +26,14 @@ def _keys_after(label: str, text: str) -> list[str]:
     docs=("state-dict-keys", "state-dict-size-mismatch"),
     priority=300,
     outcomes=('io.state_dict', 'io.state_dict_prefix', 'io.state_dict_stripped', 'io.state_dict_wrapped', 'io.state_dict_head_size', 'io.state_dict_size',
-              'io.state_dict_old', 'io.optimizer_state', 'io.dict_not_model', 'io.checkpoint_key'),
+              'io.state_dict_old', 'io.optimizer_state', 'io.dict_not_model', 'io.checkpoint_key', 'io.state_dict_buffers',
+              'io.state_dict_bn_counters'),
     examples=(
         Example("captured/cpu/load-dataparallel-checkpoint-module-prefix", "io.state_dict_prefix"),
         Example("captured/cpu/compiled-model-orig-mod-prefix", "io.state_dict_prefix"),
         Example("captured/cpu/load-full-checkpoint-dict-as-state-dict", "io.state_dict_wrapped"),
         Example("captured/cpu/finetune-head-size-mismatch", "io.state_dict_head_size"),
+        Example("corpus/io/state_dict_head_size_own_dataset_chinese.txt", "io.state_dict_head_size"),
         Example("realworld/dev/spin-size-mismatch-resnet-depth", "io.state_dict_size"),
         Example("realworld/dev/efficientfcn-size-mismatch-width", "io.state_dict_size"),
         Example("realworld/dev/rrl-bad-prefix-strip", "io.state_dict_stripped"),
@@ -44,6 +46,8 @@ def _keys_after(label: str, text: str) -> list[str]:
         Example("corpus/io/optimizer_param_groups_count_captured.txt", "io.optimizer_state"),
         Example("corpus/io/state_dict_used_as_model_captured.txt", "io.dict_not_model"),
         Example("corpus/io/checkpoint_missing_state_dict_key_captured.txt", "io.checkpoint_key"),
+        Example("corpus/io/state_dict_unexpected_num_batches_tracked_siamfc.txt", "io.state_dict_bn_counters"),
+        Example("corpus/io/state_dict_unexpected_position_ids.txt", "io.state_dict_buffers"),
     ),
 )
 def state_dict_keys(ctx: Context) -> RuleHit | None:
@@ -100,6 +104,8 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
         fixes.append(fix(f"Load the `{sub}` entry", "", f"checkpoint = torch.load(path, map_location='cpu')\nmodel.load_state_dict(checkpoint['{sub}'])", "state-dict-keys"))
         return hit("io.state_dict_wrapped", "state_dict_loading", "Whole training checkpoint passed to load_state_dict", cause, fixes, docs,
                    _loc(ctx, found), 0.95, facts=facts)
+    if not sizes and _buffers_only(missing, unexpected):
+        return _buffer_keys(ctx, model, missing, unexpected, found, facts)
     if sizes and not missing and not unexpected:
         names = [n for n, _, _ in sizes]
         head_like = all(re.search(r"(?:^|[._])(?:fc|classifier|cls|head|heads|logits|lm_head|out|output)(?:$|[._\d])", n) for n in names)
@@ -112,6 +118,11 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
             fixes.append(fix("Load everything except the output layer, then train that layer", "Drop the mismatching keys and load non-strictly; check that only those keys are reported missing.",
                              f"state = torch.load(path, map_location='cpu')\nfor k in {names[:4]!r}:\n    state.pop(k)\nresult = model.load_state_dict(state, strict=False)\nprint(result.missing_keys)", "state-dict-size-mismatch"))
             fixes.append(fix("Or build the model with the checkpoint's number of outputs", "", None, "state-dict-size-mismatch"))
+            # Not fine-tuning at all: a training script that resumes by itself found a file from an earlier run with another class count.
+            fixes.append(fix("Check which checkpoint file is loaded", "If you did not mean to load one, the script may be picking up an old "
+                             "checkpoint from an earlier run with another number of classes (a resume or pretrained path, a reused output "
+                             "directory): point it at the right file, or delete or move the stale one.",
+                             "print(path)   # the file actually loaded, and its date", "state-dict-size-mismatch"))
             return hit("io.state_dict_head_size", "state_dict_loading", "Output layer size differs from the checkpoint", cause, fixes, docs,
                        _loc(ctx, found), 0.95, facts=facts)
         cause += (" The layer names match but their sizes do not: the model was constructed with different hyper-parameters "
@@ -157,6 +168,33 @@ _SIZE_RE = lazy_re(r"size mismatch for ([\w.]+): copying a param with shape (tor
 _SIZE_OLD_RE = lazy_re(r"size mismatch for ([\w.]+): copying a param of (torch\.Size\(\[[^\]]*\]\)) from checkpoint, where the shape is (torch\.Size\(\[[^\]]*\]\)) in current model")
 
 
+def _buffer_keys(ctx: Context, model: str, missing: list[str], unexpected: list[str], found: list[Fact], facts: Facts) -> RuleHit:
+    """Only buffers differ: the saving and loading library versions disagree about which buffers a layer keeps."""
+    keys = [*unexpected, *missing]
+    side = "checkpoint has" if unexpected and not missing else "model expects" if missing and not unexpected else "checkpoint and model differ in"
+    counters = all(k.endswith("num_batches_tracked") for k in keys)
+    if counters:
+        cause = (f"The only keys that differ are BatchNorm's `num_batches_tracked` counters (the {side} them, e.g. `{keys[0]}`). BatchNorm gained "
+                 "that buffer in PyTorch 0.4.1, so the checkpoint was saved by a different PyTorch version than the one loading it. The "
+                 "counter is only a step count: the weights themselves match.")
+    else:
+        cause = (f"The only keys that differ are buffers, not learned weights (the {side} e.g. `{keys[0]}`): the library that defines "
+                 f"{model} (PyTorch, or the model's own package) is likely a different version than the one that saved the checkpoint, and the "
+                 "two versions disagree about which buffers a layer stores.")
+    names = keys[:6]
+    fixes = [
+        fix("Load non-strictly and check that only these buffers were skipped", "Buffers are rebuilt by the model (counters restart, fixed tables are recomputed).",
+            "res = model.load_state_dict(state, strict=False)\nprint(res.missing_keys, res.unexpected_keys)", "state-dict-keys"),
+        fix("Or drop these keys before loading", "",
+            f"state = torch.load(path, map_location='cpu')\nfor k in {names!r}:\n    state.pop(k, None)\nmodel.load_state_dict(state)", "state-dict-keys"),
+        fix("Or match versions", "Compare the PyTorch (and model library) version that saved the checkpoint with the installed one; load with the "
+            "same version, or re-save the checkpoint once with the new one.", "python -c 'import torch; print(torch.__version__)'", "state-dict-keys"),
+    ]
+    outcome = "io.state_dict_bn_counters" if counters else "io.state_dict_buffers"
+    return hit(outcome, "state_dict_loading", "Only buffers differ between checkpoint and model", cause, fixes,
+               ("state-dict-keys",), _loc(ctx, found), 0.9, facts=facts)
+
+
 def _stripped_chars(missing: list[str], unexpected: list[str]) -> int | None:
     """N when every unexpected key is the missing key at the same position minus its first N characters."""
     if len(missing) < 2 or len(missing) != len(unexpected):
@@ -188,16 +226,32 @@ def _old_key_message(ctx: Context, old: re.Match[str]) -> RuleHit:
 
 
 def _common_prefix(unexpected: list[str], missing: list[str]) -> str | None:
-    """The prefix that turns checkpoint keys into model keys (``module.``, ``_orig_mod.``, ``model.``)."""
-    if not unexpected:
+    """The prefix that turns checkpoint keys into model keys (``module.``, ``_orig_mod.``, ``model.``).
+
+    A prefix is proven only by pairs: checkpoint keys that, without it, are the model's missing keys. A list of
+    unexpected (or missing) keys alone never proves one: both sides often share a submodule name (``feature.``).
+    """
+    if not unexpected or not missing:
         return None
     first = unexpected[0].split(".")[0] + "."
     if not all(k.startswith(first) for k in unexpected):
         return None
     stripped = {k[len(first):] for k in unexpected}
-    if not missing or stripped & set(missing) or first in ("module.", "_orig_mod."):
+    # Wrappers' own prefixes: users often cut the key lists short, so one pair need not be visible.
+    if stripped & set(missing) or first in ("module.", "_orig_mod."):
         return first
     return None
+
+
+# Buffers, not learned weights: a model class gains or stops saving these across library versions.
+_BUFFER_KEY = lazy_re(r"(?:^|\.)(?:num_batches_tracked|running_mean|running_var|position_ids|token_type_ids|attn\.bias|attn\.masked_bias"
+                      r"|masked_bias|attention_mask|causal_mask|\w*_mask|inv_freq)$")
+
+
+def _buffers_only(missing: list[str], unexpected: list[str]) -> bool:
+    """Every differing key (missing and unexpected) is a buffer rather than a learned weight."""
+    keys = [*missing, *unexpected]
+    return bool(keys) and all(_BUFFER_KEY.search(k) for k in keys)
 
 
 def _optimizer_state(ctx: Context) -> RuleHit | None:

@@ -31,6 +31,16 @@ _GROWTH = lazy_re(
 )
 # Prose that says the failure happens even with the smallest batch.
 _BATCH_ONE = lazy_re(r"batch[ _-]?size\W{0,3}(?:(?:is |was |were )?set (?:to|as)|=|of|to|is|:|改为|设为|设置为|为)?\s*1(?![\d.])|batchsize\s*=?\s*1(?![\d.])|\bbs\s*=\s*1(?![\d.])", re.IGNORECASE)
+# The user reports that a smaller batch did not help ("reduced the batch size, still OOM"): the batch fix goes last, if at all.
+_TRIED_BATCH = lazy_re(r"\b(?:reduc|lower|decreas|shrink|halv)\w* (?:the |my )?(?:batch[ _-]?size|bs|samples_per_gpu|micro[ _-]?batch)\b[^\n.]{0,60}"
+                       r"\b(?:still|same (?:error|problem|issue)|doesn't help|does not help|didn't help|did not help|no luck|no difference|nothing changed)"
+                       r"|\bsmaller batch(?:[ _-]?sizes?)?\b[^\n.]{0,40}\b(?:still|doesn't help|does not help|didn't help|did not help|no luck)"
+                       r"|\bno matter (?:how small|what) (?:the |my )?batch", re.IGNORECASE)
+# The user reports that fewer DataLoader workers did not help.
+_TRIED_WORKERS = lazy_re(r"\b(?:reduc|lower|decreas|set)\w* (?:the |my )?num_workers\b[^\n.]{0,60}\b(?:still|same (?:error|problem|issue)|doesn't help|does not help|didn't help|did not help|no luck)"
+                         r"|\b(?:even|still) with num_workers\s*=\s*[0-2]\b", re.IGNORECASE)
+# The user chose a GPU with CUDA_VISIBLE_DEVICES (the value when they give one).
+_VISIBLE_DEVICES = lazy_re(r"\bCUDA_VISIBLE_DEVICES\b(?:\s*=\s*[\"']?([\d,]+))?")
 # A description that says "OOM" (or "爆显存", GPU memory blown) without CUDA's own wording.
 _PROSE_OOM = lazy_re(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of me(?:mo|meo|mro)ry|爆显存|显存不足")
 # Evaluation named next to the OOM in a description ("Validation out of memory", "out of memory during testing", "验证时出现out of memory").
@@ -137,7 +147,8 @@ def _measure_fix() -> Fix:
     docs=_DOCS,
     priority=200,
     outcomes=('memory.cuda_oom', 'memory.cuda_oom_impossible', 'memory.cuda_oom_other_processes', 'memory.cuda_oom_fragmented',
-              'memory.cuda_oom_bare', 'memory.cuda_oom_batch_one', 'memory.cuda_oom_growth', 'memory.cuda_oom_eval', 'memory.mps_oom'),
+              'memory.cuda_oom_bare', 'memory.cuda_oom_batch_one', 'memory.cuda_oom_growth', 'memory.cuda_oom_eval', 'memory.mps_oom',
+              'memory.cuda_oom_visible_devices'),
     examples=(
         Example('captured/cuda/cuda-oom-eval-without-no-grad', 'memory.cuda_oom'),
         Example('captured/cuda/cuda-oom-big-vocab-backward', 'memory.cuda_oom'),
@@ -150,7 +161,10 @@ def _measure_fix() -> Fix:
         Example('corpus/memory/oom_impossible_grid_sample.txt', 'memory.cuda_oom_impossible'),
         Example('corpus/memory/oom_other_process_old_wording.txt', 'memory.cuda_oom_other_processes'),
         Example('corpus/memory/oom_other_process_holds_gpu_h200.txt', 'memory.cuda_oom_other_processes'),
+        Example('corpus/memory/oom_visible_devices_gpu0_busy_llamafactory.txt', 'memory.cuda_oom_visible_devices'),
         Example('captured/cuda/cuda-oom-fragmentation', 'memory.cuda_oom_fragmented'),
+        Example('corpus/memory/oom_validation_batch_reduced_still_mmseg.txt', 'memory.cuda_oom_fragmented'),
+        Example('corpus/memory/oom_after_n_images_eval_hairseg.txt', 'memory.cuda_oom'),
         Example('captured/cuda/cuda-oom-seqlen-curriculum', 'memory.cuda_oom_fragmented'),
         Example('corpus/memory/oom_fragmented_cached_wording.txt', 'memory.cuda_oom_fragmented'),
         Example('realworld/dev/detnet-old-oom-0.3', 'memory.cuda_oom_bare'),
@@ -186,7 +200,7 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
     prose = bool(_PROSE_OOM.search(raw) and (_BATCH_ONE.search(raw) or _EVAL_OOM.search(raw)) and not _HOST_WORDS.search(raw))
     # A description that shows the loss tensor being accumulated and talks about memory/.item(): the classic leak that ends in OOM.
     accum = bool(described and _LOSS_ACCUM.search(raw) and _LEAK_TALK.search(raw) and not _HOST_WORDS.search(raw))
-    if not (ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or prose or accum) or ctx.search(r"DefaultCPUAllocator"):
+    if not (ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or prose or accum) or ctx.search(r"DefaultCPUAllocator|enforce fail at CPUAllocator\.cpp"):
         return None
     if re.search(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS", ctx.message):
         return None  # shown as a cuBLAS / cuDNN error; those rules explain the OOM behind it
@@ -202,11 +216,13 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
                   for fr in ctx.failure.user_frames) or bool(described and _EVAL_OOM.search(raw))
     if not num.any:
         return _oom_without_numbers(ctx, raw, batch_one, in_eval)
-    return _oom_with_numbers(ctx, num, batch_one, in_eval)
+    return _oom_with_numbers(ctx, num, batch_one, in_eval, raw)
 
 
-def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: bool) -> RuleHit:
+def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: bool, raw: str = "") -> RuleHit:
     """The allocator printed its numbers: decide between impossible, crowded, fragmented and full."""
+    tried_batch = bool(_TRIED_BATCH.search(raw)) and not batch_one
+    visible = _VISIBLE_DEVICES.search(raw)
     tried, cap, free, alloc, unalloc, others = num.tried, num.capacity, num.free, num.allocated, num.unallocated, num.others
     gpu = f"GPU {num.gpu}" if num.gpu is not None else "the GPU"
     in_backward = any("backward" in (fr.function or "") or ".backward(" in (fr.source or "") for fr in ctx.failure.frames)
@@ -242,6 +258,23 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
                  "or from materialising at once something that should be processed in pieces.")
         fixes.append(fix("Find the tensor and check its shape", "Print the shapes going into the failing line; a size that multiplies two large dimensions (N×N, L×L, H×W×D) is the usual culprit.", "print({name: t.shape for name, t in locals().items() if torch.is_tensor(t)})", "cuda-oom"))
         fixes.append(fix("Process it in chunks", "Split the batch, rows or spatial extent and loop, or use an operation that never materialises the full intermediate result.", "outputs = torch.cat([f(chunk) for chunk in x.split(1024)])", "cuda-oom"))
+    elif crowded and visible:
+        # The user picked a GPU with CUDA_VISIBLE_DEVICES, yet the card the job sees is busy: first make sure the choice applied.
+        outcome = "memory.cuda_oom_visible_devices"
+        chosen = f"CUDA_VISIBLE_DEVICES={visible.group(1)}" if visible.group(1) else "CUDA_VISIBLE_DEVICES"
+        cause = (f"You set {chosen}, yet {gpu} as this process sees it is mostly taken: about {fmt_bytes(others)} of its {fmt_bytes(cap)} "
+                 "is used by something other than this process's tensors"
+                 + (f" (this process's PyTorch holds only {fmt_bytes((alloc or 0) + (unalloc or 0))})" if alloc is not None else "")
+                 + ". Inside a process the first visible GPU is always numbered 0, so the number alone proves nothing; but a busy card means "
+                 "the variable most likely did not reach this process (set in another shell or command, after CUDA was initialised, or "
+                 "overridden by a launcher or the script), and the job landed on a GPU another job already uses.")
+        fixes.append(fix("Check that CUDA_VISIBLE_DEVICES reached the process", "Print it and the device count at the top of the script; "
+                         "if it is missing or different, the job did not run on the GPU you chose.",
+                         "import os, torch\nprint(os.environ.get('CUDA_VISIBLE_DEVICES'), torch.cuda.device_count())", "cuda-oom"))
+        fixes.append(fix("Set it on the same line as the launch command", "An export typed in another terminal, or one a launcher or the "
+                         "script overrides, does not apply; inline it is in effect for exactly this command (or set os.environ before "
+                         "importing torch).", f"{chosen if visible.group(1) else 'CUDA_VISIBLE_DEVICES=<gpu id>'} python train.py", "cuda-oom"))
+        fixes.append(fix("See which physical GPU is busy", "nvidia-smi numbers GPUs physically; compare the chosen card's usage with what the job reports.", "nvidia-smi", "cuda-oom"))
     elif crowded:
         outcome = "memory.cuda_oom_other_processes"
         cause = (f"About {fmt_bytes(others)} of {gpu}'s {fmt_bytes(cap)} is used by something other than this process's PyTorch tensors"
@@ -258,6 +291,10 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
                  "typical of varying batch shapes or sequence lengths and of many tensors freed in between.")
         fixes.append(fix("Enable expandable segments", "Lets the allocator grow segments instead of leaving gaps, which removes most fragmentation. Set it before the process starts (or before the first CUDA allocation).", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py", "cuda-oom-fragmentation"))
         fixes.append(fix("Keep shapes steady", "Pad or bucket inputs to a few fixed sizes so freed blocks can be reused for the next batch.", None, "cuda-oom-fragmentation"))
+        if huge_request:
+            # One request this large may itself be the problem: it rarely comes from a normal-sized input.
+            cause += (f" The single request is {tried / cap:.0%} of the card: if expandable segments do not help, check which input or "  # type: ignore[operator]
+                      "tensor on the failing line needs that much (an unusually large image, volume or sequence).")
     else:
         outcome = "memory.cuda_oom"
         cause = (f"Live tensors fill {gpu}" + (f": {fmt_bytes(alloc)} is allocated by PyTorch" if alloc else "")
@@ -273,9 +310,14 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
     if batch_one and not impossible:
         cause += (" You report that it fails even with batch size 1, so the memory that does not shrink with the batch dominates: "
                   "the weights, gradients and optimizer state, or a single very large input.")
-    if not impossible:
-        fixes += _common_fixes(in_eval, batch_one)
-    if unalloc is None and not fragmented and not impossible:
+    elif tried_batch and not impossible:
+        cause += (" You report that a smaller batch did not help, so what does not shrink with the batch matters more: the size of a single "
+                  "input, memory kept from earlier steps, or the weights and optimizer state.")
+    if outcome == "memory.cuda_oom_visible_devices":
+        pass  # the job is on the wrong (busy) card: shrinking it is not the remedy
+    elif not impossible:
+        fixes += _common_fixes(in_eval, batch_one or tried_batch)
+    if unalloc is None and not fragmented and not impossible and outcome != "memory.cuda_oom_visible_devices":
         fixes.append(fix("If memory is reserved but unused, try expandable segments", "Only if torch.cuda.memory_summary() shows a large gap between reserved and allocated memory.", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "cuda-oom-fragmentation"))
     fixes.append(_measure_fix())
     if attention and not impossible:
@@ -283,7 +325,8 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
                   "doubling T quadruples that tensor.")
         fixes.insert(0, fix("Use fused attention or shorter sequences", "scaled_dot_product_attention never materialises the T×T matrix (flash/memory-efficient kernels); otherwise cap or bucket sequence length.", "out = F.scaled_dot_product_attention(q, k, v, is_causal=True)", "cuda-oom"))
     titles = {"memory.cuda_oom_fragmented": " (fragmentation)", "memory.cuda_oom_impossible": " (single oversized allocation)",
-              "memory.cuda_oom_other_processes": " (another process holds the GPU)"}
+              "memory.cuda_oom_other_processes": " (another process holds the GPU)",
+              "memory.cuda_oom_visible_devices": " (the GPU in use is busy: check CUDA_VISIBLE_DEVICES)"}
     docs = ("cuda-oom-fragmentation", "cuda-oom", "memory-profiling") if fragmented else _DOCS
     numbers = {k: float(v) for k, v in (("requested_bytes", tried), ("capacity_bytes", cap), ("free_bytes", free), ("allocated_bytes", alloc),
                                           ("reserved_unallocated_bytes", unalloc), ("other_processes_bytes", others)) if v is not None}
@@ -292,6 +335,8 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
         flags.add("fragmentation_ruled_out")
     if batch_one:
         flags.add("batch_size_one")
+    if tried_batch:
+        flags.add("batch_reduction_tried")
     values = Facts(numbers=numbers, devices=(f"cuda:{num.gpu}",) if num.gpu is not None else (), flags=frozenset(flags))
     return hit(outcome, "cuda_oom", "CUDA out of memory" + titles.get(outcome, ""), cause, fixes, docs, found, 0.95, facts=values)
 
@@ -386,7 +431,7 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
         cause += " It failed in backward, where saved activations and gradients coexist: the step's working set is the likely culprit."
     fixes = [
         fix("See who holds the GPU", "nvidia-smi lists every process and its memory; a card that is already full before your job starts explains an early failure.", "nvidia-smi", "cuda-oom"),
-        *_common_fixes(in_eval, False),
+        *_common_fixes(in_eval, bool(_TRIED_BATCH.search(raw))),
         fix("Get the allocator's numbers", "Current PyTorch releases print requested, free, allocated and reserved memory in the error itself; otherwise print the summary before the failing step.", "print(torch.cuda.memory_summary())", "memory-profiling"),
     ]
     return hit("memory.cuda_oom_bare", "cuda_oom", "CUDA out of memory", cause, fixes, _DOCS, found, 0.85)
@@ -394,11 +439,19 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
 
 _CPU_ALLOC = lazy_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes"
                         r"|Torch: not enough memory: you tried to allocate (\d+)GB")
+# The CPU allocator's failure without its size: the enforce line alone ("[enforce fail at CPUAllocator.cpp:56] posix_memalign(...) == 0.
+# 12 vs 0", 12 being ENOMEM), or only its file quoted in a description.
+_CPU_ALLOC_BARE = lazy_re(r"enforce fail at (?:CPUAllocator|alloc_cpu)\.cpp|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)"
+                             r"|posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
 # Bash's job-control report of a child killed by SIGKILL: "slurm_script: line 12:  4567 Killed   python train.py".
 _OOM_KILLER = lazy_re(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^[ \t]*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b"
                       r"|: line \d+:\s+\d+\s+Killed(?![A-Za-z])", re.M)
 _HOST_GROWTH = lazy_re(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing|keeps? piling up|piles? up|piling up)"
                           r"|(?:\bRAM\b|memory) leak", re.IGNORECASE)
+# The failure is placed in the evaluation phase ("in eval phase", "during validation", "when it comes to evaluation").
+_HOST_EVAL = lazy_re(r"\b(?:during|in|at) (?:the )?(?:validation|evaluation|eval|inference|testing)\b"
+                     r"|\b(?:validation|evaluation|eval|test|testing|inference) (?:phase|process|stage|time|loop)\b"
+                     r"|\bwhen (?:it comes to )?(?:validating|evaluating|evaluation|testing|validation)\b", re.IGNORECASE)
 # Growth described in GPU terms is the CUDA rule's (or the symptom rule's) to answer, not host RAM.
 _GPU_WORDS = lazy_re(r"\b(?:GPU|VRAM|CUDA memory|cuda memory|nvidia-smi)\b")
 # The growth is tied to a loop in the user's own code ("in a for loop", "with every loop").
@@ -412,7 +465,7 @@ _HOST_WORDS = lazy_re(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
     docs=("cpu-oom", "memory-profiling"),
     priority=201,
     outcomes=('memory.cpu_oom', 'memory.cpu_oom_absurd_size', 'memory.cpu_oom_numpy', 'memory.cpu_oom_killed', 'memory.cpu_oom_memoryerror',
-              'memory.cpu_oom_growth'),
+              'memory.cpu_oom_growth', 'memory.cpu_oom_allocator'),
     examples=(
         Example('captured/cpu/cpu-oom-full-similarity-matrix', 'memory.cpu_oom'),
         Example('realworld/dev/fooocus-cpu-alloc-windows-not-enough', 'memory.cpu_oom'),
@@ -421,6 +474,9 @@ _HOST_WORDS = lazy_re(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
         Example('corpus/memory/cpu_alloc_old_th_buy_new_ram.txt', 'memory.cpu_oom'),
         Example('corpus/memory/cpu_alloc_mask2former_eval.txt', 'memory.cpu_oom'),
         Example('corpus/memory/cpu_alloc_absurd_size_torch_empty.txt', 'memory.cpu_oom_absurd_size'),
+        Example('corpus/memory/cpu_alloc_fragment_eval_phase_stargan.txt', 'memory.cpu_oom_allocator'),
+        Example('corpus/memory/cpu_alloc_posix_memalign_old_photos.txt', 'memory.cpu_oom_allocator'),
+        Example('corpus/memory/cpu_alloc_after_iterations_memseg.txt', 'memory.cpu_oom'),
         Example('corpus/memory/cpu_alloc_absurd_torch_empty_2_13.txt', 'memory.cpu_oom_absurd_size'),
         Example('corpus/memory/numpy_array_memory_error_crop.txt', 'memory.cpu_oom_numpy'),
         Example('corpus/memory/numpy_array_memory_error_dataset.txt', 'memory.cpu_oom_numpy'),
@@ -456,7 +512,8 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
     if growth and _GPU_WORDS.search(raw) and not _HOST_WORDS.search(raw):
         growth = None
     memoryerror = ctx.exc_type in ("MemoryError", "_ArrayMemoryError")
-    if not (m or numpy or killer or memoryerror or growth):
+    bare = None if (m or numpy) else _CPU_ALLOC_BARE.search(raw)
+    if not (m or bare or numpy or killer or memoryerror or growth):
         return None
     found = [error_fact(ctx)]
     numbers: dict[str, float] = {}
@@ -481,6 +538,14 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
             if "not enough memory" in m.group(0) or re.search(r"alloc_cpu\.cpp:\d+\] data\.|[A-Z]:\\|\.\.\\c10", raw):
                 # The Windows allocator's wording: its limit is RAM plus the page file.
                 fixes.insert(1, fix("On Windows, enlarge the page file (virtual memory)", "Windows fails allocations once RAM plus the page file is committed; a larger page file (or closing other programs) gives the process room, at the cost of speed.", None, "cpu-oom"))
+    elif bare:
+        outcome = "memory.cpu_oom_allocator"
+        found.append(Fact("memory", f"PyTorch's CPU allocator failed: “{bare.group(0)}”"))
+        cause = ("PyTorch's CPU allocator could not get memory from the system (the enforce failure in CPUAllocator/alloc_cpu is its "
+                 "out-of-memory error; code 12 is ENOMEM). The quoted text does not give the size, so the question is what the failing step "
+                 "allocates: a tensor larger than intended, or RAM already filled by data, the model or results kept from earlier steps. "
+                 "Large RAM does not rule it out: one oversized tensor, or the process's memory limit, can exceed what is free.")
+        fixes = list(common)
     elif numpy:
         outcome = "memory.cpu_oom_numpy"
         what = f"{numpy.group(1)} for an array" if numpy.group(1) else "an array"
@@ -526,9 +591,22 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
             fixes.insert(1, fix("Create heavy objects once, outside the loop", "A model, wrapper or explainer constructed on every iteration (especially one that registers forward/backward hooks on the model) adds new hooks and references each time; build it once before the loop and reuse it, or remove its hooks when done.",
                                 "cam = make_explainer(model)      # once, before the loop\nfor x in inputs:\n    result = cam(x)\n# handles returned by register_forward_hook(): handle.remove()", "memory-growth-training-loop"))
     loc = location_fact(ctx)
+    # Remedies the user says they already tried go last: they did not help here.
+    tried = [t for t, said in (("Compute in chunks or smaller batches", _TRIED_BATCH.search(raw)), ("Reduce per-worker copies", _TRIED_WORKERS.search(raw))) if said]
+    fixes = [f for f in fixes if f.title not in tried] + [f for f in fixes if f.title in tried]
+    evaluation = _HOST_EVAL.search(raw) if outcome in ("memory.cpu_oom", "memory.cpu_oom_allocator") else None
+    if evaluation:
+        # Training fits, evaluation does not: what differs is the evaluation step's own size.
+        found.append(Fact("symptom", f"fails in evaluation: “{evaluation.group(0)}”"))
+        cause += (" It fails in evaluation, so look first at what an evaluation step holds: its batch size (often a separate setting), "
+                  "whole uncropped inputs, and outputs gathered across the whole split.")
+        fixes.insert(0, fix("Shrink one evaluation step", "Lower the evaluation batch size (or the evaluation input size), run it under "
+                            "torch.inference_mode(), and keep running sums instead of concatenating every output.",
+                            "with torch.inference_mode():\n    out = model(x)\ntotal += metric_fn(out, y).item()", "cpu-oom"))
     if loc:
         found.append(loc)
-    titles = {"memory.cpu_oom_absurd_size": "Host allocation larger than any machine's RAM", "memory.cpu_oom_numpy": "NumPy could not allocate an array (host out of memory)",
+    titles = {"memory.cpu_oom_absurd_size": "Host allocation larger than any machine's RAM",
+              "memory.cpu_oom_allocator": "CPU allocator out of memory (host RAM)", "memory.cpu_oom_numpy": "NumPy could not allocate an array (host out of memory)",
               "memory.cpu_oom_killed": "Process killed (host out of memory)", "memory.cpu_oom_memoryerror": "MemoryError (host out of memory)",
               "memory.cpu_oom_growth": "Host memory grows until the process dies"}
     return hit(outcome, "cpu_oom", titles.get(outcome, "Host (CPU) out of memory"), cause, fixes, ("cpu-oom", "memory-profiling"), found, 0.9,

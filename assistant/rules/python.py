@@ -129,12 +129,16 @@ def _module_not_callable(ctx: Context) -> RuleHit:
     category='python_error',
     docs=_DOCS,
     priority=FALLBACK + 10,
-    outcomes=('python.builtin', 'python.key_error', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
+    outcomes=('python.builtin', 'python.key_error', 'python.reader_none', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
               'python.index_error', 'python.name_error', 'python.recursion'),
     examples=(
         Example("corpus/python/valueerror_config_float_captured.txt", "python.builtin"),
         Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
         Example("corpus/python/keyerror_batch_dict_captured.txt", "python.key_error"),
+        Example("corpus/python/imread_none_from_numpy_yolact.txt", "python.reader_none"),
+        Example("corpus/python/imread_none_subscript_gradcam.txt", "python.reader_none"),
+        Example("corpus/python/imread_none_subscript_contournet.txt", "python.reader_none"),
+        Example("corpus/python/imread_warning_none_subscript_dcgan.txt", "python.reader_none"),
         Example("corpus/python/attributeerror_nonetype_missing_return_captured.txt", "python.none_attribute"),
         Example("realworld/dev/s2fpn-nonetype-copy-windows-path", "python.none_attribute"),
         Example("corpus/python/nonetype_shape_image_tcmr.txt", "python.none_attribute"),
@@ -164,6 +168,14 @@ def python_exception(ctx: Context) -> RuleHit | None:
     title = f"Python {exc}" + (f" in {frame.function}" if frame and frame.function else "")
     if exc == "KeyError":
         return _key_error(ctx, msg, src, at, found, title)
+    if exc in ("TypeError", "AttributeError") and "NoneType" in msg:
+        reader = _NONE_READER.search(src)
+        if reader:
+            return _reader_returned_none(ctx, reader.group(1), reader.group(2).split(",")[0].strip() or "path", msg, at, found, title)
+        warned = _CV_WARNING.search(ctx.failure.text)
+        if warned:
+            found.append(Fact("log", f"OpenCV could not read '{warned.group(1)}'"))
+            return _reader_returned_none(ctx, "cv2.imread", "path", msg, at, found, title, unread=warned.group(1))
     if exc == "AttributeError":
         m = re.search(r"'([\w.]+)' object has no attribute '(\w+)'", msg)
         if m and m.group(1) == "NoneType":
@@ -225,6 +237,38 @@ def python_exception(ctx: Context) -> RuleHit | None:
     cause = f"{exc} raised{at}: {msg}" + ("" if msg.endswith(".") else ".") + " This is an error in the program's own logic or data, not a PyTorch failure."
     fixes = [fix("Start from the last frame in your code", "Inspect the values on that line (a debugger: python -m pdb, or breakpoint()).", "python -m pdb -c continue train.py", "python-errors")]
     return hit("python.builtin", "python_error", title, cause, fixes, _DOCS, found, 0.7)
+
+
+# OpenCV 4.x logs this (as a warning, not an error) when imread fails, then returns None.
+_CV_WARNING = re.compile(r"imread_\('([^'\n]*)'\): can't open/read file")
+# Readers that return None instead of raising when a file is missing or cannot be decoded (OpenCV's image readers).
+_NONE_READER = re.compile(r"\b(cv2?\.(?:imread|imdecode|imreadmulti))\s*\(([^()]*(?:\([^()]*\))?[^()]*)\)")
+
+
+def _reader_returned_none(ctx: Context, fn: str, arg: str, msg: str, at: str, found: list[Fact], title: str, unread: str | None = None) -> RuleHit:
+    """A NoneType error where a reader that returns None on failure (cv2.imread) is on the failing line, or logged that it failed."""
+    if unread is None:
+        found.append(Fact("code", f"the failing line calls {fn}({arg})"))
+        lead = f"The failing line{at} passes the result of `{fn}({arg})` on, and the error says it is None ({msg})."
+    else:
+        lead = (f"OpenCV logged that it cannot open or read '{unread}', and the image is then used{at} as if it had been read: "
+                f"the error says it is None ({msg}).")
+    cause = (f"{lead} {fn} does not raise when it cannot read a file: it returns None when the path does not exist (relative to the working "
+             "directory the script runs in), has a typo or another extension than the file on disk, points to a directory, or the file "
+             "cannot be decoded as an image.")
+    # A plain name can go straight into the snippets; an expression is bound to `path` first.
+    simple = re.fullmatch(r"[A-Za-z_][\w.]*(?:\[[^\[\]]*\])?", arg) is not None
+    name = arg if simple else "path"
+    bind = "" if simple else f"path = {arg}\n"
+    fixes = [
+        fix(f"Check the path given to {fn}", "Print the exact path and whether it exists; compare the name and extension with the file on disk, "
+            "and use an absolute path if the script runs from another directory.",
+            f"{bind}print(repr({name}), os.path.isfile({name}))", "python-errors"),
+        fix("Fail loudly when the reader returns None", "Raise with the path right after reading, so a bad file is named instead of failing later.",
+            f"{bind}img = {fn}({name})\nif img is None:\n    raise FileNotFoundError(f'cannot read image: {{{name}}}')", "python-errors"),
+    ]
+    return hit("python.reader_none", "python_error", f"{fn} returned None", cause, fixes, _DOCS, found, 0.85,
+               facts=Facts(call=fn, argument=arg, names=("NoneType",)))
 
 
 def _key_error(ctx: Context, key: str, src: str, at: str, found: list[Fact], title: str) -> RuleHit:

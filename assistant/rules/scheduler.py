@@ -22,7 +22,7 @@ from datetime import datetime
 from assistant.parse.messages import fmt_bytes
 from assistant.rules.base import Context, fix, hit, lazy_re
 from assistant.rules.registry import Example, rule
-from assistant.types import Fact, Facts, RuleHit
+from assistant.types import Fact, Facts, Fix, RuleHit
 
 # --- the scheduler's own verdict lines ---------------------------------------------------------------
 
@@ -94,6 +94,18 @@ _IMPORT_LINE = lazy_re(r"(?:^\s*>>>\s*|(?:^|[$#>]\s*)python\d?(?:\.\d+)?\s+-c\s+
 # Starts only at a word start and with bounded suffixes: "crash\w*" tried at every letter of a long word was quadratic.
 _IMPORT_PROSE = lazy_re(r"(?<!\w)(?:segment\w{0,12}|segfault|core dump\w{0,4}|crash\w{0,6})[^.\n]{0,40}\b(?:when|while|on|at|after) import\w{0,6}|\b(?:can ?not|unable to|fails? to) import\b", re.I)
 _MISMATCH = lazy_re(r"undefined symbol|GLIBCXX_\d|version `GLIBC|(?:compiled|built) (?:with|against|for) (?:a different|another|an older|a newer)|ABI (?:mismatch|incompatib)", re.I)
+# A package that bundles its own native copies (CUDA, BLAS, OpenMP, protobuf) imported before torch in the user's code.
+_NATIVE_FIRST = lazy_re(r"^[ \t]*(?:import|from)\s+(open3d|tensorflow|cv2|pyarrow|jax|jaxlib|onnxruntime|mxnet|paddle|faiss|pyrealsense2|tensorrt|cupy"
+                        r"|mindspore|pymeshlab|vtk|pyvista|dgl)\b", re.M)
+_TORCH_IMPORT = lazy_re(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.M)  # [ \t], not \s: \s* from every line start spans blank lines (quadratic)
+# Unstable hardware: the same code works elsewhere, the crash moves around, other programs crash too, or memory settings are named.
+_HW_ELSEWHERE = lazy_re(r"\b(?:works?|worked|working|trained|trains?|runs?|ran|running)\b[^.\n]{0,40}?\bon (?:my |several |the |)(?:other|another|different) "
+                        r"(?:machines?|computers?|pcs?|servers?|systems?|workstations?|nodes?)\b"
+                        r"|\b(?:other|unrelated) (?:programs?|applications?|workloads?|software|builds?) (?:also |too )?(?:crash|segfault|fail)\w*", re.I)
+_HW_RANDOM = lazy_re(r"\brandomly\b|\bat random\b|\b(?:crash\w*|fails?|happens?|occurs?|segfaults?|dies)\b[^.\n]{0,30}?\brandom\b|\bat (?:different|random|varying) (?:points|times|places|steps|iterations|epochs)\b"
+                     r"|\bafter (?:some|several|a few|a random number of|varying|a variable number of|a different number of) (?:epochs|iterations|steps|hours|minutes|batches)\b"
+                     r"|\bnot (?:always )?(?:at )?the same (?:place|point|step|iteration|epoch)\b|\bGarbage-collecting\b", re.I)
+_HW_MEMORY = lazy_re(r"\bmemtest\w*|\bXMP\b|\bEXPO\b|\boverclock\w*|\bbit[- ]?flips?\b|\b(?:RAM|memory) (?:sticks?|modules?|DIMMs?)\b|\bfaulty (?:RAM|memory)\b")
 _DATALOADER_WORKER = lazy_re(r"DataLoader worker|Unexpected (?:segmentation fault|bus error) encountered in worker|_worker_loop")
 _SHM_CONTEXT = lazy_re(r"/dev/shm|shared memory|share_memory|\bshm\b|shm[-_]size|--ipc|docker|container|DataLoader|num_workers|workers?\b", re.I)
 
@@ -551,19 +563,23 @@ _SEGV_DOCS = ("native-crash-segfault", "library-version-mismatch")
     category="unknown",
     docs=_SEGV_DOCS,
     priority=870,
-    also=("environment_error", "dataloader_error"),
-    outcomes=("scheduler.segfault", "scheduler.segfault_at_import", "scheduler.bus_error"),
+    also=("environment_error", "dataloader_error", "hardware_error"),
+    outcomes=("scheduler.segfault", "scheduler.segfault_at_import", "scheduler.bus_error", "scheduler.segfault_import_order",
+              "scheduler.segfault_unstable_hardware"),
     examples=(
         Example("corpus/scheduler/segfault_fatal_python_error_midtraining.txt", "scheduler.segfault"),
         Example("corpus/scheduler/segfault_exit_139_in_forward.txt", "scheduler.segfault"),
         Example("corpus/scheduler/segfault_exit_139_face_alignment.txt", "scheduler.segfault"),
         Example("corpus/scheduler/mpirun_rank_segfault_signal_11.txt", "scheduler.segfault"),
+        Example("corpus/scheduler/segfault_gc_after_epochs_main_process_fetch.txt", "scheduler.segfault"),
         Example("corpus/scheduler/segfault_import_torch_repl.txt", "scheduler.segfault_at_import"),
         Example("corpus/scheduler/segfault_import_torch_command.txt", "scheduler.segfault_at_import"),
         Example("corpus/scheduler/segfault_import_torch_cuda_call.txt", "scheduler.segfault_at_import"),
         Example("corpus/scheduler/bus_error_share_memory_workers.txt", "scheduler.bus_error"),
         Example("corpus/scheduler/bus_error_model_share_memory.txt", "scheduler.bus_error"),
         Example("corpus/scheduler/bus_error_docker_container_prose.txt", "scheduler.bus_error"),
+        Example("corpus/scheduler/segfault_open3d_imported_before_torch.txt", "scheduler.segfault_import_order"),
+        Example("corpus/scheduler/segfault_random_epochs_works_other_machines.txt", "scheduler.segfault_unstable_hardware"),
     ),
 )
 def native_crash(ctx: Context) -> RuleHit | None:
@@ -599,6 +615,12 @@ def _segfault(ctx: Context, raw: str, m: re.Match[str]) -> RuleHit:
         fix("Get the native stack with gdb", "The C/C++ frames name the library that crashed (a compiled extension, libcuda, an image decoder).",
             "gdb -ex r -ex bt --args python train.py", "native-crash-segfault"),
     ]
+    first = _native_import_before_torch(raw)
+    if first and not mismatch:
+        return _segfault_import_order(ctx, first, found, diagnose)
+    hw_strong = bool(_HW_MEMORY.search(raw)) or bool(_HW_ELSEWHERE.search(raw) and _HW_RANDOM.search(raw))
+    if hw_strong and not at_import and not mismatch:
+        return _segfault_hardware(ctx, raw, found)
     if at_import or mismatch:
         cause = ("The interpreter crashed in native code " + ("while importing, " if at_import else "")
                  + "before any Python code of yours ran: a compiled library does not match the environment it is loaded into — a torch build "
@@ -626,11 +648,71 @@ def _segfault(ctx: Context, raw: str, m: re.Match[str]) -> RuleHit:
         *diagnose,
         fix("Rebuild or reinstall compiled extensions for the installed torch", "An extension built against another torch version crashes instead of "
             "failing cleanly; reinstall it for the exact torch/CUDA pair.", "pip install --force-reinstall --no-cache-dir <extension>", "library-version-mismatch"),
-        fix("Take the DataLoader workers out of the picture", "With num_workers=0 the data pipeline runs in the main process, and a crash there "
-            "shows which decoder or transform is responsible.", "DataLoader(ds, batch_size=32, num_workers=0)", "native-crash-segfault"),
     ]
+    if not re.search(r"_utils[/\\]fetch\.py", raw):
+        # fetch.py in the crashing process's stack means the batches are already loaded in the main process.
+        fixes.append(fix("Take the DataLoader workers out of the picture", "With num_workers=0 the data pipeline runs in the main process, and a crash there "
+                         "shows which decoder or transform is responsible.", "DataLoader(ds, batch_size=32, num_workers=0)", "native-crash-segfault"))
+    moving = _HW_RANDOM.search(raw)
+    if moving:
+        # A crash that moves around (after a varying time, in the garbage collector) is also what bad RAM looks like.
+        cause += (" The text says it happens " + f"“{moving.group(0)}”" + ": a crash at varying points can also come from unstable hardware "
+                  "(RAM errors, an overclocked or XMP/EXPO memory profile), worth ruling out if the native stack shows no single library.")
+        fixes.append(fix("Rule out unstable memory", "Run a memory test (memtest86+, or memtester under Linux), return RAM to stock JEDEC settings "
+                         "(no XMP/EXPO or overclock), and try the same job on another machine.", "sudo memtester 4G 1", "gpu-hardware-faults"))
     return hit("scheduler.segfault", "unknown", "Segmentation fault (native crash)", cause, fixes, _SEGV_DOCS, found, 0.4,
                "segmentation fault native crash faulthandler gdb", facts=Facts(flags=frozenset({"native_crash", "segfault"})))
+
+
+def _native_import_before_torch(raw: str) -> str | None:
+    """The package with its own native libraries that the user's code imports before torch, if any."""
+    first = _NATIVE_FIRST.search(raw)
+    torch_import = _TORCH_IMPORT.search(raw)
+    if not first or not torch_import or first.start() > torch_import.start():
+        return None
+    return first.group(1)
+
+
+def _segfault_import_order(ctx: Context, package: str, found: list[Fact], diagnose: list[Fix]) -> RuleHit:
+    """A segfault in code that imports a package bundling its own native libraries before torch."""
+    found = [*found, Fact("import_order", f"`{package}` is imported before torch")]
+    cause = (f"The process was killed by a segmentation fault, and the code imports `{package}` before torch. Packages like it ship their own "
+             "copies of native libraries (CUDA runtime pieces, BLAS, OpenMP, protobuf, the C++ runtime); whichever is imported first decides "
+             "which copy the process uses, and torch's kernels can then call into an incompatible one and crash. Changing the import order "
+             "(import torch first) is the quick test.")
+    fixes = [
+        fix("Import torch first", f"Move `import torch` above `import {package}` (in every entry point); if the crash goes away, the two "
+            "packages' bundled libraries clash.", f"import torch\nimport {package}", "native-crash-segfault"),
+        fix("Install versions built against the same libraries", f"Pick a {package} release built for the same CUDA and C++ runtime as your torch, "
+            "or keep them in separate processes.", None, "library-version-mismatch"),
+        *diagnose,
+    ]
+    return hit("scheduler.segfault_import_order", "unknown", "Segmentation fault (native library clash from import order)", cause, fixes, _SEGV_DOCS,
+               found, 0.5, "segmentation fault import order native library clash", facts=Facts(names=(package,), flags=frozenset({"native_crash", "segfault"})))
+
+
+def _segfault_hardware(ctx: Context, raw: str, found: list[Fact]) -> RuleHit:
+    """A segfault the text ties to the machine: works elsewhere and crashes at varying points, or memory settings named."""
+    elsewhere, moving, memory = _HW_ELSEWHERE.search(raw), _HW_RANDOM.search(raw), _HW_MEMORY.search(raw)
+    for cue in (memory, elsewhere, moving):
+        if cue:
+            found = [*found, Fact("description", f"your words: “{cue.group(0)}”")]
+    story = [part for part, seen in (("at varying points", moving), ("while the same code works elsewhere", elsewhere),
+                                     ("and the text names the machine's memory or its settings", memory)) if seen]
+    cause = ("The process dies with segmentation faults " + " ".join(story) + ": that points at this "
+             "machine's hardware rather than a library bug, most often unstable system memory (a failing RAM module, or an overclocked or "
+             "XMP/EXPO memory profile), less often an unstable CPU overclock or power supply. Bit errors in RAM corrupt whatever happens to "
+             "live there, so the crash moves around and other memory-heavy programs can fail too.")
+    fixes = [
+        fix("Test the memory", "Run memtest86+ from boot (or memtester under Linux) for several passes; any error confirms it.",
+            "sudo memtester 4G 2", "gpu-hardware-faults"),
+        fix("Return memory and CPU to stock settings", "Disable XMP/EXPO and any overclock in the BIOS; if the crashes stop, keep stock settings "
+            "or replace the failing module (test the modules one at a time).", None, "gpu-hardware-faults"),
+        fix("Run the same job on another machine", "If it passes there with the same environment, the software is not at fault.", None, "gpu-hardware-faults"),
+    ]
+    return hit("scheduler.segfault_unstable_hardware", "hardware_error", "Segmentation faults at varying points (unstable hardware)", cause, fixes,
+               ("gpu-hardware-faults", "native-crash-segfault"), found, 0.6, "segmentation fault random hardware RAM memtest",
+               facts=Facts(flags=frozenset({"native_crash", "segfault"})))
 
 
 def _crash_at_import(raw: str, pos: int) -> bool:

@@ -8,7 +8,7 @@ import re
 from assistant.parse.messages import flatten_candidates, flatten_explanations, fmt_shape, int_hints, parse_shape
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import with_location as _with_location, Context, error_fact, fix, hit, lazy_re
-from assistant.types import Fact, Facts, RuleHit
+from assistant.types import Fact, Facts, Fix, RuleHit
 
 _MATMUL = (
     lazy_re(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
@@ -40,7 +40,7 @@ def _shape_of(text: str | None) -> tuple[int, ...]:
     category='shape_mismatch',
     docs=("matmul-shape-mismatch", "overfit-one-batch"),
     priority=270,
-    outcomes=('shapes.matmul', 'shapes.matmul_operands', 'shapes.matmul_no_sizes', 'shapes.bmm', 'shapes.matmul_scalar', 'shapes.matmul_rank'),
+    outcomes=('shapes.matmul', 'shapes.matmul_input_resolution', 'shapes.matmul_operands', 'shapes.matmul_no_sizes', 'shapes.bmm', 'shapes.matmul_scalar', 'shapes.matmul_rank'),
     examples=(
         Example("captured/cpu/linear-after-conv-flatten", "shapes.matmul"),
         Example("realworld/dev/hybridsn-old-size-mismatch-cuda", "shapes.matmul"),
@@ -48,6 +48,8 @@ def _shape_of(text: str | None) -> tuple[int, ...]:
         Example("realworld/dev/seass-old-size-mismatch-cpu", "shapes.matmul"),
         Example("realworld/dev/animateanyone-mat1-mat2-wrong-image-encoder", "shapes.matmul"),
         Example("realworld/dev/datasetgan-mat1-mat2-latent-transpose", "shapes.matmul"),
+        Example("corpus/shapes/old_size_mismatch_resnet_fc_mobilepose.txt", "shapes.matmul_input_resolution"),
+        Example("corpus/shapes/old_size_mismatch_resnet_fc_stanford_cars.txt", "shapes.matmul_input_resolution"),
         Example("corpus/shapes/mm_operands.txt", "shapes.matmul_operands"),
         Example("corpus/shapes/mat1_dim_no_sizes_addmm_facesr.txt", "shapes.matmul_no_sizes"),
         Example("corpus/shapes/mat1_dim_no_sizes_title_dlwithpytorch.txt", "shapes.matmul_no_sizes"),
@@ -59,6 +61,9 @@ def _shape_of(text: str | None) -> tuple[int, ...]:
 )
 def matmul_mismatch(ctx: Context) -> RuleHit | None:
     """``mat1 and mat2 shapes cannot be multiplied (AxB and CxD)``, its older spellings, bmm and 0-D matmul."""
+    head = _classifier_head(ctx)
+    if head and _OLD_SIZE_MISMATCH.search(ctx.text):
+        return _classifier_resolution(ctx, head)
     m = next((p.search(ctx.text) for p in _MATMUL if p.search(ctx.text)), None)
     if m:
         rows, got, inner, out = (int(g) for g in m.groups())
@@ -128,6 +133,48 @@ def matmul_mismatch(ctx: Context) -> RuleHit | None:
         return hit("shapes.matmul_rank", "shape_mismatch", f"Operand `{arg}` has the wrong number of dimensions", cause, fixes, ("matmul-shape-mismatch",),
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(argument=arg, call="bmm" if r.group(2) else "mm"))
     return None
+
+
+# Old (TH/THC era) wording of a failed matrix product: with or without the m1/m2 sizes.
+_OLD_SIZE_MISMATCH = lazy_re(r"size mismatch(?:, m1: \[| at \S*(?:THC|TH)[/\\]|\s*$)", re.M)
+# Classification networks of libraries whose older releases pooled with a fixed window before the head.
+_CLASSIFIER_FILE = re.compile(r"torchvision[/\\]models[/\\]|pretrainedmodels[/\\]|timm[/\\]models[/\\]|efficientnet_pytorch[/\\]")
+_HEAD_CALL = re.compile(r"self\.(fc|classifier|last_linear|_fc|head)\s*\(")
+
+
+def _classifier_head(ctx: Context) -> str | None:
+    """The head (`fc`, `classifier` ...) a library classification network was calling when the product failed, else None."""
+    for fr in ctx.failure.frames:
+        m = _HEAD_CALL.search(fr.source or "")
+        if m and _CLASSIFIER_FILE.search(fr.file):
+            return m.group(1)
+    return None
+
+
+def _classifier_resolution(ctx: Context, head: str) -> RuleHit:
+    """Old `size mismatch` raised in a library classifier's head: the input resolution its fixed pooling assumes."""
+    m = next((p.search(ctx.text) for p in _MATMUL if p.search(ctx.text)), None)
+    sizes = tuple(int(g) for g in m.groups()) if m else ()
+    found = [error_fact(ctx), Fact("layer", f"raised in the network's `{head}` layer, called from the library's own forward")]
+    cause = (f"The product failed inside the classification network's `{head}` head, which is called by the library's own forward: the features "
+             "reaching it do not have the size the head was built for.")
+    if len(sizes) == 4:
+        rows, got, inner, out = sizes
+        found.append(Fact("shape", f"{got} features per sample reach `{head}`, built for {inner}"))
+        cause += f" It receives {got} features per sample where it expects {inner}."
+    cause += (" Older releases of these models pooled the last feature map with a fixed window, so the head only fits the input resolution "
+              "the network was designed for (224×224 for most ImageNet classifiers, 299×299 for Inception); another image size (or a "
+              "replaced head with another flatten size) gives this error.")
+    fixes = [
+        fix("Resize the inputs to the size the model expects", "Bring every image to the network's input size in the transform (224×224 for most ImageNet classifiers).",
+            "transforms.Compose([transforms.Resize((224, 224)), transforms.ToTensor()])", "matmul-shape-mismatch"),
+        fix("Or pool adaptively before the head", "An adaptive pooling layer gives a fixed-size output for any input resolution (current torchvision releases do this).",
+            "model.avgpool = nn.AdaptiveAvgPool2d((1, 1))", "matmul-shape-mismatch"),
+        fix("Print the input shape before the model", "Compare the height and width with the resolution the model was built for.", "print(images.shape)", "matmul-shape-mismatch"),
+    ]
+    facts = Facts(shapes=((sizes[0], sizes[1]), (sizes[2], sizes[3])) if len(sizes) == 4 else (), layer=head, layer_kind="Linear", call="addmm")
+    return hit("shapes.matmul_input_resolution", "shape_mismatch", f"Classifier head `{head}` got features of another input size", cause, fixes,
+               ("matmul-shape-mismatch", "conv-input-mismatch"), _with_location(ctx, found), 0.9, facts=facts)
 
 
 _EMBED_WIDTHS = frozenset({384, 512, 640, 768, 1024, 1152, 1280, 1536, 2048, 2560, 3072, 4096, 5120, 8192})
@@ -504,10 +551,13 @@ def _elementwise(ctx: Context, a: int, b: int, dim: int) -> RuleHit:
     category='shape_mismatch',
     docs=("view-reshape-invalid", "broadcast-size-mismatch"),
     priority=274,
-    outcomes=('shapes.view_invalid', 'shapes.view_batch', 'shapes.view_stride'),
+    outcomes=('shapes.view_invalid', 'shapes.view_batch', 'shapes.view_per_sample', 'shapes.view_ambiguous', 'shapes.view_stride'),
     examples=(
         Example("corpus/shapes/view_invalid.txt", "shapes.view_invalid"),
-        Example("captured/cpu/reshape-hardcoded-batch-size", "shapes.view_batch"),
+        Example("corpus/shapes/view_rows_only_reading_captured.txt", "shapes.view_batch"),
+        Example("corpus/shapes/view_keep_lead_per_sample_captured.txt", "shapes.view_per_sample"),
+        Example("captured/cpu/reshape-hardcoded-batch-size", "shapes.view_ambiguous"),
+        Example("corpus/shapes/reshape_per_sample_resolution_fno.txt", "shapes.view_ambiguous"),
         Example("captured/cpu/attention-view-after-transpose", "shapes.view_stride"),
         Example("realworld/dev/endoscopy-view-stride-progressbar", "shapes.view_stride"),
         Example("corpus/shapes/view_stride.txt", "shapes.view_stride"),
@@ -524,17 +574,9 @@ def view_reshape(ctx: Context) -> RuleHit | None:
         found = [error_fact(ctx), Fact("shape", f"requested shape {dims} for a tensor with {numel} elements")]
         values = Facts(shapes=(tuple(dims),), numbers={"numel": numel})
         fixes = [fix("Derive sizes from the tensor, not constants", "Use the tensor's own batch size and let -1 infer one dimension.", "x = x.view(x.size(0), -1)  # or torch.flatten(x, 1)", "view-reshape-invalid")]
-        # Only when every non-batch size is given can the element count be split into rows of a known width.
-        per_sample = math.prod(dims[1:]) if len(dims) > 1 and -1 not in dims[1:] and dims[0] > 0 else 0
-        if per_sample > 0 and numel % per_sample == 0 and numel // per_sample != dims[0]:
-            actual = numel // per_sample
-            cause = (f"view/reshape to {dims} needs {known} elements, but the tensor has {numel} = {actual} rows of {per_sample}: the first "
-                     f"size is hard-coded to {dims[0]} while this tensor holds {actual}. A fixed batch size fails on a smaller final batch "
-                     "(or a different batch size at evaluation).")
-            found.append(Fact("shape", f"{numel} = {actual} × {per_sample}"))
-            fixes.append(fix("Or drop the incomplete last batch", "If the model really needs a fixed batch size.", "DataLoader(ds, batch_size=B, drop_last=True)", "view-reshape-invalid"))
-            return hit("shapes.view_batch", "shape_mismatch", f"Reshape hard-codes {dims[0]} rows, tensor holds {actual}", cause, fixes, docs,
-                       _with_location(ctx, found), 0.93, facts=values)
+        readings = _view_readings(dims, numel)
+        if readings:
+            return _view_readings_hit(ctx, dims, numel, known, readings, found, fixes, values, docs)
         if -1 in dims:
             cause = (f"view/reshape to {dims} needs the element count ({numel}) to be divisible by the product of the given sizes ({known}); "
                      f"{numel} / {known} = {numel / known:.3g} is not a whole number.")
@@ -553,6 +595,85 @@ def view_reshape(ctx: Context) -> RuleHit | None:
         return hit("shapes.view_stride", "shape_mismatch", "view() on a non-contiguous tensor", cause, fixes, docs,
                    _with_location(ctx, [error_fact(ctx)]), 0.93, facts=Facts(call="view"))
     return None
+
+
+def _view_readings(dims: list[int], numel: int) -> list[tuple[str, int, int]]:
+    """The ways an element count can fit a requested shape when only one part of the request is wrong.
+
+    ``("rows", lead, per_sample)``: the trailing sizes are right and the tensor holds ``numel / prod(rest)`` rows;
+    ``("per_sample", lead, per_sample)``: the leading size is right and each of its rows holds ``numel / lead`` elements.
+    Only readings that divide evenly (and differ from the request) are listed; the message alone never says which is true.
+    """
+    if len(dims) < 2 or -1 in dims or dims[0] <= 0:
+        return []
+    lead, rest = dims[0], math.prod(dims[1:])
+    out: list[tuple[str, int, int]] = []
+    if rest > 0 and numel % rest == 0 and numel // rest != lead:
+        out.append(("rows", numel // rest, rest))
+    if numel % lead == 0 and numel // lead != rest:
+        out.append(("per_sample", lead, numel // lead))
+    return out
+
+
+_BATCH_NAME = re.compile(r"batch|\bbs\b|\bbsz\b|\bB\b")
+
+
+def _lead_argument(ctx: Context) -> str:
+    """The first argument written in the failing view/reshape call on the user's line ('' when not visible)."""
+    src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
+    m = re.search(r"\.(?:view|reshape)\(\s*\(?\s*([^,()]+(?:\([^()]*\))?[^,()]*)", src)
+    return m.group(1).strip() if m else ""
+
+
+def _view_readings_hit(ctx: Context, dims: list[int], numel: int, known: int, readings: list[tuple[str, int, int]],
+                       found: list[Fact], fixes: list[Fix], values: Facts, docs: tuple[str, ...]) -> RuleHit:
+    """Name every factorisation of the element count that fits; state one only when it is the only one that divides."""
+    lead, rest = dims[0], math.prod(dims[1:])
+    lead_arg = _lead_argument(ctx)
+    rows_first = any(kind == "rows" and n < lead for kind, n, _ in readings) or bool(lead_arg and _BATCH_NAME.search(lead_arg))
+    readings = sorted(readings, key=lambda r: (r[0] != "rows") if rows_first else (r[0] == "rows"))
+    texts = []
+    for kind, n, per in readings:
+        if kind == "rows":
+            found.append(Fact("shape", f"{numel} = {n} rows × {per} (the trailing sizes as requested)"))
+            texts.append(f"the trailing sizes {dims[1:]} are right and the tensor holds {n} rows, not {lead}"
+                         + (" (a smaller last batch, or another batch size at evaluation, when the first size is a fixed batch size)" if n < lead else ""))
+        else:
+            found.append(Fact("shape", f"{numel} = {lead} × {per} (the leading size as requested)"))
+            texts.append(f"the leading size {lead} is right and each of its rows holds {per} elements, not {rest} (the per-sample size "
+                         "changed upstream: another input resolution, sequence length, feature count or subsampling than the sizes in the call assume)")
+    check = fix("Print the tensor's shape right before the call", f"Compare x.shape with the sizes passed ({dims}): it shows which size is wrong.",
+                "print(x.shape, x.numel())", "view-reshape-invalid")
+    head = f"view/reshape to {dims} needs {known} elements, but the tensor has {numel}."
+    if len(readings) > 1:
+        cause = (f"{head} Several readings fit the numbers: " + "; or ".join(f"({i + 1}) {t}" for i, t in enumerate(texts))
+                 + ". The message alone does not tell which one is true; the tensor's real shape does.")
+        fixes = [check, *fixes, _per_sample_fix(lead)]
+        if any(kind == "rows" and n < lead for kind, n, _ in readings):
+            fixes.append(_DROP_LAST)
+        return hit("shapes.view_ambiguous", "shape_mismatch", "Reshape sizes do not match the tensor", cause, fixes, docs,
+                   _with_location(ctx, found), 0.9, facts=values)
+    kind, n, per = readings[0]
+    if kind == "rows":
+        cause = (f"{head} Only one reading divides evenly: {numel} = {n} rows of {per}, so {texts[0]}.")
+        if n < lead:
+            fixes.append(_DROP_LAST)
+        fixes.append(check)
+        return hit("shapes.view_batch", "shape_mismatch", f"Reshape asks for {lead} rows, tensor holds {n}", cause, fixes, docs,
+                   _with_location(ctx, found), 0.93, facts=values)
+    cause = f"{head} Only one reading divides evenly: {numel} = {lead} × {per}, so {texts[0]}."
+    fixes = [check, _per_sample_fix(lead)]
+    return hit("shapes.view_per_sample", "shape_mismatch", "Reshape assumes another per-sample size", cause, fixes, docs,
+               _with_location(ctx, found), 0.9, facts=values)
+
+
+def _per_sample_fix(lead: int) -> Fix:
+    return fix("If the per-sample size changed, take it from the data", "Make the sizes in the call follow the data (its resolution, sequence "
+               "length, feature count or subsampling) instead of a constant, or let -1 infer the size that changed.",
+               f"x = x.reshape({lead}, -1)", "view-reshape-invalid")
+
+
+_DROP_LAST = fix("Or drop the incomplete last batch", "If the model really needs a fixed batch size.", "DataLoader(ds, batch_size=B, drop_last=True)", "view-reshape-invalid")
 
 
 _LOSS_DOCS = ("loss-input-target-shape", "overfit-one-batch")

@@ -257,6 +257,10 @@ def _timing_from_log(text: str) -> _Timing | None:
     return None
 
 
+# A backward function named beside NaN ("SoftmaxBackward NaN", anomaly mode's "Error detected in XBackward"): that is anomaly
+# detection's report, which autograd.nan_inf reads (with its half-precision story); the onset-based reading does not fit it.
+_BACKWARD_NODE_NAN = lazy_re(r"\b[A-Z][A-Za-z0-9]*Backward\d*\b[^\n]{0,60}(?i:\bnan\b)|(?i:\bnan\b)[^\n]{0,60}\b[A-Z][A-Za-z0-9]*Backward\d*\b"
+                             r"|Error detected in [A-Z][A-Za-z0-9]*Backward\d*")
 _NAN_DOCS = ("nan-loss-during-training", "nan-inf-anomaly", "exploding-gradients", "anomaly-detection")
 
 
@@ -308,7 +312,7 @@ _NAN_DOCS = ("nan-loss-during-training", "nan-inf-anomaly", "exploding-gradients
 def nan_loss(ctx: Context) -> RuleHit | None:
     """A loss, output or weights described as becoming NaN/Inf, with the cause chosen by when it starts."""
     text = _description(ctx)
-    if text is None or _headline(text) != "nan":
+    if text is None or _headline(text) != "nan" or _BACKWARD_NODE_NAN.search(text):
         return None
     timing = _nan_timing(text)
     fp16 = _FP16.search(text)
