@@ -24,7 +24,8 @@ def _rows(name: str) -> list[dict]:
 
 def test_parts_match_the_recorded_hashes() -> None:
     row_hash = _hash_fn()
-    for part, files in (("dev", ["dev.jsonl"]), ("test", ["test.jsonl"]), ("test_fresh", ["test_fresh.jsonl"]), ("dev_fresh", ["dev_fresh.jsonl"])):
+    for part, files in (("dev", ["dev.jsonl"]), ("test", ["test.jsonl"]), ("test_fresh", ["test_fresh.jsonl"]), ("dev_fresh", ["dev_fresh.jsonl"]),
+                        ("dev_fresh2", ["dev_fresh2.jsonl"]), ("test_fresh2", ["test_fresh2.jsonl"])):
         if part not in SPLIT:
             continue
         hashes = sorted(row_hash(r) for f in files for r in _rows(f))
@@ -32,8 +33,8 @@ def test_parts_match_the_recorded_hashes() -> None:
 
 
 def test_parts_do_not_overlap() -> None:
-    dev = _rows("dev.jsonl") + (_rows("dev_fresh.jsonl") if (FOLDER / "dev_fresh.jsonl").exists() else [])
-    test = _rows("test.jsonl") + (_rows("test_fresh.jsonl") if (FOLDER / "test_fresh.jsonl").exists() else [])
+    dev = [r for name in ("dev.jsonl", "dev_fresh.jsonl", "dev_fresh2.jsonl") if (FOLDER / name).exists() for r in _rows(name)]
+    test = [r for name in ("test.jsonl", "test_fresh.jsonl", "test_fresh2.jsonl") if (FOLDER / name).exists() for r in _rows(name)]
     # The same short message can be pasted in two different reports; the same report never sits on both sides.
     assert not {r["source"] for r in dev} & {r["source"] for r in test}
     assert not {r["id"] for r in dev} & {r["id"] for r in test}
