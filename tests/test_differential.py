@@ -204,3 +204,13 @@ def test_when_nothing_is_likely_the_checks_come_first(settings) -> None:  # type
     assert full.index("No single cause stands out") < full.index("Fixes")
     for h in d.hypotheses:
         assert h.check.split()[0] in full
+
+
+def test_a_cause_not_read_from_decisive_facts_is_less_certain_than_its_family(settings) -> None:  # type: ignore[no-untyped-def]
+    """The rule's confidence is for the family; a single cause it did not read from decisive values keeps
+    only a share of it, so the >= 0.8 band holds the answers whose cause the message itself proves."""
+    from assistant.differential.rank import UNRANKED_CAUSE_SHARE
+
+    d = diagnose(_stderr("cpu/linear-after-conv-flatten.json"), settings=settings)
+    assert d.category == "shape_mismatch" and len(d.hypotheses) == 1 and d.confidence >= 0.9
+    assert d.hypotheses[0].likelihood == pytest.approx(d.confidence * UNRANKED_CAUSE_SHARE) and d.hypotheses[0].likelihood < 0.8

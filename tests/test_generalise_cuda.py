@@ -151,3 +151,20 @@ def test_plain_illegal_access_keeps_its_reading() -> None:
     h = _hit("realworld/dev/tegnas-illegal-memory-random")
     assert h.rule == "cuda.illegal_memory_access"
     assert "set_device" not in _fixes(h)
+
+
+# --- kernel assertions: the kernel names the likely input -----------------------------------------------------------
+
+def test_index_select_assertion_names_the_embedding_story_without_an_embedding_frame() -> None:
+    h = _hit("realworld/dev/hf28104-indexselect-assert-embeddings")
+    assert h.rule == "cuda.assert_gather_index"
+    assert "index_select's kernel is what an embedding lookup runs" in h.cause and "traceback shows an embedding" not in h.cause
+    assert re.search(r"vocab", _fixes(h), re.I)
+
+
+def test_per_pixel_loss_assertion_points_at_mask_values() -> None:
+    h = _hit("realworld/dev/unet-nllloss2d-assert-tqdm")
+    assert h.rule == "cuda.assert_label" and "segmentation masks" in h.cause
+    assert "torch.unique(mask)" in _fixes(h) and "ignore_index=255" in _fixes(h)
+    plain = _hit("captured/cuda/cuda-assert-ce-one-based-labels")  # a 1-D loss keeps the plain label story
+    assert plain.rule == "cuda.assert_label" and "segmentation" not in plain.cause

@@ -45,13 +45,19 @@ def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
     k = f"{a.source_file} {a.kernel} {a.condition}"
     kernel = _kernel_label(a)
     if re.search(r"nll_loss|ClassNLLCriterion|t >= 0 && t < n_classes|cross_entropy", k, re.I):
-        return AssertStory(
-            "cuda.assert_label", "class label out of range in the loss",
-            f"The loss kernel `{kernel}` found a target label outside [0, n_classes) (assertion `{a.condition}`). A label equals the number of "
-            "classes (labels numbered 1..C instead of 0..C-1), is negative (e.g. -1 padding without ignore_index), or the output layer has fewer "
-            "classes than the data.",
-            (fix("Check the label range against the model's output size", "Labels must satisfy 0 <= y < num_classes; the final layer's out_features must be num_classes.", "print(y.min().item(), y.max().item(), logits.shape[-1])\nassert 0 <= y.min() and y.max() < logits.shape[-1]", "device-side-assert"),
-             fix("Shift 1-based labels, or mark padding with ignore_index", "", "loss = F.cross_entropy(logits, y - 1)\n# or: nn.CrossEntropyLoss(ignore_index=-100) with padding set to -100", "device-side-assert")))
+        story = (f"The loss kernel `{kernel}` found a target label outside [0, n_classes) (assertion `{a.condition}`). A label equals the number of "
+                 "classes (labels numbered 1..C instead of 0..C-1), is negative (e.g. -1 padding without ignore_index), or the output layer has fewer "
+                 "classes than the data.")
+        fixes = [fix("Check the label range against the model's output size", "Labels must satisfy 0 <= y < num_classes; the final layer's out_features must be num_classes.", "print(y.min().item(), y.max().item(), logits.shape[-1])\nassert 0 <= y.min() and y.max() < logits.shape[-1]", "device-side-assert"),
+                 fix("Shift 1-based labels, or mark padding with ignore_index", "", "loss = F.cross_entropy(logits, y - 1)\n# or: nn.CrossEntropyLoss(ignore_index=-100) with padding set to -100", "device-side-assert")]
+        # The 2-D (per-pixel) kernels mean the targets are segmentation masks, whose usual out-of-range values are
+        # a void/border colour (255) or masks stored as 0-255 images instead of class ids.
+        if re.search(r"nll_loss2d|SpatialClassNLLCriterion", k, re.I):
+            story += (" This is the per-pixel loss, so the targets are segmentation masks: the usual culprits are a void or border value "
+                      "such as 255 left in the mask, or masks stored as 0-255 images (or RGB colours) instead of class ids.")
+            fixes.insert(1, fix("Look at the values in the masks, and map them to class ids", "Print the distinct values of a few masks; ignore the void value in the loss or remap colours to ids when loading.",
+                                "print(torch.unique(mask))\ncriterion = nn.CrossEntropyLoss(ignore_index=255)", "device-side-assert"))
+        return AssertStory("cuda.assert_label", "class label out of range in the loss", story, tuple(fixes))
     if re.search(r"input_val >= zero && input_val <= one|input >= 0\. && input <= 1\.|binary_cross_entropy|BCECriterion", k):
         return AssertStory(
             "cuda.assert_bce_range", "BCE input outside [0, 1]",
@@ -70,8 +76,11 @@ def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
                  "index_select and tensor[idx] gathers: an index tensor holds a value at or beyond the size of the indexed dimension, or a negative one "
                  "(for an embedding lookup: an id >= num_embeddings).")
         fixes = [fix("Compare the largest index with the size it indexes", "", "print(idx.min().item(), idx.max().item(), table.size(0))\nassert 0 <= idx.min() and idx.max() < table.size(0)", "index-out-of-range")]
-        if embedding_seen:
-            story += (" The traceback shows an embedding, so most likely a token id is too large — a tokenizer vocabulary larger than the table, tokens added "
+        # index_select's kernels (indexSelectLargeIndex/SmallIndex) are what an embedding lookup runs, so the
+        # embedding story applies to them even when no frame names the embedding.
+        if embedding_seen or re.search(r"indexSelect", k):
+            why = "The traceback shows an embedding" if embedding_seen else "index_select's kernel is what an embedding lookup runs"
+            story += (f" {why}, so most likely a token id is too large — a tokenizer vocabulary larger than the table, tokens added "
                       "without resizing it, or positions beyond the largest position embedding.")
             fixes.append(fix("Size the embedding from the vocabulary (and positions from the max length)", "With Hugging Face models after adding tokens: model.resize_token_embeddings(len(tokenizer)).", "emb = nn.Embedding(len(vocab), dim)", "index-out-of-range"))
         return AssertStory("cuda.assert_gather_index", "index out of range in an embedding/index_select gather", story, tuple(fixes))
