@@ -8,16 +8,11 @@ retrieval only, no LLM configured.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
-import select
-import struct
 import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +23,7 @@ from assistant.compose.offline_chat import (
     Section, answer_offline, markdown_blocks, question_intents, rank_sections, read_sections, split_sections,
 )
 from conftest import ROOT
+from pty_session import read_until, torchhelp_on_a_terminal
 
 CAPTURE = ROOT / "eval" / "captured" / "cpu" / "linear-after-conv-flatten.json"
 MATMUL = "knowledge/shapes/matmul-shape-mismatch.md"
@@ -220,54 +216,20 @@ def test_long_sections_stop_at_a_block_boundary(linear_diagnosis) -> None:  # ty
 # --------------------------------------------------------------------------- the real thing on a terminal
 
 
-def _read_until(fd: int, out: bytearray, done, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    """Read the child's output until done(out) or the timeout; False once the terminal is closed."""
-    deadline = time.monotonic() + timeout
-    while not done(out):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return True
-        ready, _, _ = select.select([fd], [], [], min(left, 0.5))
-        if not ready:
-            continue
-        try:
-            data = os.read(fd, 65536)
-        except OSError:  # EIO: the child exited and closed the terminal
-            return False
-        if not data:
-            return False
-        out.extend(data)
-    return True
-
-
 def _chat_on_a_terminal(home: Path, log: Path, questions: list[str], end: bytes) -> tuple[str, int]:
     """Run `torchhelp ask --chat LOG` on a real 80-column pseudo-terminal, type the questions, then `end`."""
-    import pty
-
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: stdin, stdout and stderr are the terminal
-        os.chdir(ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "assistant", "ask", "--chat", str(log)], _env(home))
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 80, 0, 0))
     out = bytearray()
-    try:
+    with torchhelp_on_a_terminal(["ask", "--chat", str(log)], _env(home), columns=80) as (pid, fd):
         for n, question in enumerate(questions, 1):
-            _read_until(fd, out, lambda o, n=n: o.count(b"you> ") >= n, 120)
+            read_until(fd, out, lambda o, n=n: o.count(b"you> ") >= n, 120)
             assert out.count(b"you> ") >= n, out.decode(errors="replace")[-3000:]
             os.write(fd, question.encode() + b"\n")
-        _read_until(fd, out, lambda o: o.count(b"you> ") > len(questions), 120)
+        read_until(fd, out, lambda o: o.count(b"you> ") > len(questions), 120)
         os.write(fd, end)
-        alive = _read_until(fd, out, lambda o: False, 30)
+        alive = read_until(fd, out, lambda o: False, 30)
         assert not alive, "the chat did not end on " + repr(end)
         _, status = os.waitpid(pid, 0)
         return _ANSI.sub("", out.decode(errors="replace")).replace("\r\n", "\n"), os.waitstatus_to_exitcode(status)
-    finally:
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
 
 
 def _answers(transcript: str) -> dict[str, str]:
@@ -375,27 +337,14 @@ def test_hostile_runbook_is_shown_not_obeyed(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "assistant", "kb", "add", str(runbook)], env=_env(tmp_path), check=True, capture_output=True, timeout=240)
     log = tmp_path / "linear.log"
     log.write_text(json.loads(CAPTURE.read_text(encoding="utf-8"))["stderr"], encoding="utf-8")
-    import pty
-
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.chdir(ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "assistant", "ask", "--chat", str(log)], _env(tmp_path))
     out = bytearray()
-    try:
-        _read_until(fd, out, lambda o: b"you> " in o, 120)
+    with torchhelp_on_a_terminal(["ask", "--chat", str(log)], _env(tmp_path)) as (pid, fd):
+        read_until(fd, out, lambda o: b"you> " in o, 120)
         mark = len(out)
         os.write(fd, b"how do I restore zorblax shards?\n")
-        _read_until(fd, out, lambda o: o.count(b"you> ") >= 2, 120)
+        read_until(fd, out, lambda o: o.count(b"you> ") >= 2, 120)
         os.write(fd, b"\x04")
-        _read_until(fd, out, lambda o: False, 30)
-    finally:
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
+        read_until(fd, out, lambda o: False, 30)
     answer = bytes(out[mark:])
     bare = _SGR.sub(b"", answer)
     assert b"\x1b" not in bare and b"\x07" not in bare and "\x9b" not in bare.decode(errors="replace"), bare

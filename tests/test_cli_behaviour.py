@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from pty_session import drain, torchhelp_on_a_terminal
 
 import assistant
 
@@ -38,57 +38,29 @@ def run_cli(args: list[str], home: Path, cwd: Path | None = None, timeout: int =
 # --- item 7: one Ctrl-D ends interactive input -------------------------------------------------
 
 
-def _drain(fd: int, sink: bytearray, wait: float) -> bool:
-    """Read what the child printed for up to `wait` seconds; False once the terminal is closed."""
-    ready, _, _ = select.select([fd], [], [], wait)
-    if not ready:
-        return True
-    try:
-        data = os.read(fd, 65536)
-    except OSError:  # EIO: the child exited and closed the terminal
-        return False
-    if not data:
-        return False
-    sink.extend(data)
-    return True
-
-
 @pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
 def test_interactive_ask_finishes_on_one_ctrl_d(tmp_path: Path) -> None:
-    import pty
-
     traceback_text = json.loads(CAPTURE.read_text(encoding="utf-8"))["stderr"]
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: stdin, stdout and stderr are the terminal
-        os.chdir(ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "assistant", "ask"], _env(tmp_path))
     out = bytearray()
-    try:
+    with torchhelp_on_a_terminal(["ask"], _env(tmp_path)) as (pid, fd):
         deadline = time.monotonic() + 60
         while b"Ctrl-D" not in out and time.monotonic() < deadline:
-            assert _drain(fd, out, 0.5), out.decode(errors="replace")
+            assert drain(fd, out, 0.5), out.decode(errors="replace")
         assert b"Ctrl-D" in out, "no paste prompt"
         for line in traceback_text.splitlines():  # as a paste arrives: line by line, echoed back
             os.write(fd, line.encode() + b"\n")
-            _drain(fd, out, 0.01)
+            drain(fd, out, 0.01)
         os.write(fd, b"\x04")  # ONE Ctrl-D at the start of a line
         deadline = time.monotonic() + 120
         alive = True
         while alive and time.monotonic() < deadline:
-            alive = _drain(fd, out, 0.5)
+            alive = drain(fd, out, 0.5)
         _, status = os.waitpid(pid, os.WNOHANG) if alive else os.waitpid(pid, 0)
         text = _ANSI.sub("", out.decode(errors="replace"))
         assert not alive, "torchhelp ask still waits for input after one Ctrl-D:\n" + text[-2000:]
         assert os.waitstatus_to_exitcode(status) == 0, text[-2000:]
         after = text.split("Ctrl-D", 1)[1]
         assert "shape_mismatch" in after and "Fixes" in after, after[-2000:]
-    finally:
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
 
 
 def test_read_stream_stops_at_first_terminal_eof() -> None:
