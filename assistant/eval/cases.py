@@ -104,6 +104,19 @@ class OutsideCase:
     source: str | None = None
     kind: str | None = None  # traceback | message | prose, when the set records it
     must_not_claim: tuple[str, ...] = ()  # wrong specific causes/remedies for this case (from a claims sidecar file)
+    label_syntax: str = "substring"  # how fix_keywords / must_not_claim are matched: "substring" (with | alternatives) or "regex"
+
+
+def label_syntax(path: Path) -> str:
+    """How a case file's labels are written: ``split.json`` beside it may say ``"label_syntax": {stem: "regex"}``."""
+    meta = path.parent / "split.json"
+    if not meta.is_file():
+        return "substring"
+    try:
+        syntax = json.loads(meta.read_text(encoding="utf-8")).get("label_syntax", {}).get(path.stem, "substring")
+    except (ValueError, AttributeError):
+        return "substring"
+    return syntax if syntax in ("substring", "regex") else "substring"
 
 
 def load_outside_cases(path: Path) -> list[OutsideCase]:
@@ -111,6 +124,7 @@ def load_outside_cases(path: Path) -> list[OutsideCase]:
     if not path.is_file():
         raise EvalError(f"no such case file: {path}")
     out: list[OutsideCase] = []
+    syntax = label_syntax(path)
     for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
@@ -122,7 +136,7 @@ def load_outside_cases(path: Path) -> list[OutsideCase]:
         if category not in CATEGORIES:
             raise EvalError(f"{path}:{n}: unknown category {category!r}")
         keywords = row.get("fix_keywords") or []
-        out.append(OutsideCase(str(row.get("id") or f"line{n}"), str(text), category, tuple(str(k) for k in keywords), row.get("source"), row.get("kind")))
+        out.append(OutsideCase(str(row.get("id") or f"line{n}"), str(text), category, tuple(str(k) for k in keywords), row.get("source"), row.get("kind"), label_syntax=syntax))
     if not out:
         raise EvalError(f"{path}: no cases")
     return out

@@ -9,6 +9,7 @@ category of the top retrieved document), lexical only, dense only, and the full 
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ class Item:
     device: str = "text"
     probes: dict[str, Any] | None = None  # the `torchhelp run` record, when the capture has one
     remedy_only: bool = False  # must_mention names a remedy: judged on the fixes alone, never on cause or echoed error
+    regex_labels: bool = False  # must_mention / must_not_mention are regular expressions (searched case-insensitively)
 
 
 @dataclass
@@ -154,7 +156,8 @@ def items_from_captures(captures: Iterable[dict[str, Any]]) -> list[Item]:
 
 
 def items_from_outside(cases) -> list[Item]:  # type: ignore[no-untyped-def]
-    return [Item(c.id, c.error_text, c.category, c.fix_keywords, tuple(getattr(c, "must_not_claim", ())), c.kind or "outside", remedy_only=True) for c in cases]
+    return [Item(c.id, c.error_text, c.category, c.fix_keywords, tuple(getattr(c, "must_not_claim", ())), c.kind or "outside", remedy_only=True,
+                 regex_labels=getattr(c, "label_syntax", "substring") == "regex") for c in cases]
 
 
 def _answer_text(parts: Iterable[str | None]) -> str:
@@ -165,14 +168,20 @@ def _fix_text(fixes: Iterable[Any]) -> str:
     return "\n".join(f"{f.title}\n{f.detail}\n{f.code or ''}" for f in fixes)
 
 
-def _present(phrase: str, low: str) -> bool:
-    """A phrase is present when any of its ``|``-separated alternatives is (case-insensitive)."""
+def _present(phrase: str, answer: str, low: str, regex: bool = False) -> bool:
+    """A label is present: a regex label when it matches anywhere (case-insensitive); a plain one when any of
+    its ``|``-separated alternatives is a substring (case-insensitive)."""
+    if regex:
+        try:
+            return re.search(phrase, answer, re.I) is not None
+        except re.error:  # a label that is not a valid pattern is matched literally
+            return phrase.lower() in low
     return any(alt.strip().lower() in low for alt in phrase.split("|") if alt.strip())
 
 
-def _mentions(answer: str, phrases: Sequence[str]) -> tuple[float, tuple[str, ...]]:
+def _mentions(answer: str, phrases: Sequence[str], regex: bool = False) -> tuple[float, tuple[str, ...]]:
     low = answer.lower()
-    missing = tuple(p for p in phrases if not _present(p, low))
+    missing = tuple(p for p in phrases if not _present(p, answer, low, regex))
     return ((len(phrases) - len(missing)) / len(phrases) if phrases else 1.0), missing
 
 
@@ -236,8 +245,8 @@ class Scorer:
         for variant in variants:
             for item in items:
                 pred = self.predict(variant, item.text, item.probes)
-                recall, missing = _mentions(pred.fix_text if item.remedy_only else pred.answer, item.must_mention)
-                _, present = _mentions(pred.answer, item.must_not_mention)
+                recall, missing = _mentions(pred.fix_text if item.remedy_only else pred.answer, item.must_mention, item.regex_labels)
+                _, present = _mentions(pred.answer, item.must_not_mention, item.regex_labels)
                 violations = tuple(p for p in item.must_not_mention if p not in present)
                 valid = all(c in pred.sources for c in pred.cited) and all(s in self.known_doc_ids for s in pred.sources)
                 correct = pred.category == item.category
@@ -259,5 +268,5 @@ def _hypotheses_right(item: Item, pred: Prediction, correct: bool) -> tuple[bool
         return False, False
     if not item.must_mention:
         return True, True
-    hits = [_mentions(text, item.must_mention)[0] == 1.0 for _, text in pred.hypotheses[:3]]
+    hits = [_mentions(text, item.must_mention, item.regex_labels)[0] == 1.0 for _, text in pred.hypotheses[:3]]
     return hits[0], any(hits)

@@ -156,7 +156,7 @@ def chunk_document(doc: Document) -> list[Chunk]:
         for n, part in enumerate(parts):
             sec_slug = _slug(heading) + (f"-{n + 1}" if len(parts) > 1 else "")
             prefix = f"{doc.title}. {heading}."
-            body = " ".join(part)
+            body = readable(" ".join(part))
             sigs = doc.signatures if heading.lower().startswith("symptom") and n == 0 else ()
             if sigs:
                 body += "\nSignatures: " + " | ".join(sigs)
@@ -176,7 +176,8 @@ def sections(doc: Document) -> list[tuple[str, str]]:
         paras = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()]
         return [("text", "\n".join(paras))]
     else:
-        spans = [(m.group(2).strip(), m.start(), m.end()) for m in _MD_HEADING.finditer(body) if len(m.group(1)) >= 2 or doc.origin == "user"]
+        # Our own documents split on `##` only: `###` entries (causes, fixes) stay inside their section.
+        spans = [(m.group(2).strip(), m.start(), m.end()) for m in _MD_HEADING.finditer(body) if len(m.group(1)) == 2 or doc.origin == "user"]
     if not spans:
         return [("overview", body)]
     out: list[tuple[str, str]] = []
@@ -188,6 +189,16 @@ def sections(doc: Document) -> list[tuple[str, str]]:
         stop = spans[i + 1][1] if i + 1 < len(spans) else len(body)
         out.append((title, body[end:stop].strip()))
     return out
+
+
+_ENTRY_ID = re.compile(r"\s*\{#[a-z0-9][a-z0-9-]*\}")
+_PLACEHOLDER = re.compile(r"\{\{\s*([a-z_][a-z0-9_]*)\s*(?:\|([^{}]*?))?\s*\}\}")
+
+
+def readable(text: str) -> str:
+    """Document text as a reader sees it: entry ids dropped, each named value shown as its default (or its name)."""
+    text = _ENTRY_ID.sub("", text)
+    return _PLACEHOLDER.sub(lambda m: (m.group(2) or "").strip() or f"<{m.group(1)}>", text)
 
 
 def corpus_hash(docs: list[Document]) -> str:

@@ -1,0 +1,166 @@
+"""Causes and fixes as data: the structured sections of a knowledge document.
+
+A document's ``## Causes`` and ``## Fixes`` sections may hold ``###`` entries with an id::
+
+    ## Causes
+    ### The head was sized for another input resolution {#wrong-flatten-size}
+    Why it happens, in general terms.
+    - check: one thing the user can run or look at that confirms or rules it out
+    - fixes: lazy-linear, dummy-pass
+    - cues: resolution, image size, crop
+
+    ## Fixes
+    ### Let PyTorch infer in_features {#lazy-linear}
+    Why this works. Values may be named: {{layer|fc}} is the reader's ``layer`` value, ``fc`` when none was read.
+    ```python
+    self.{{layer|fc}} = nn.LazyLinear({{out_features|num_classes}})
+    ```
+
+Readers (rules, probes) pick a fix by ``doc-id#fix-id`` and fill its named values with the user's
+own; a fix whose values are not read is shown with its defaults. ``fixes:`` may name another
+document's fix as ``other-doc#fix-id``. The knowledge test checks every reference and placeholder.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from collections.abc import Mapping
+
+from assistant.kb.documents import Document
+
+_ENTRY = re.compile(r"^###\s+(?P<title>.+?)\s*\{#(?P<id>[a-z0-9][a-z0-9-]*)\}\s*$", re.M)
+_SECTION = re.compile(r"^##\s+(?P<name>[^#\n].*?)\s*$", re.M)
+_FIELD = re.compile(r"^\s*[-*]\s*(?P<key>check|fixes|cues|applies)\s*:\s*(?P<value>.+?)\s*$", re.M | re.I)
+_CODE = re.compile(r"```[\w+-]*\n(?P<code>.*?)\n?```", re.S)
+# The value names readers fill (documents may use others; these are the shared vocabulary).
+VALUE_NAMES: dict[str, str] = {
+    "layer": "the attribute name of the module that failed (fc, classifier, encoder.proj)",
+    "layer_kind": "its class (Linear, Conv2d, Embedding, LSTM)",
+    "in_features": "a Linear layer's in_features / a conv's in_channels as built",
+    "out_features": "a Linear layer's out_features / a conv's out_channels",
+    "got": "the size that actually arrived", "expected": "the size that was expected",
+    "shape": "the offending tensor's shape", "other_shape": "the other operand's shape",
+    "dim": "the dimension involved", "batch_size": "the batch size read from the shapes",
+    "dtype": "the dtype that was found", "expected_dtype": "the dtype that was expected",
+    "device": "the device that was found", "expected_device": "the device that was expected",
+    "variable": "the variable on the failing line", "function": "the user's function that failed",
+    "op": "the PyTorch op or API that raised", "key": "a state_dict or dict key", "prefix": "a key prefix (module., _orig_mod.)",
+    "index": "the offending index value", "bound": "the size the index must stay below", "num_classes": "classes in the model's output",
+    "requested": "memory asked for", "capacity": "the GPU's total memory", "free": "memory free on the GPU",
+    "package": "a Python package name", "version": "a version that was found", "torch_version": "the installed torch version",
+    "arch": "a GPU architecture (sm_90)", "gpu": "the GPU model", "env_var": "an environment variable", "path": "a file path",
+    "rank": "a distributed rank", "world_size": "the number of ranks", "timeout": "a timeout value",
+    "num_workers": "DataLoader workers", "lr": "the learning rate",
+}
+PLACEHOLDER = re.compile(r"\{\{\s*(?P<name>[a-z_][a-z0-9_]*)\s*(?:\|(?P<default>[^{}]*?))?\s*\}\}")
+
+
+@dataclass(frozen=True)
+class DocFix:
+    """A remedy as written in a document: templates with named values, and the defaults for each."""
+
+    doc_id: str
+    id: str
+    title: str
+    detail: str
+    code: str | None
+
+    @property
+    def ref(self) -> str:
+        """``doc-id#fix-id``: how readers and causes name this fix."""
+        return f"{self.doc_id}#{self.id}"
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The named values this fix can take, in order of first use."""
+        text = f"{self.title}\n{self.detail}\n{self.code or ''}"
+        return tuple(dict.fromkeys(m.group("name") for m in PLACEHOLDER.finditer(text)))
+
+
+@dataclass(frozen=True)
+class DocCause:
+    """One cause of a failure family as a document states it, with its check and its fixes."""
+
+    doc_id: str
+    id: str
+    title: str
+    text: str
+    check: str
+    fix_refs: tuple[str, ...]
+    cues: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.doc_id}#{self.id}"
+
+
+@dataclass(frozen=True)
+class Remedies:
+    """A document's structured causes and fixes (empty tuples for documents written as prose only)."""
+
+    doc_id: str
+    causes: tuple[DocCause, ...]
+    fixes: tuple[DocFix, ...]
+
+    def fix(self, fix_id: str) -> DocFix | None:
+        return next((f for f in self.fixes if f.id == fix_id), None)
+
+
+def _section(body: str, name: str) -> str:
+    """The text of ``## <name>`` (up to the next ``##`` heading), or ``""``."""
+    heads = list(_SECTION.finditer(body))
+    for i, m in enumerate(heads):
+        if m.group("name").strip().lower() == name:
+            end = heads[i + 1].start() if i + 1 < len(heads) else len(body)
+            return body[m.end():end]
+    return ""
+
+
+def _entries(section: str) -> list[tuple[str, str, str]]:
+    """(id, title, body) for each ``### title {#id}`` entry of a section."""
+    marks = list(_ENTRY.finditer(section))
+    out = []
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(section)
+        out.append((m.group("id"), m.group("title").strip(), section[m.end():end].strip()))
+    return out
+
+
+def _split_list(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def parse_remedies(doc: Document) -> Remedies:
+    """The structured causes and fixes of one document."""
+    causes = []
+    for cid, title, body in _entries(_section(doc.body, "causes")):
+        fields = {m.group("key").lower(): m.group("value") for m in _FIELD.finditer(body)}
+        text = _FIELD.sub("", body).strip()
+        refs = tuple(r if "#" in r else f"{doc.id}#{r}" for r in _split_list(fields.get("fixes", "")))
+        causes.append(DocCause(doc.id, cid, title, " ".join(text.split()), fields.get("check", "").strip(), refs, _split_list(fields.get("cues", ""))))
+    fixes = []
+    for fid, title, body in _entries(_section(doc.body, "fixes")):
+        code_m = _CODE.search(body)
+        code = code_m.group("code").rstrip() if code_m else None
+        detail = _CODE.sub("", body).strip()
+        fixes.append(DocFix(doc.id, fid, title, " ".join(detail.split()), code))
+    return Remedies(doc.id, tuple(causes), tuple(fixes))
+
+
+def fill(template: str, values: Mapping[str, object]) -> str:
+    """The template with each ``{{name|default}}`` replaced by the reader's value, else its default.
+
+    A placeholder with neither a value nor a default keeps its name in angle brackets (``<name>``),
+    so a generic fix still reads as an instruction.
+    """
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group("name")
+        value = values.get(name)
+        if value is not None and str(value) != "":
+            return str(value)
+        default = m.group("default")
+        return default.strip() if default is not None else f"<{name}>"
+
+    return PLACEHOLDER.sub(one, template)
