@@ -22,6 +22,8 @@ from assistant.settings import Settings, load_settings
 from assistant.types import CATEGORIES, Diagnosis, Evidence, Failure, Passage, RuleHit
 
 if TYPE_CHECKING:
+    from assistant.decide import Decision
+    from assistant.kb.cases import SimilarCase
     from assistant.kb.retrieve import Retriever
     from assistant.kb.runbooks import RunbookMatch
     from assistant.rules import Match
@@ -33,12 +35,29 @@ CONFIDENT_RULE = 0.9  # at or above: the rule's documents are known, dense query
 
 @dataclass(frozen=True)
 class Retrieval:
-    """What retrieval found: passages, and the document whose exact error signature the text carries."""
+    """What retrieval found: passages, and the document the answer comes from when no rule leads it."""
 
     passages: tuple[Passage, ...]
-    signature_doc: str | None = None
+    answer_doc: str | None = None
     notes: tuple[str, ...] = ()
     runbooks: tuple[RunbookMatch, ...] = ()  # the team's own documents that quote this error, strongest first
+
+
+@dataclass(frozen=True)
+class Proposals:
+    """What each source proposes before anything is decided: retrieval without the rule's hints, the
+    categories of documents whose error signature the text carries, and the closest resolved reports."""
+
+    passages: tuple[Passage, ...]
+    signature_categories: tuple[str, ...]
+    similar: tuple[SimilarCase, ...]
+    signed_docs: tuple[str, ...] = ()
+    query: str = ""
+
+
+def build_query_text(proposals: Proposals) -> str:
+    """The query the proposals were retrieved with."""
+    return proposals.query
 
 
 def build_query(failure: Failure, hit: RuleHit | None) -> str:
@@ -93,23 +112,26 @@ class Engine:
         use_dense = self.settings.dense if dense is None else dense
         return get_retriever(self.settings.home, dense=use_dense, encoder_kind=self.settings.encoder)
 
-    def retrieve(self, failure: Failure, hit: RuleHit | None) -> Retrieval:
-        """Hybrid retrieval for the failure; when no rule answered, also the document its text signs.
+    def retrieve(self, failure: Failure, hit: RuleHit | None, answer_doc: str | None = None) -> Retrieval:
+        """Hybrid retrieval for the answer: led by the rule's documents, or by ``answer_doc`` when the
+        decision answers from a document no rule named.
 
         Falls back to lexical-only (with a note) when dense search is unavailable.
         """
         notes: list[str] = []
         query = build_query(failure, hit)
-        hints = hit.doc_ids if hit else ()
+        dense_text = build_query(failure, None)  # the same text the proposals embedded: its vector is cached
+        hints = hit.doc_ids if hit else ((answer_doc,) if answer_doc else ())
         from assistant.differential.families import family_docs
 
         # The documents behind the family's other causes are fetched too, so those hypotheses' fixes can cite them.
-        must_include = (*hints, *family_docs(hit.category)) if hit else ()
+        must_include = (*hints, *family_docs(hit.category)) if hit else hints
         confident = hit is not None and hit.confidence >= CONFIDENT_RULE
         use_dense = self.settings.dense_policy == "always" or not confident
         try:
             retriever = self.retriever()
-            passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=must_include, use_dense=use_dense)
+            passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=must_include,
+                                        use_dense=use_dense, dense_text=dense_text)
         except KnowledgeError as exc:  # the dense index is missing or broken (it loads on first use)
             if not self.settings.dense:
                 raise
@@ -117,19 +139,56 @@ class Engine:
             retriever = self.retriever(dense=False)
             passages = retriever.search(query, k=self.settings.top_k, hint_docs=hints, signature_text=failure.search_text, must_include=must_include, use_dense=False)
         notes.extend(getattr(retriever.index, "notes", ()))  # a repaired index or a fallback home, said once in the answer
-        signature_doc = None
-        if hit is None:
-            signed = [d for d in retriever.signature_hits(failure.search_text) if retriever.docs[d].category in CATEGORIES]
-            if signed:
-                signature_doc = signed[0]
-                # A second pass that must include the signed document, so the answer can quote it.
-                extra = retriever.search(query, k=self.settings.top_k, must_include=signed[:1], signature_text=failure.search_text)
-                passages = list({p.id: p for p in [*passages, *extra]}.values())
         runbooks = self._runbooks(retriever, failure)
         if runbooks and not any(p.doc_id == runbooks[0].doc_id for p in passages):
             extra = retriever.search(query, k=self.settings.top_k, must_include=[runbooks[0].doc_id], signature_text=failure.search_text, use_dense=False)
             passages = [*passages, *(p for p in extra if p.doc_id == runbooks[0].doc_id)]
-        return Retrieval(tuple(passages), signature_doc, tuple(notes), tuple(runbooks))
+        return Retrieval(tuple(passages), answer_doc, tuple(notes), tuple(runbooks))
+
+    def answer_document(self, decision: Decision, proposals: Proposals) -> str | None:
+        """The document to answer from when the decided category is not the rule's: one quoting the error's
+        signature first, else the best retrieved one of that category, else the category's main document."""
+        if decision.abstained:
+            return None
+        from assistant.compose.documents import pick_document
+
+        docs = self.retriever().docs
+        categories = {d: info.category for d, info in docs.items()}
+        doc = pick_document(decision.category, proposals.passages, proposals.signed_docs, categories)
+        if doc is None:
+            wider = self.retriever().search(build_query_text(proposals), k=40, use_dense=False)
+            doc = next((p.doc_id for p in wider if p.category == decision.category), None)
+        if doc is None:
+            from assistant.differential.families import family_docs
+
+            doc = next(iter(family_docs(decision.category)), None)
+        return doc
+
+    def propose(self, failure: Failure, exclude_cases: Sequence[str] = ()) -> Proposals:
+        """Every source's proposal, independent of the rule: unhinted retrieval, signatures, similar resolved reports.
+
+        ``exclude_cases`` names case ids or links to leave out (the eval scores a dev report without its own case).
+        """
+        from assistant.kb.cases import load_casebase
+
+        query = build_query(failure, None)
+        try:
+            retriever = self.retriever()
+            passages = retriever.search(query, k=8, signature_text=failure.search_text, use_dense=True)
+        except KnowledgeError:
+            retriever = self.retriever(dense=False)
+            passages = retriever.search(query, k=8, signature_text=failure.search_text, use_dense=False)
+        signed = tuple(d for d in retriever.signature_hits(failure.search_text) if retriever.docs[d].category in CATEGORIES)
+        similar = tuple(load_casebase().search(failure.text or failure.search_text, k=5, exclude=exclude_cases))
+        categories = tuple(dict.fromkeys(retriever.docs[d].category for d in signed))
+        return Proposals(tuple(passages), categories, similar, signed, query)
+
+    @staticmethod
+    def decide(failure: Failure, hit: RuleHit | None, proposals: Proposals) -> Decision:
+        """The calibrated decision over the rule's reading and every proposal."""
+        from assistant.decide import decide
+
+        return decide(failure, hit, proposals.passages, proposals.signature_categories, proposals.similar)
 
     @staticmethod
     def _runbooks(retriever: Retriever, failure: Failure) -> list[RunbookMatch]:
@@ -141,20 +200,25 @@ class Engine:
 
         return match_runbooks(failure.search_text, user_docs)
 
-    def compose(self, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, notes: Sequence[str] = ()) -> Diagnosis:
-        """The deterministic answer: led by the rule, else by the signed document, else an honest unknown."""
-        from assistant.compose.deterministic import compose_from_rule, compose_from_signature, compose_unknown
+    def compose(
+        self, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, notes: Sequence[str] = (),
+        decision: Decision | None = None, similar: Sequence[SimilarCase] = (),
+    ) -> Diagnosis:
+        """The deterministic answer: led by the rule when the decision agrees with it, else by the decided
+        category's document, else an honest unknown; the similar resolved reports and the decision attached."""
+        from assistant.compose.deterministic import compose_from_documents, compose_from_rule, compose_unknown, with_decision
         from assistant.compose.runbook import with_runbooks
 
         passages = list(retrieval.passages)
         if hit is not None:
             diagnosis = compose_from_rule(failure, evidence, hit, passages, notes)
-        elif retrieval.signature_doc:
-            diagnosis = compose_from_signature(failure, evidence, retrieval.signature_doc, passages, notes)
+        elif decision is not None and not decision.abstained and retrieval.answer_doc:
+            diagnosis = compose_from_documents(failure, evidence, decision, retrieval.answer_doc, passages, notes)
         else:
             diagnosis = compose_unknown(failure, evidence, passages, notes)
         from assistant.differential import differentiate
 
+        diagnosis = with_decision(diagnosis, decision, similar)
         return with_runbooks(differentiate(diagnosis, failure, passages), retrieval.runbooks)
 
     def verify(self, diagnosis: Diagnosis, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, on_token: Any = None) -> Diagnosis:
@@ -181,8 +245,13 @@ class Engine:
 
     # -- the whole way ------------------------------------------------------------------------
 
-    def diagnose(self, text: str | bytes, *, evidence: Evidence | None = None, notes: Sequence[str] = (), on_token: Any = None) -> Diagnosis:
-        """Every stage in order; ``timings_ms`` on the result says where the time went."""
+    def diagnose(
+        self, text: str | bytes, *, evidence: Evidence | None = None, notes: Sequence[str] = (), on_token: Any = None, exclude_cases: Sequence[str] = (),
+    ) -> Diagnosis:
+        """Every stage in order; ``timings_ms`` on the result says where the time went.
+
+        ``exclude_cases`` leaves resolved reports out of the comparison (the eval scores a dev report without its own case).
+        """
         t0 = time.perf_counter()
         evidence = evidence or Evidence()
         inp = self.read(text)
@@ -190,15 +259,22 @@ class Engine:
         t_parse = time.perf_counter()
         found = self.match(failure, evidence)
         t_rules = time.perf_counter()
-        retrieval = self.retrieve(failure, found.hit)
+        proposals = self.propose(failure, exclude_cases)
+        decision = self.decide(failure, found.hit, proposals)
+        # The rule leads when the decision agrees with its family; otherwise the decided family's document does.
+        hit = found.hit if found.hit is not None and found.hit.category == decision.category else None
+        answer_doc = self.answer_document(decision, proposals) if hit is None else None
+        retrieval = self.retrieve(failure, hit, answer_doc)
         t_retrieve = time.perf_counter()
         all_notes = [*inp.notes, *notes, *evidence.notes, *found.notes, *retrieval.notes]
-        diagnosis = self.compose(failure, evidence, found.hit, retrieval, all_notes)
+        if found.hit is not None and hit is None and not decision.abstained:
+            all_notes.append(f"A rule read this as {found.hit.category}, but the knowledge base and similar resolved reports point to {decision.category}.")
+        diagnosis = self.compose(failure, evidence, hit, retrieval, all_notes, decision, proposals.similar)
         t_compose = time.perf_counter()
         diagnosis = self.verify(diagnosis, failure, evidence, found.hit, retrieval, on_token=on_token)
         t_end = time.perf_counter()
         timings = {
-            "parse": t_parse - t0, "rules": t_rules - t_parse, "retrieve": t_retrieve - t_rules,
+            "parse": t_parse - t0, "rules": t_rules - t_parse, "retrieve": t_retrieve - t_rules,  # retrieve: proposals, decision and the answer's passages
             "compose": t_compose - t_retrieve, "llm": t_end - t_compose, "total": t_end - t0,
         }
         return replace(diagnosis, timings_ms={k: round(v * 1000, 2) for k, v in timings.items()})

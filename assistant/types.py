@@ -328,6 +328,20 @@ class Hypothesis:
 
 
 @dataclass(frozen=True)
+class SimilarReport:
+    """A resolved real report close to this one: what it was, what fixed it, where it was discussed."""
+
+    id: str
+    category: str
+    similarity: float
+    resolution: str
+    link: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "category": self.category, "similarity": round(float(self.similarity), 3), "resolution": self.resolution, "link": self.link}
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     """The one object that leaves the engine. ``to_dict()`` is the public JSON contract."""
 
@@ -348,6 +362,9 @@ class Diagnosis:
     facts: Facts = field(default_factory=lambda: Facts())  # the typed values the rule read (empty without a rule)
     # Ranked causes, most likely first; ``cause`` and ``fixes`` above are the leading one's. Empty for an unknown failure.
     hypotheses: tuple[Hypothesis, ...] = ()
+    similar: tuple[SimilarReport, ...] = ()  # close resolved reports, closest first
+    # How the category was decided: the sources behind it and the other categories weighed, with likelihoods.
+    decision: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document printed by ``torchhelp ask --json`` (stable field names)."""
@@ -367,4 +384,6 @@ class Diagnosis:
             "location": self.location,
             "facts": self.facts.to_dict(),
             "hypotheses": [h.to_dict() for h in self.hypotheses],
+            "similar_reports": [r.to_dict() for r in self.similar],
+            "decision": dict(self.decision),
         }

@@ -35,11 +35,11 @@ def test_document_is_well_formed(doc) -> None:  # type: ignore[no-untyped-def]
             assert target_doc in REMEDIES, f"{cause.ref}: fix {ref} names an unknown document"
             assert REMEDIES[target_doc].fix(fix_id) is not None, f"{cause.ref}: fix {ref} does not exist"
     for fx in rem.fixes:
-        assert fx.title and (fx.detail or fx.code), f"{fx.ref}: a fix needs a title and a detail or code"
+        assert fx.title, f"{fx.ref}: a fix needs a title"
         for text in (fx.title, fx.detail, fx.code or ""):
-            # Every double brace is a well-formed placeholder (a stray one would be shown to the user).
-            stripped = PLACEHOLDER.sub("", text)
-            assert "{{" not in stripped and "}}" not in stripped, f"{fx.ref}: malformed placeholder"
+            # Every opening double brace starts a well-formed placeholder (a stray one would be shown to the user);
+            # a closing "}}" alone is ordinary code (a nested dict literal).
+            assert "{{" not in PLACEHOLDER.sub("", text), f"{fx.ref}: malformed placeholder"
 
 
 def test_structured_documents_never_show_markup() -> None:

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from assistant.types import CATEGORIES, Diagnosis, Evidence, Fact, Failure, Fix, Passage, RuleHit, Source
+from assistant.kb.cases import CLOSE
+from assistant.render.facts import split_cause
+from assistant.types import Diagnosis, Evidence, Fact, Failure, Fix, Hypothesis, Passage, RuleHit, SimilarReport, Source
 
-SIGNATURE_CONFIDENCE = 0.55
+if TYPE_CHECKING:
+    from assistant.decide import Decision
+    from assistant.kb.cases import SimilarCase
+
 UNKNOWN_CONFIDENCE = 0.15
 
 
@@ -108,38 +115,54 @@ def compose_from_rule(failure: Failure, evidence: Evidence, hit: RuleHit, passag
     )
 
 
-def compose_from_signature(failure: Failure, evidence: Evidence, doc_id: str, passages: Sequence[Passage], notes: Sequence[str] = ()) -> Diagnosis:
-    """No rule fired, but the text contains a documented error string: answer from that document."""
-    sources = sources_from(passages)
-    doc_passages = [p for p in passages if p.doc_id == doc_id]
-    title = doc_passages[0].title if doc_passages else doc_id
-    category = doc_passages[0].category if doc_passages else "unknown"
-    if category not in CATEGORIES:
-        category = "unknown"
-    causes = _section_text(doc_passages, "cause")
-    fixes = tuple(Fix(f.title, f.detail, f.code, (doc_id,)) for f in extract_fixes(_section_text(doc_passages, "fix")))[:4]
-    cause = (f"The error matches a known message documented in “{title}”. " + (first_sentences(causes, 2) if causes else "See the cited document for the causes."))
-    facts = (Fact("error", failure.headline[:400]), Fact("match", f"matches a signature of knowledge document {doc_id}"))
+def compose_from_documents(failure: Failure, evidence: Evidence, decision: Decision, doc_id: str, passages: Sequence[Passage], notes: Sequence[str] = ()) -> Diagnosis:
+    """No rule read the failure (or the evidence outweighed it): answer from the decided family's document.
+
+    A structured document gives its causes as ranked hypotheses, each with its check and fixes; a prose
+    one gives its Causes and Fixes sections.
+    """
+    from assistant.compose.documents import compose_fixes, document_remedies, facts_for, prose_answer, ranked_causes
+
+    sources = sources_from(passages, keep=[doc_id])
+    title = next((p.title for p in passages if p.doc_id == doc_id), doc_id)
+    rem = document_remedies(doc_id)
+    text = failure.text or failure.search_text
+    hypotheses: tuple[Hypothesis, ...] = ()
+    if rem is not None and rem.causes:
+        hypotheses = tuple(ranked_causes(rem, text, decision.likelihood, {}))
+        cause = hypotheses[0].cause
+        fixes = compose_fixes(hypotheses[0], rem, {})
+    else:
+        prose, fixes = prose_answer(doc_id, passages)
+        cause = f"The error matches “{title}”. " + (prose or "See the cited document for its causes.")
+    basis = " and ".join(decision.basis) or "retrieval"
     return Diagnosis(
-        category=category, title=title, summary=f"{title} (matched by its error text; no specific rule applied).", cause=cause,
-        fixes=fixes or (Fix("Read the cited document", "It lists the causes and fixes of this error family.", None, (doc_id,)),),
-        evidence=_evidence(failure, evidence, facts), sources=sources, confidence=SIGNATURE_CONFIDENCE, backend="none", rule=None,
-        notes=tuple(notes) + ("No specific rule recognised this failure; the answer comes from the matching knowledge document.",),
+        category=decision.category, title=title, summary=f"{title}. {split_cause(cause)[0]}", cause=cause,
+        fixes=fixes or general_steps(False),
+        evidence=_evidence(failure, evidence, facts_for(failure, title, decision.basis)), sources=sources, confidence=decision.likelihood,
+        backend="none", rule=None, hypotheses=hypotheses,
+        notes=tuple(notes) + (f"No rule read the values of this message; the family comes from the {basis}.",),
         error=failure.headline[:500], location=_location(failure),
     )
+
+
+def with_decision(d: Diagnosis, decision: Decision | None, similar: Sequence[SimilarCase]) -> Diagnosis:
+    """The diagnosis with the decision's likelihood and ranking, and the close resolved reports."""
+    close = tuple(SimilarReport(s.case.id, s.case.category, s.similarity, s.case.resolution, s.case.link) for s in similar if s.similarity >= CLOSE)[:3]
+    if decision is None:
+        return replace(d, similar=close)
+    ranked = [{"category": c, "likelihood": p} for c, p in decision.ranked[:4]]
+    info = {"basis": list(decision.basis), "ranked": ranked, "abstained": decision.abstained}
+    confidence = decision.likelihood if d.category == decision.category and not decision.abstained else d.confidence
+    return replace(d, confidence=confidence, similar=close, decision=info)
 
 
 def compose_unknown(failure: Failure, evidence: Evidence, passages: Sequence[Passage], notes: Sequence[str] = ()) -> Diagnosis:
     """Nothing recognises the failure: say so, show what was read, and give honest next steps."""
     sources = sources_from(passages, keep=[GENERAL_GUIDE])
     cited = generic_citation(sources)
-    steps = [
-        Fix("Start at the last frame in your own code", "The innermost frame of your code is where the bad value entered; print shapes, dtypes, devices and values there.", "breakpoint()  # or python -m pdb -c continue train.py", cited),
-        Fix("Make a minimal reproduction", "Cut the script down until the error disappears; the last removed line is usually the cause. Run one batch, on CPU if possible, with num_workers=0.", None, cited),
-        Fix("Collect the environment", "Versions decide many failures; `torchhelp env` (or python -m torch.utils.collect_env) prints them.", "torchhelp env", cited),
-    ]
-    if re.search(r"cuda|gpu|nccl", failure.search_text, re.I):
-        steps.insert(1, Fix("Rule out asynchronous CUDA reporting", "Re-run with synchronous kernel launches so the traceback points at the real operation.", "CUDA_LAUNCH_BLOCKING=1 python train.py", cited))
+    cuda = bool(re.search(r"cuda|gpu|nccl", failure.search_text, re.I))
+    steps = [replace(f, sources=cited) for f in general_steps(cuda)]
     related = ", ".join(f"“{s.title}”" for s in sources[:3])
     cause = ("No rule or known error signature matches this failure, so torchhelp cannot say what caused it with confidence."
              + (f" Possibly related documents: {related}." if related else ""))
@@ -152,6 +175,14 @@ def compose_unknown(failure: Failure, evidence: Evidence, passages: Sequence[Pas
         cause=cause, fixes=tuple(steps), evidence=_evidence(failure, evidence, facts), sources=sources, confidence=UNKNOWN_CONFIDENCE,
         backend="none", rule=None, notes=tuple(notes), error=failure.headline[:500], location=_location(failure),
     )
+
+
+def general_steps(cuda: bool) -> tuple[Fix, ...]:
+    """The general guide's next steps for a failure nothing recognises (the words live in the guide)."""
+    from assistant.kb.remedies import as_fix
+
+    ids = ("last-user-frame", "sync-cuda-launches", "minimal-repro", "collect-env") if cuda else ("last-user-frame", "minimal-repro", "collect-env")
+    return tuple(f for f in (as_fix(f"{GENERAL_GUIDE}#{i}") for i in ids) if f is not None)
 
 
 def _location(failure: Failure) -> str | None:

@@ -88,12 +88,13 @@ def markdown_report(docs: Mapping[str, dict[str, Any]]) -> str:
              "Backends other than `none` appear as `full+<backend>`.", ""]
     for name, doc in docs.items():
         meta = doc.get("meta", {})
-        lines += [f"## {name}", "", f"{meta.get('description', '')} ({doc['created_at']})", ""]
+        lines += [f"## {name}", "", f"**{split_label(name)}.** {meta.get('description', '')} ({doc['created_at']})", ""]
         lines.append("| variant | " + " | ".join(_HEADLINE) + " |")
         lines.append("|---" * (len(_HEADLINE) + 1) + "|")
         for v, body in doc["variants"].items():
             lines.append(f"| {v} | " + " | ".join(_fmt(body["overall"].get(k)) for k in _HEADLINE) + " |")
         lines += _hypothesis_section(doc)
+        lines += _confidence_section(doc)
         variants = list(doc["variants"])
         cats = sorted({c for body in doc["variants"].values() for c in body["per_category"]})
         lines += ["", "Category accuracy per category:", "", "| category | n | " + " | ".join(variants) + " |", "|---" * (len(variants) + 2) + "|"]
@@ -115,6 +116,31 @@ def markdown_report(docs: Mapping[str, dict[str, Any]]) -> str:
                 lines.append(f"- `{m['id']}` ({m['device']}): expected `{m['expected']}`, got `{m['got']}`" + (f"; missing {m['missing']}" if m["missing"] else "") + (f"; violations {m['violations']}" if m["violations"] else ""))
         lines.append("")
     return "\n".join(lines)
+
+
+def split_label(name: str) -> str:
+    """What a results set measures: seen data (every capture is a rule example), the dev split (tuned on), or frozen test."""
+    if name.startswith("captured"):
+        return "Seen data, not a quality measure: every capture is a rule example, so this is training accuracy"
+    if name.startswith("dev"):
+        return "Dev split: rules, documents and the decision are tuned on it (resolved-report votes leave each report's own case out)"
+    if name.startswith("test"):
+        return "Frozen test split: never read, never tuned on"
+    return "Outside cases"
+
+
+def _confidence_section(doc: Mapping[str, Any]) -> list[str]:
+    """Reliability of the answer's confidence: how often the category is right per band."""
+    full = doc["variants"].get("full")
+    overall = full["overall"] if full else {}
+    if not overall.get("category_reliability"):
+        return []
+    lines = ["", f"Reliability of the answer's confidence (right = right category; abstentions excluded): confidence ≥ 0.8 on "
+             f"{_fmt(overall.get('high_confidence_share'))} of the items, right {_fmt(overall.get('high_confidence_right'))} of the time.", "",
+             "| confidence | n | right | mean confidence |", "|---|---|---|---|"]
+    for b in overall["category_reliability"]:
+        lines.append(f"| {b['bin']} | {b['n']} | {_fmt(b['right'])} | {_fmt(b['mean_confidence'])} |")
+    return lines
 
 
 def _hypothesis_section(doc: Mapping[str, Any]) -> list[str]:

@@ -34,6 +34,7 @@ class Item:
     probes: dict[str, Any] | None = None  # the `torchhelp run` record, when the capture has one
     remedy_only: bool = False  # must_mention names a remedy: judged on the fixes alone, never on cause or echoed error
     regex_labels: bool = False  # must_mention / must_not_mention are regular expressions (searched case-insensitively)
+    source: str | None = None  # the report's link: its own resolved case (same id or thread) is left out when it is scored
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Prediction:
     backend: str = "none"
     fix_text: str = ""  # the fixes only (titles, details, code): where a remedy must appear
     hypotheses: tuple[tuple[float, str], ...] = ()  # (likelihood, cause + fixes text) per ranked hypothesis
+    confidence: float | None = None  # the answer's likelihood that its category is right
 
 
 @dataclass
@@ -91,6 +93,7 @@ class VariantReport:
             "latency_ms_p50": round(_percentile(lat, 50), 2),
             "latency_ms_p95": round(_percentile(lat, 95), 2),
             **_hypothesis_metrics(rs, with_kw),
+            **_confidence_metrics(rs),
         }
 
     def per_category(self) -> dict[str, dict[str, Any]]:
@@ -126,6 +129,22 @@ def _hypothesis_metrics(rs: Sequence[ItemResult], with_kw: Sequence[ItemResult])
     }
 
 
+def _confidence_metrics(rs: Sequence[ItemResult]) -> dict[str, Any]:
+    """How often the answered category is right per band of the answer's confidence (abstentions excluded)."""
+    answered = [r for r in rs if r.prediction.confidence is not None and r.prediction.category != "unknown"]
+    if not answered:
+        return {}
+    bins = []
+    for lo, hi in RELIABILITY_BINS:
+        inside = [r for r in answered if lo <= float(r.prediction.confidence or 0.0) < hi]
+        bins.append({"bin": f"{lo:.1f}–{min(hi, 1.0):.1f}", "n": len(inside),
+                     "right": round(sum(r.correct for r in inside) / len(inside), 4) if inside else None,
+                     "mean_confidence": round(statistics.fmean(float(r.prediction.confidence or 0.0) for r in inside), 4) if inside else None})
+    high = [r for r in answered if float(r.prediction.confidence or 0.0) >= 0.8]
+    return {"category_reliability": bins, "high_confidence_right": round(sum(r.correct for r in high) / len(high), 4) if high else None,
+            "high_confidence_share": round(len(high) / len(rs), 4)}
+
+
 def _percentile(sorted_values: Sequence[float], pct: float) -> float:
     if not sorted_values:
         return 0.0
@@ -157,7 +176,7 @@ def items_from_captures(captures: Iterable[dict[str, Any]]) -> list[Item]:
 
 def items_from_outside(cases) -> list[Item]:  # type: ignore[no-untyped-def]
     return [Item(c.id, c.error_text, c.category, c.fix_keywords, tuple(getattr(c, "must_not_claim", ())), c.kind or "outside", remedy_only=True,
-                 regex_labels=getattr(c, "label_syntax", "substring") == "regex") for c in cases]
+                 regex_labels=getattr(c, "label_syntax", "substring") == "regex", source=c.source) for c in cases]
 
 
 def _answer_text(parts: Iterable[str | None]) -> str:
@@ -197,7 +216,7 @@ class Scorer:
         self.known_doc_ids = known_doc_ids
         self.backend = backend
 
-    def predict(self, variant: str, text: str, probes: dict[str, Any] | None = None) -> Prediction:
+    def predict(self, variant: str, text: str, probes: dict[str, Any] | None = None, exclude_cases: Sequence[str] = ()) -> Prediction:
         from assistant.engine import build_query
 
         start = time.perf_counter()
@@ -211,12 +230,12 @@ class Scorer:
                 evidence = evidence_from_record(probes)
             # "local:<model>" picks one of the bundled GGUF models (or a .gguf path) for the local backend.
             name, _, model = backend.partition(":")
-            d = engine.with_settings(llm=name, local_model_path=model or None).diagnose(text, evidence=evidence)
+            d = engine.with_settings(llm=name, local_model_path=model or None).diagnose(text, evidence=evidence, exclude_cases=exclude_cases)
             fixes = _fix_text(d.fixes)
             cited = tuple(s for f in d.fixes for s in f.sources)
             ranked = tuple((h.likelihood, _answer_text([h.cause, _fix_text(h.fixes)])) for h in d.hypotheses)
             return Prediction(d.category, _answer_text([d.title, d.summary, d.cause, fixes]), cited, tuple(s.id for s in d.sources),
-                              (time.perf_counter() - start) * 1000, d.backend, fixes, ranked)
+                              (time.perf_counter() - start) * 1000, d.backend, fixes, ranked, d.confidence)
         if variant == "regex":
             from assistant.eval.baseline import regex_category
 
@@ -244,7 +263,7 @@ class Scorer:
         done = 0
         for variant in variants:
             for item in items:
-                pred = self.predict(variant, item.text, item.probes)
+                pred = self.predict(variant, item.text, item.probes, exclude_cases=tuple(x for x in (item.id, item.source) if x))
                 recall, missing = _mentions(pred.fix_text if item.remedy_only else pred.answer, item.must_mention, item.regex_labels)
                 _, present = _mentions(pred.answer, item.must_not_mention, item.regex_labels)
                 violations = tuple(p for p in item.must_not_mention if p not in present)

@@ -94,6 +94,11 @@ def read_user_doc(path: Path) -> Document:
     )
 
 
+def read_builtin(path: Path, root: Path | None = None) -> Document:
+    """One of our own documents, read the way the index reads it."""
+    return _read_markdown(path, root or builtin_knowledge_dir(), "builtin")
+
+
 def _read_markdown(path: Path, root: Path, origin: str) -> Document:
     raw = path.read_text(encoding="utf-8")
     meta, body = _split_front_matter(raw)

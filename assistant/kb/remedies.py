@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
 
 from assistant.kb.documents import Document
 
@@ -164,3 +166,43 @@ def fill(template: str, values: Mapping[str, object]) -> str:
         return default.strip() if default is not None else f"<{name}>"
 
     return PLACEHOLDER.sub(one, template)
+
+
+@lru_cache(maxsize=4)
+def _paths(root: Path) -> dict[str, Path]:
+    return {p.stem: p for p in root.rglob("*.md") if p.name.lower() != "readme.md"}
+
+
+@lru_cache(maxsize=1024)
+def remedies_of(doc_id: str) -> Remedies | None:
+    """The structured causes and fixes of one built-in document (read from disk once per process)."""
+    from assistant.kb.documents import builtin_knowledge_dir, read_builtin
+
+    root = builtin_knowledge_dir()
+    path = _paths(root).get(doc_id)
+    return parse_remedies(read_builtin(path, root)) if path is not None else None
+
+
+def find_fix(ref: str) -> DocFix | None:
+    """The fix ``doc-id#fix-id`` names, or None."""
+    doc_id, _, fix_id = ref.partition("#")
+    rem = remedies_of(doc_id)
+    return rem.fix(fix_id) if rem is not None else None
+
+
+def find_cause(ref: str) -> DocCause | None:
+    """The cause ``doc-id#cause-id`` names, or None."""
+    doc_id, _, cause_id = ref.partition("#")
+    rem = remedies_of(doc_id)
+    return next((c for c in rem.causes if c.id == cause_id), None) if rem is not None else None
+
+
+def as_fix(ref: str, values: Mapping[str, object] | None = None):  # -> assistant.types.Fix | None
+    """The fix ``ref`` names, filled with ``values`` (the reader's), citing its document; None when it does not exist."""
+    from assistant.types import Fix
+
+    fx = find_fix(ref)
+    if fx is None:
+        return None
+    vals = values or {}
+    return Fix(fill(fx.title, vals), fill(fx.detail, vals), fill(fx.code, vals) if fx.code else None, (fx.doc_id,))

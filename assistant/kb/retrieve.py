@@ -36,7 +36,11 @@ class Retriever:
     encoder_kind: str = "numpy"
 
     def __post_init__(self) -> None:
+        from collections import OrderedDict
+
         self._bm25 = BM25([c.text for c in self.index.chunks])
+        # One diagnosis searches more than once with the same dense text (proposals, then the answer's passages).
+        self._dense_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._sigs = [(s.lower(), d.id) for d in self.index.docs.values() for s in d.signatures if len(s) >= 12]
 
     @property
@@ -60,12 +64,13 @@ class Retriever:
         self, query: str, k: int = 5, mode: Mode = "hybrid", hint_docs: Iterable[str] = (), signature_text: str | None = None,
         must_include: Iterable[str] = (),
         use_dense: bool | None = None,
+        dense_text: str | None = None,
     ) -> list[Passage]:
         """Top-k passages for the query.
 
         ``hint_docs`` (from a rule) are nudged up; documents in ``must_include`` that did not make
         the top k are appended with their best-scoring passage, so a rule's documents can always be
-        cited as retrieved evidence.
+        cited as retrieved evidence. ``dense_text`` (default: the query) is what the dense side embeds.
         """
         query = query[:MAX_QUERY_CHARS]
         n = len(self.index.chunks)
@@ -75,7 +80,7 @@ class Retriever:
         dense = [0.0] * n
         use_dense = mode in ("hybrid", "dense") and self.dense_available and (use_dense is not False or mode == "dense")
         if use_dense:
-            dense = self._dense_scores(query)
+            dense = self._dense_scores((dense_text or query)[:MAX_QUERY_CHARS])
         dense_n = self._normalise_dense(dense) if use_dense else [0.0] * n
         sig_docs = set(self.signature_hits(signature_text if signature_text is not None else query)) if mode == "hybrid" else set()
         hints = set(hint_docs)
@@ -116,6 +121,17 @@ class Retriever:
         return out
 
     def _dense_scores(self, query: str) -> list[float]:
+        cached = self._dense_cache.get(query)
+        if cached is not None:
+            self._dense_cache.move_to_end(query)
+            return cached
+        scores = self._dense_scores_uncached(query)
+        self._dense_cache[query] = scores
+        if len(self._dense_cache) > 64:
+            self._dense_cache.popitem(last=False)
+        return scores
+
+    def _dense_scores_uncached(self, query: str) -> list[float]:
         import numpy as np
 
         from assistant.kb.encoder import get_encoder

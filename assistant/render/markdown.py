@@ -47,6 +47,10 @@ def render_markdown(d: Diagnosis) -> str:
         lines += ["### Sources", ""]
         lines += [f"- `{s.id}` — {s.title} ({s.path}, score {s.score:.2f})" for s in d.sources]
         lines.append("")
+    if d.similar:
+        lines += ["### Similar resolved reports", ""]
+        lines += [f"- {r.resolution or r.category} (similarity {r.similarity:.0%})" + (f" — {r.link}" if r.link else "") for r in d.similar]
+        lines.append("")
     if d.notes:
         lines += ["### Notes", ""]
         lines += [f"- {n}" for n in d.notes]

@@ -140,6 +140,14 @@ def render_terminal(d: Diagnosis, console: Console) -> None:
         for s in d.sources:
             src.add_row(Text(s.id), Text(s.title), f"{s.score:.2f}")
         console.print(Padding(src, (0, 0, 0, SECTION_INDENT)))
+    if d.similar:
+        _section("Similar resolved reports", "blue", console)
+        for r in d.similar:
+            line = Text(f"{r.similarity:.0%}  ", style="dim")
+            line.append(r.resolution or r.category)
+            if r.link:
+                line.append(f"\n{r.link}", style="dim")
+            console.print(Padding(line, (0, 0, 0, SECTION_INDENT)))
     for n in d.notes:
         console.print(Text(f"note: {n}", style="dim italic"))
 

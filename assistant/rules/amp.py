@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import basic_facts as _found, Context, fix, hit, lazy_re
-from assistant.types import Fact, Facts, RuleHit
+from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
+from assistant.types import Fact, Facts, Fix, RuleHit
 
 _DOCS = ("gradscaler-misuse", "autocast-dtype-errors")
 _MIXED_DOCS = ("autocast-mixed-reduced-types", "autocast-dtype-errors")
 _LIBRARY = lazy_re(r"transformers/trainer\.py|accelerate/|pytorch_lightning|lightning/|peft/|deepspeed")
-_SCALER_LOOP = "scaler.scale(loss).backward()\nscaler.unscale_(optimizer)          # optional, once, e.g. for clipping\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(optimizer)\nscaler.update()                     # every iteration, also when step was skipped"
 
 
 _HF_TRAINER_FLAGS = lazy_re(r"--per_device_train_batch_size|--gradient_accumulation_steps|TrainingArguments\(")
@@ -34,14 +33,11 @@ def _custom_op_half(ctx: Context) -> RuleHit | None:
              "them as float32 (the message comes from the extension asking for a float pointer). Mixed precision casts the inputs of "
              "standard PyTorch ops only; a custom extension op has to be told to run in float32, or be given float32 inputs.")
     fixes = [
-        fix("Cast the op's inputs to float32 before calling it, and its output back if needed", "",
-            "out = custom_op(a.float(), b.float())\nout = out.to(a.dtype)   # if the caller expects half", "autocast-dtype-errors"),
-        fix("Mark the op's autograd Function as float32 under autocast", "custom_fwd(cast_inputs=torch.float32) casts the inputs and disables autocast inside forward.",
-            "class MyOp(torch.autograd.Function):\n    @staticmethod\n    @torch.amp.custom_fwd(device_type='cuda', cast_inputs=torch.float32)\n    def forward(ctx, a, b): ...\n\n    @staticmethod\n    @torch.amp.custom_bwd(device_type='cuda')\n    def backward(ctx, grad): ...", "autocast-dtype-errors"),
+        remedy("autocast-dtype-errors#cast-custom-op-inputs"),
+        remedy("autocast-dtype-errors#custom-fwd-float32"),
     ]
     if apex:
-        fixes.append(fix("With apex amp, register the function as float32", "apex's O1 patching leaves unknown functions alone unless told.",
-                         "from apex import amp\namp.register_float_function(module, 'function_name')   # before amp.initialize", "autocast-dtype-errors"))
+        fixes.append(remedy("autocast-dtype-errors#apex-register-float-function"))
     return hit("amp.custom_op_half", "amp_error", "Custom op given float16 under mixed precision", cause, fixes, _DOCS[::-1], _found(ctx), 0.9,
                facts=Facts(dtypes=("float16", "float32"), names=("apex",) if apex else ()))
 
@@ -69,15 +65,15 @@ def _in_backward(ctx: Context) -> bool:
     return bool(_BACKWARD_CALL.search(_whole(ctx)))
 
 
-def _cast_line(text: str, cast: re.Match[str] | None) -> str:
-    """Example code for dropping the cast: the user's own line that casts, when the text shows one."""
+def _drop_cast(text: str) -> Fix:
+    """The fix dropping the cast, shown on the user's own line that casts when the text shows one."""
     m = _HAND_CAST.search(text) if text else None
     if m is None:
-        return "with torch.autocast(device_type='cuda', dtype=torch.bfloat16):\n    out = op(a, b)   # no .half() / .bfloat16() on a or b"
+        return remedy("autocast-mixed-reduced-types#drop-manual-cast")
     start = text.rfind("\n", 0, m.start()) + 1
     end = text.find("\n", m.end())
     own = text[start:end if end != -1 else len(text)].strip()
-    return f"{own}\n# drop `{m.group(0)}` here: inside autocast, let it choose the dtype (or use .float())"
+    return remedy("autocast-mixed-reduced-types#drop-manual-cast-own-line", line=own, cast=m.group(0))
 
 
 def _prioritize(ctx: Context) -> RuleHit | None:
@@ -103,10 +99,9 @@ def _prioritize(ctx: Context) -> RuleHit | None:
                  + mixed_story
                  + " If your own code casts tensors to another reduced type inside the region, that gives the same error in forward.")
         fixes = [
-            fix("Upgrade PyTorch", "Current releases pass the autocast dtype on to the threads backward runs on.", "pip install -U torch   # 2.5 or newer", "autocast-mixed-reduced-types"),
-            fix("Until then, run the failing op outside autocast in float32", "Its backward then has no reduced types to reconcile.",
-                "with torch.autocast(device_type='cuda', enabled=False):\n    out = op(x.float(), y.float())", "autocast-mixed-reduced-types"),
-            fix("Or keep the inputs in float32 and let autocast choose", "Tensors created directly in bfloat16 inside the region are what backward meets; create them in float32.", None, "autocast-mixed-reduced-types"),
+            remedy("autocast-mixed-reduced-types#upgrade-torch-backward-autocast-dtype"),
+            remedy("autocast-mixed-reduced-types#op-outside-autocast-float32"),
+            remedy("autocast-mixed-reduced-types#float32-inputs-let-autocast-choose"),
         ]
         return hit("amp.prioritize_backward", "amp_error", "Mixed reduced types under autocast in backward", cause, fixes, _MIXED_DOCS, found, 0.85,
                    facts=Facts(dtypes=("bfloat16", "float16"), flags=frozenset({"in_backward"})))
@@ -120,15 +115,12 @@ def _prioritize(ctx: Context) -> RuleHit | None:
         cause += (" Raised in backward with no such cast in sight, it can also be a bug of older releases (backward running with autocast's "
                   "default float16 instead of the region's bfloat16); upgrading PyTorch fixes that one.")
     fixes = [
-        fix("Drop the manual cast inside the autocast region", "Autocast picks the precision per op; a hand-written .half() or .bfloat16() on an input adds a second reduced type.",
-            _cast_line(line if line and _HAND_CAST.search(line) else text, cast), "autocast-mixed-reduced-types"),
-        fix("Or give the op's inputs one dtype: float32, or the region's own reduced type", "float32 always combines with the autocast dtype.",
-            "out = torch.cat([a.float(), b.float()])\n# or: b = b.to(a.dtype) when a already has the region's dtype", "autocast-mixed-reduced-types"),
-        fix("Convert tensors stored in the other reduced type once, when loading", "Weights, features or caches saved in float16 for a bfloat16 run (or the reverse) belong in float32 or in the run's dtype.",
-            "feats = torch.load(path).float()", "autocast-mixed-reduced-types"),
+        _drop_cast(line if line and _HAND_CAST.search(line) else text),
+        remedy("autocast-mixed-reduced-types#one-dtype-for-op-inputs"),
+        remedy("autocast-mixed-reduced-types#convert-stored-tensors-on-load"),
     ]
     if backward:
-        fixes.append(fix("If it is raised in backward, upgrade PyTorch", "Older releases ran backward with the default float16 autocast dtype.", "pip install -U torch", "autocast-mixed-reduced-types"))
+        fixes.append(remedy("autocast-mixed-reduced-types#upgrade-if-raised-in-backward"))
     return hit("amp.prioritize_mixed", "amp_error", "Two reduced float types mixed under autocast", cause, fixes, _MIXED_DOCS, found, 0.9,
                facts=Facts(dtypes=names or ("bfloat16", "float16"), call=cast.group(0) if cast else None))
 
@@ -184,8 +176,8 @@ def gradscaler(ctx: Context) -> RuleHit | None:
             cause += (f" The traceback runs through {lib}: its fp16/mixed-precision option adds a GradScaler, which conflicts with trainable "
                       "weights loaded in float16 — keep the trainable parameters (e.g. adapter weights) in float32.")
         fixes = [
-            fix("Keep trainable parameters in float32 and use autocast", "Remove the manual .half() (or load trainable weights in float32); autocast chooses float16 per operation.", f"model = model.float()\nscaler = torch.amp.GradScaler('{dev}')\nwith torch.autocast('{dev}', dtype=torch.float16):\n    loss = criterion(model(x), y)\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()", "gradscaler-misuse"),
-            fix("Or use bfloat16, which needs no GradScaler", "Its range matches float32, so gradients do not underflow.", f"with torch.autocast('{dev}', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)\nloss.backward(); optimizer.step()", "gradscaler-misuse"),
+            remedy("gradscaler-misuse#float32-params-with-autocast", device=dev),
+            remedy("gradscaler-misuse#bfloat16-without-scaler", device=dev),
         ]
         return hit("amp.fp16_params", "amp_error", "GradScaler with float16 parameters", cause, fixes, _DOCS, _found(ctx), 0.95,
                    facts=Facts(dtypes=("float16",), call="GradScaler.unscale_", names=(lib,) if lib else ()))
@@ -200,15 +192,15 @@ def gradscaler(ctx: Context) -> RuleHit | None:
             lib = "transformers"
             cause += (" The options shown are Hugging Face Trainer arguments (fp16 with gradient accumulation): the Trainer and accelerate "
                       "unscale for gradient clipping themselves, and mismatched releases of the two are a known source of a double unscale.")
-        fixes = [fix("Call unscale_ once per optimizer per step, and update() every iteration", "With gradient accumulation, unscale and clip only on the iteration that steps.", _SCALER_LOOP, "gradscaler-misuse")]
+        fixes = [remedy("gradscaler-misuse#unscale-once-update-every-iteration")]
         if lib:
-            fixes.append(fix(f"Upgrade {lib} (and its companions) together", "Mismatched releases of training libraries unscale twice.", None, "gradscaler-misuse"))
+            fixes.append(remedy("gradscaler-misuse#upgrade-training-library", package=lib))
         return hit("amp.unscale_twice", "amp_error", "GradScaler.unscale_() called twice", cause, fixes, _DOCS, _found(ctx), 0.95,
                    facts=Facts(call="GradScaler.unscale_", names=(lib,) if lib else ()))
     if ctx.search(r"unscale_\(\) is being called after step\(\)"):
         cause = ("scaler.unscale_(optimizer) was called after scaler.step(optimizer) in the same iteration: step() already unscaled (and applied) "
                  "the gradients, so clipping or inspecting them has to happen before step().")
-        fixes = [fix("Unscale and clip before step()", "", _SCALER_LOOP, "gradscaler-misuse")]
+        fixes = [remedy("gradscaler-misuse#unscale-clip-before-step")]
         return hit("amp.unscale_after_step", "amp_error", "GradScaler.unscale_() after step()", cause, fixes, _DOCS, _found(ctx), 0.93,
                    facts=Facts(call="GradScaler.unscale_"))
     if ctx.search(r"No inf checks were recorded for this optimizer"):
@@ -216,30 +208,30 @@ def gradscaler(ctx: Context) -> RuleHit | None:
                  "gradient from the scaled loss — the loss was detached from them (a custom loss computed outside the graph, .detach()/.item()/numpy "
                  "on the way, or values re-wrapped with torch.tensor(...)), the optimizer holds parameters of another model, or backward was called on the unscaled loss.")
         fixes = [
-            fix("Backpropagate the scaled loss through this optimizer's parameters", "", "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()", "gradscaler-misuse"),
-            fix("Check which parameters got gradients", "An empty list means the loss does not depend on the optimized parameters.", "print([n for n, p in model.named_parameters() if p.grad is not None])", "gradscaler-misuse"),
+            remedy("gradscaler-misuse#backward-scaled-loss"),
+            remedy("gradscaler-misuse#check-params-got-gradients"),
         ]
         if "torch.tensor(" in (ctx.failure.text or "") or any("torch.tensor(" in (f.source or "") for f in ctx.failure.frames):
-            fixes.insert(0, fix("Compute the loss from the prediction tensors, not torch.tensor(...)", "torch.tensor(value) copies the number into a new leaf tensor with no grad path back to the model, even with requires_grad=True.", "loss = criterion(pred, target)  # keep pred in the graph", "gradscaler-misuse"))
+            fixes.insert(0, remedy("gradscaler-misuse#loss-from-prediction-tensors"))
         return hit("amp.no_inf_checks", "amp_error", "GradScaler.step() without gradients from the scaled loss", cause, fixes, _DOCS, _found(ctx), 0.93,
                    facts=Facts(call="GradScaler.step"))
     if ctx.search(r"step\(\) has already been called since the last update\(\)"):
         cause = ("scaler.step(optimizer) ran twice for the same optimizer without scaler.update() in between: update() is missing from the loop, "
                  "sits inside a condition or outside the loop, or the same optimizer object is stepped twice per iteration.")
-        fixes = [fix("One step per optimizer, then a single update() every iteration", "", _SCALER_LOOP, "gradscaler-misuse")]
+        fixes = [remedy("gradscaler-misuse#one-step-one-update")]
         return hit("amp.order", "amp_error", "GradScaler.step() twice without update()", cause, fixes, _DOCS, _found(ctx), 0.92,
                    facts=Facts(call="GradScaler.step"))
     if ctx.search(r"No inf checks were recorded prior to update"):
         cause = ("scaler.update() ran although no scaler.step(optimizer) happened since the last update: the step was skipped on this iteration "
                  "(for example inside a gradient-accumulation branch) while update() still runs.")
-        fixes = [fix("Call update() only after a step()", "Keep step and update together on the iterations that apply an update.", "if (i + 1) % accum_steps == 0:\n    scaler.step(optimizer)\n    scaler.update()\n    optimizer.zero_grad()", "gradscaler-misuse")]
+        fixes = [remedy("gradscaler-misuse#update-only-after-step")]
         return hit("amp.update_without_step", "amp_error", "GradScaler.update() without step()", cause, fixes, _DOCS, _found(ctx), 0.9,
                    facts=Facts(call="GradScaler.update"))
     m = ctx.search(r"Attempted (\w+) but _scale is None")
     if m:
         cause = (f"scaler.{m.group(1)}() was called before the scaler ever scaled a loss: scaler.scale(loss) is never called, so backward ran on "
                  "the unscaled loss and the scaler has no scale factor yet.")
-        fixes = [fix("Scale the loss before backward", "", "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()", "gradscaler-misuse")]
+        fixes = [remedy("gradscaler-misuse#scale-loss-before-backward")]
         return hit("amp.no_scale", "amp_error", f"GradScaler.{m.group(1)}() before scale()", cause, fixes, _DOCS, _found(ctx), 0.92,
                    facts=Facts(call=f"GradScaler.{m.group(1)}"))
     return None
@@ -281,9 +273,8 @@ def autocast_misc(ctx: Context) -> RuleHit | None:
         cause = ("binary_cross_entropy/BCELoss takes probabilities (after a sigmoid), which lose too much precision in float16, so autocast refuses "
                  "to run it inside an autocast region.")
         fixes = [
-            fix("Feed raw logits to BCEWithLogitsLoss", "Remove the sigmoid in front of the loss; the fused version is safe under autocast.",
-                "criterion = nn.BCEWithLogitsLoss()\nloss = criterion(logits, target)\n# functional form: F.binary_cross_entropy_with_logits(logits, target)", "autocast-dtype-errors"),
-            fix("Or compute this loss outside autocast in float32", "", "with torch.autocast('cuda', enabled=False):\n    loss = F.binary_cross_entropy(probs.float(), target.float())", "autocast-dtype-errors"),
+            remedy("autocast-dtype-errors#bce-with-logits-under-autocast"),
+            remedy("autocast-dtype-errors#bce-outside-autocast-float32"),
         ]
         return hit("amp.bce_unsafe", "amp_error", "BCELoss under autocast", cause, fixes, _DOCS[::-1], _found(ctx), 0.95, facts=Facts(call="binary_cross_entropy"))
     custom = _custom_op_half(ctx)
@@ -294,14 +285,13 @@ def autocast_misc(ctx: Context) -> RuleHit | None:
         cause = ("A Python constant is written into a half-precision tensor but does not fit its range (float16 tops out near 65504): large "
                  "sentinel values such as -1e9 or 1e10, used for masking or initialisation, overflow once the tensor is float16.")
         masked = any("masked_fill" in (f.source or "") or f.function == "masked_fill" for f in ctx.failure.frames)
-        code = "scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)" if masked else "fill_value = torch.finfo(t.dtype).min  # instead of a literal such as -1e9"
-        fixes = [fix("Use the dtype's own limits instead of a literal", "finfo gives the largest/smallest finite value for whatever dtype the tensor has.", code, "autocast-dtype-errors")]
+        fixes = [remedy("autocast-dtype-errors#finfo-min-masked-fill" if masked else "autocast-dtype-errors#finfo-min-fill-value")]
         return hit("amp.overflow_constant", "amp_error", "Constant overflows half precision", cause, fixes, _DOCS[::-1], _found(ctx), 0.92,
                    facts=Facts(dtypes=("float16" if m.group(1) == "Half" else "bfloat16",)))
     if ctx.search(r"Current CUDA Device does not support bfloat16"):
         cause = "bfloat16 autocast was requested on a GPU without native bfloat16 support (GPUs older than the Ampere generation)."
         fixes = [
-            fix("Choose the dtype from what the GPU supports", "float16 needs a GradScaler; bfloat16 does not.", "dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16\nwith torch.autocast('cuda', dtype=dtype):\n    out = model(x)", "gradscaler-misuse"),
+            remedy("gradscaler-misuse#dtype-from-gpu-bf16-support"),
         ]
         return hit("amp.no_bf16", "amp_error", "GPU without bfloat16", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(dtypes=("bfloat16",)))
     return None

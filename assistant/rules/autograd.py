@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from assistant.parse.messages import tensor_type_parts
 from assistant.rules.autograd_source import failing_line_fix
-from assistant.rules.base import Context, error_fact, fix, hit, lazy_re
+from assistant.rules.base import Context, error_fact, hit, lazy_re, remedy
 from assistant.rules.base import with_location as _loc
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, RuleHit
@@ -121,7 +121,7 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
         found = [error_fact(ctx), Fact("tensor", f"{m.group('type')} of shape [{shape_text}]" + (f", output {m.group('out')} of {op}" if op else "") + f"; version {ver} now, {exp} when saved ({ver - exp} in-place change(s))")]
         facts = Facts(shapes=(shape,), numbers={"version": ver, "expected_version": exp}, devices=(device,), dtypes=(dtype,),
                       names=(op,) if op else ())
-        fixes_tail = fix("Let anomaly detection point at the forward line", "With it enabled, the error also prints the traceback of the forward operation whose saved tensor was modified.", "torch.autograd.set_detect_anomaly(True)", "anomaly-detection")
+        fixes_tail = remedy(_ANOMALY)
         if _looks_like_weight(shape, op):
             saved = f"saved via {_op_name(op)}" if op else "its shape looks like a convolution kernel"
             gan = _GAN_WORDS.search(_whole(ctx))
@@ -131,21 +131,20 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
             forward_story = ("an in-place operation in the forward code on the saved tensor or on one sharing its storage (`x += y`, `x *= y`, "
                              "`x[idx] = ...`, methods ending in `_` such as relu_(), layers built with inplace=True); newer PyTorch releases "
                              "check more of these and raise where older ones ran")
-            step_fix = fix("Call every backward that uses those weights before the optimizer step that changes them", "optimizer.step() updates parameters in place; run it after all backward calls, or recompute the forward pass after the step so the new graph saves the new weights.",
-                           "loss_a.backward()\nloss_b.backward()   # every backward first\nopt_a.step(); opt_b.step()", "inplace-modification")
-            detach_fix = fix("Detach what one network's loss must not backpropagate into", "", "h = model_a(x)\nloss_b = crit(model_b(h.detach()), y)   # loss_b does not reach model_a", "inplace-modification")
+            step_fix = remedy("inplace-modification#every-backward-before-step")
+            detach_fix = remedy("inplace-modification#detach-other-network-input")
             if gan:
                 cause = (f"A parameter-like tensor of shape [{shape_text}] ({saved}) changed in place {ver - exp} time(s) between the forward pass that saved it and "
                          f"the backward that needs it. Your text points at alternating updates (“{gan.group(0)}”), so the likely cause is {step_story}. "
                          f"If no step runs in between, the other story is {forward_story}.")
-                fixes = [step_fix, detach_fix, _OUT_OF_PLACE_ARITH, fixes_tail]
+                fixes = [step_fix, detach_fix, remedy(_OUT_OF_PLACE_ARITH), fixes_tail]
             else:
                 if op and re.match(r"T(?:Backward\d*)?$", op):
                     saved = "saved via a transpose: `.t()` of a Linear weight or of another tensor"
                 cause = (f"A tensor of shape [{shape_text}] ({saved}) changed in place {ver - exp} time(s) between the forward pass that saved it and the "
                          f"backward that needs it. Two stories fit: {forward_story}; or {step_story}. With a single model and one backward per "
                          "optimizer step, look for the in-place operation in the forward code first.")
-                fixes = [_OUT_OF_PLACE_ARITH, _CLONE, step_fix, fixes_tail]
+                fixes = [remedy(_OUT_OF_PLACE_ARITH), remedy(_CLONE), step_fix, fixes_tail]
                 own = failing_line_fix(_line(ctx))
                 if own is not None:
                     fixes.insert(0, own)
@@ -159,8 +158,8 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
         if op and re.match(r"Relu|Sigmoid|Tanh|Gelu|Silu|Exp|Softmax", op):
             cause += f" {_op_name(op)[0].upper() + _op_name(op)[1:]} saves its own output, so the output itself must not be modified in place afterwards (an activation with inplace=True applied to it, or `+=` on it)."
         fixes = [
-            fix("Replace the in-place operation with its out-of-place form", "", "x = x + residual      # instead of x += residual\nact = nn.ReLU()       # instead of nn.ReLU(inplace=True)", "inplace-modification"),
-            fix("Clone before modifying", "If you need to edit a tensor the graph uses, edit a copy.", "y = x.clone()\ny[mask] = 0", "inplace-modification"),
+            remedy("inplace-modification#out-of-place-form"),
+            remedy("inplace-modification#clone-before-modifying"),
             fixes_tail,
         ]
         own = failing_line_fix(_line(ctx))
@@ -183,13 +182,11 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
             name, op, rhs = aug.group("name"), aug.group("op"), aug.group("rhs").strip()
             call = call or f"{op}="
             cause += f" Your text shows `{name} {op}= ...`, an in-place update of such a tensor."
-            fixes.append(fix(f"Write it out-of-place: `{name} = {name} {op} ...`", "The out-of-place form builds a new tensor that autograd tracks; the leaf itself is left alone.",
-                             f"{name} = {name} {op} {rhs}", "leaf-inplace"))
+            fixes.append(remedy("leaf-inplace#aug-assign-out-of-place", variable=name, operator=op, rhs=rhs))
         fixes += [
-            fix("Wrap manual updates/initialisation in torch.no_grad()", "", "with torch.no_grad():\n    w -= lr * w.grad\n    w.grad.zero_()", "leaf-inplace"),
-            fix("Use nn.init functions for initialisation", "They run under no_grad for you.", "nn.init.kaiming_normal_(layer.weight)", "leaf-inplace"),
-            fix("If you need a modified copy, edit a clone", "A clone is a new tensor in the graph, so in-place edits on it are allowed and gradients still flow to the leaf.",
-                "w2 = w.clone()\nw2[mask] = 0", "leaf-inplace"),
+            remedy("leaf-inplace#no-grad-manual-updates"),
+            remedy("leaf-inplace#nn-init-functions"),
+            remedy("leaf-inplace#edit-a-clone"),
         ]
         return hit("autograd.leaf_inplace", "inplace_autograd", "In-place operation on a leaf that requires grad", cause, fixes, ("leaf-inplace", "inplace-modification"), _loc(ctx, [error_fact(ctx)]), 0.95,
                    facts=Facts(call=call, flags=frozenset({"through_view"}) if view else frozenset()))
@@ -198,7 +195,7 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
     if m:
         cause = (f"Output {m.group(1)} of {m.group(2)} is a view that autograd cannot track through an in-place change "
                  "(views returned by custom Functions, unbind/split/chunk outputs, or views created in no_grad mode).")
-        fixes = [fix("Clone the view before modifying it", "", "part = part.clone()\npart.mul_(2)", "leaf-inplace")]
+        fixes = [remedy("leaf-inplace#clone-view-before-modifying")]
         return hit("autograd.view_inplace", "inplace_autograd", "In-place change of a view autograd cannot track", cause, fixes, ("leaf-inplace", "inplace-modification"), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(names=(m.group(2),), numbers={"output": float(m.group(1))}, call=_inplace_call(_line(ctx))))
     if _INPLACE_BARE.search(ctx.text):
@@ -210,21 +207,15 @@ def inplace_modified(ctx: Context) -> RuleHit | None:
     return None
 
 
-_OUT_OF_PLACE = fix("Replace the in-place operation with its out-of-place form", "", "x = x + residual      # instead of x += residual\nact = nn.ReLU()       # instead of nn.ReLU(inplace=True)", "inplace-modification")
-_CLONE = fix("Clone before modifying", "If you need to edit a tensor the graph uses, edit a copy.", "y = x.clone()\ny[mask] = 0", "inplace-modification")
-_ANOMALY = fix("Let anomaly detection point at the forward line", "With it enabled, the error also prints the traceback of the forward operation whose saved tensor was modified.",
-               "torch.autograd.set_detect_anomaly(True)", "anomaly-detection")
+# Fixes several stories share, by reference (their words live in the documents).
+_OUT_OF_PLACE = "inplace-modification#out-of-place-form"
+_CLONE = "inplace-modification#clone-before-modifying"
+_ANOMALY = "anomaly-detection#anomaly-forward-line"
 
 
 # The same rewrite without activations: for saved tensors that no activation produced (weights, transposes, sums).
-_OUT_OF_PLACE_ARITH = fix("Write in-place updates out of place", "An out-of-place expression builds a new tensor and leaves the saved one untouched.",
-                          "x = x + y      # instead of x += y\nx = x * scale  # instead of x *= scale\nx = torch.relu(x)   # instead of x.relu_()", "inplace-modification")
-_STEP_ORDER = fix("Finish each network's backward before the optimizer step that changes weights it went through",
-                  "Update one network completely (zero_grad, backward, step), then compute the other network's loss from a fresh or detached "
-                  "forward pass; or run both backward calls first and both steps after.",
-                  "opt_G.zero_grad(); loss_G.backward(); opt_G.step()          # generator first\n"
-                  "loss_D = crit(D(real), ones) + crit(D(fake.detach()), zeros)   # fake detached\n"
-                  "opt_D.zero_grad(); loss_D.backward(); opt_D.step()", "inplace-modification")
+_OUT_OF_PLACE_ARITH = "inplace-modification#out-of-place-updates"
+_STEP_ORDER = "inplace-modification#finish-backward-before-step"
 
 
 def _whole(ctx: Context) -> str:
@@ -243,10 +234,9 @@ def _inplace_error_prose(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
                  "discriminator). PyTorch releases from 1.5 on flag the optimizers' in-place updates, so code written for older versions "
                  "raises here. If no step runs between the two, the other source is an in-place operation in the forward code (`x += y`, "
                  "`x[idx] = ...`, methods ending in `_`, layers built with inplace=True) on a tensor saved for backward.")
-        fixes = [_STEP_ORDER,
-                 fix("Detach the generated sample in the discriminator's loss", "The discriminator's backward then stops at the fake sample and does not enter the generator's graph.",
-                     "loss_D = crit(D(fake.detach()), zeros)", "inplace-modification"),
-                 _OUT_OF_PLACE_ARITH, _ANOMALY]
+        fixes = [remedy(_STEP_ORDER),
+                 remedy("inplace-modification#detach-generated-sample"),
+                 remedy(_OUT_OF_PLACE_ARITH), remedy(_ANOMALY)]
         return hit("autograd.inplace_gan_prose", "inplace_autograd", "In-place error in adversarial training", cause, fixes, docs, _loc(ctx, []), 0.72,
                    facts=Facts(flags=frozenset({"gan_words"}), names=(gan.group(0),)))
     cause = ("The report names an in-place error without the message: a tensor that autograd saved during the forward pass was changed in "
@@ -254,9 +244,8 @@ def _inplace_error_prose(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
              "methods ending in `_`, layers built with inplace=True. Newer PyTorch releases check more of these, so code that ran on an older "
              "version can raise now. When weights are updated by optimizer.step() between a forward pass and a backward through it (two "
              "networks, several losses), the step is the in-place change.")
-    fixes = [_OUT_OF_PLACE_ARITH, _CLONE, _ANOMALY,
-             fix("Run every backward before the optimizer step", "A step between a forward pass and its backward changes weights the graph saved.",
-                 "loss.backward()\noptimizer.step()\noptimizer.zero_grad()", "inplace-modification")]
+    fixes = [remedy(_OUT_OF_PLACE_ARITH), remedy(_CLONE), remedy(_ANOMALY),
+             remedy("inplace-modification#backward-before-optimizer-step")]
     return hit("autograd.inplace_error_prose", "inplace_autograd", "In-place error described without its message", cause, fixes, docs, _loc(ctx, []), 0.65)
 
 
@@ -269,12 +258,12 @@ def _inplace_unspecified(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
              "and layers built with inplace=True.")
     if call:
         cause += f" The failing line uses `{call}`."
-    fixes = [_ANOMALY, _OUT_OF_PLACE, _CLONE]
+    fixes = [remedy(_ANOMALY), remedy(_OUT_OF_PLACE), remedy(_CLONE)]
     gan = _GAN_WORDS.search(_whole(ctx))
     if gan:
         cause += (f" Your text points at alternating updates (“{gan.group(0)}”): an optimizer step that changes weights before a backward "
                   "through a graph built with them is the other usual source.")
-        fixes = [_STEP_ORDER, *fixes]
+        fixes = [remedy(_STEP_ORDER), *fixes]
     own = failing_line_fix(_line(ctx))
     if own is not None:
         fixes.insert(0, own)
@@ -289,10 +278,9 @@ def _inplace_prose(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
              "overwrites its input; when that input was saved by an earlier operation for computing gradients, backward can no longer run. "
              "Turning the flag off is the right fix: it only costs a little memory and does not change what the layer computes or how gradients flow.")
     fixes = [
-        fix("Build the activations with inplace=False", "Out-of-place activations give the same values and gradients; only peak memory grows slightly.",
-            "act = nn.ReLU(inplace=False)   # also LeakyReLU/ELU/Hardtanh/Dropout(inplace=...)", "inplace-modification"),
-        _CLONE,
-        _ANOMALY,
+        remedy("inplace-modification#activations-inplace-false"),
+        remedy(_CLONE),
+        remedy(_ANOMALY),
     ]
     return hit("autograd.inplace_prose", "inplace_autograd", "An in-place layer breaks backward", cause, fixes, docs, _loc(ctx, []), 0.7,
                facts=Facts(flags=frozenset({f"inplace_{flag.group(1).lower()}"}) if flag else frozenset()))
@@ -332,10 +320,7 @@ def backward_twice(ctx: Context) -> RuleHit | None:
     line = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
     total = _RUNNING_TOTAL.search(line)
     retain = "retain_graph" in line
-    accumulate = fix("Accumulate plain numbers, not loss tensors",
-                     "A running total built from loss tensors (`total = total + loss`) links every step's graph; backward on it re-enters graphs that "
-                     "were already freed. Sum `loss.item()` for logging and call backward on each step's own loss.",
-                     "running_loss += loss.item()\nloss.backward()", "backward-twice")
+    accumulate = remedy("backward-twice#accumulate-plain-numbers")
     if total:
         name = total.group(1)
         found.append(Fact("call", f"backward() is called on `{name}`, a sum of losses"))
@@ -343,8 +328,7 @@ def backward_twice(ctx: Context) -> RuleHit | None:
                  "a tensor) or shares a sub-graph with a loss that was already backpropagated, those parts of the graph were freed by the earlier "
                  f"backward, so this pass fails. Keep running totals as Python numbers (`loss.item()`), and build `{name}` only from this step's losses.")
         fixes = [accumulate,
-                 fix("Or sum the losses first and call backward once", "retain_graph=True would only hide the problem and keep every old graph in memory.",
-                     "loss = sum(step_losses)   # built in this iteration only\nloss.backward()", "backward-twice")]
+                 remedy("backward-twice#sum-step-losses-backward-once")]
         return hit("autograd.backward_twice_accumulated", "backward_twice", "Backward through an accumulated loss", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.93,
                    facts=Facts(call=f"{name}.backward", names=(name,)))
     cause = ("A second backward pass went through (part of) a graph whose saved tensors the first backward had freed. Two stories fit this "
@@ -355,11 +339,9 @@ def backward_twice(ctx: Context) -> RuleHit | None:
     if retain:
         cause += " The failing line already passes retain_graph, so the freed graph is an older one, from a previous iteration."
     fixes = [
-        fix("Detach state carried between iterations", "Truncated backpropagation through time, moving averages and caches need the value, not its history.",
-            "hidden = hidden.detach()  # for LSTM: h, c = h.detach(), c.detach()", "backward-twice"),
-        fix("Two losses on one forward pass: add them and call backward once", "Or pass retain_graph=True to every backward but the last through the shared part.",
-            "(loss_a + loss_b).backward()", "backward-twice"),
-        fix("Recompute what you need inside the loop", "Tensors computed once before the loop and reused in every loss share one graph; compute them per step or detach them.", None, "backward-twice"),
+        remedy("backward-twice#detach-carried-state"),
+        remedy("backward-twice#add-two-losses-backward-once"),
+        remedy("backward-twice#recompute-inside-loop"),
         accumulate,
     ]
     return hit("autograd.backward_twice", "backward_twice", "Backward through a freed graph", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.95,
@@ -373,11 +355,9 @@ def _backward_twice_prose(ctx: Context) -> RuleHit:
              "two passes through the same graph; values a custom autograd Function keeps on ctx (or frees itself in its backward) are not "
              "kept by retain_graph, so such a Function must not free them, or the second pass must use a freshly built graph.")
     fixes = [
-        fix("Pass retain_graph=True to every backward except the last through the shared graph", "Only when both passes are intended (e.g. two losses on one trunk).",
-            "loss_a.backward(retain_graph=True)\nloss_b.backward()", "backward-twice"),
-        fix("Or sum the losses and call backward once", "One pass, no retained graph, the same gradients.", "(loss_a + loss_b).backward()", "backward-twice"),
-        fix("Detach state carried from an earlier step", "A tensor built in a previous iteration (hidden state, cache) pulls that iteration's freed graph into this one.",
-            "hidden = hidden.detach()", "backward-twice"),
+        remedy("backward-twice#retain-graph-all-but-last"),
+        remedy("backward-twice#sum-losses-backward-once"),
+        remedy("backward-twice#detach-earlier-step-state"),
     ]
     return hit("autograd.backward_twice_prose", "backward_twice", "Second backward through a freed graph", cause, fixes, ("backward-twice",), _loc(ctx, []), 0.7,
                facts=Facts(flags=frozenset({"retain_graph_mentioned"})))
@@ -420,37 +400,34 @@ def no_grad_fn(ctx: Context) -> RuleHit | None:
         fixes = []
         if breaker and re.search(r"arg(?:max|min)|round", breaker.group(0)):
             # Index-valued / rounded results have no gradient at all; the loss must use the values before that step.
-            fixes.append(fix(f"Compute the loss from the scores before {breaker.group(0).strip('.(').replace('torch.', '')}",
-                             "argmax/argmin/round are non-differentiable: their outputs carry no gradient. Keep them for metrics or decoding, and build the "
-                             "loss from the logits/probabilities (cross-entropy, or a soft-argmax = softmax-weighted sum of positions when you need a coordinate).",
-                             "loss = F.cross_entropy(logits, target)\n# soft-argmax: coord = (logits.softmax(dim) * positions).sum(dim)", "no-grad-fn"))
+            fixes.append(remedy("no-grad-fn#loss-before-non-differentiable", op=breaker.group(0).strip('.(').replace('torch.', '')))
         fixes += [
-            fix("Build the loss from the model's output tensors directly", "Keep every step differentiable; no .item()/.detach()/torch.tensor() in the loss path.", "loss = criterion(model(x), y)   # not torch.tensor(loss_value)", "no-grad-fn"),
-            fix("Make sure training is not inside no_grad / inference_mode", "Check for a decorator or a context manager around the training step.", "torch.set_grad_enabled(True)", "no-grad-fn"),
-            fix("Check that some parameters require grad", "", "print(sum(p.requires_grad for p in model.parameters()))", "no-grad-fn"),
+            remedy("no-grad-fn#loss-from-output-tensors"),
+            remedy("no-grad-fn#not-inside-no-grad"),
+            remedy("no-grad-fn#check-params-require-grad"),
         ]
         return hit("autograd.no_grad_fn", "no_grad_fn", "backward() on a tensor with no graph", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.95,
                    facts=Facts(call=breaker.group(0).rstrip("(") if breaker else None))
     if ctx.search(r"grad can be implicitly created only for scalar outputs"):
         cause = "backward() without arguments needs a scalar (one-element) tensor, but the tensor has several elements — typically a loss with reduction='none' or a per-sample loss that was not averaged."
-        fixes = [fix("Reduce to a scalar before backward", "", "loss.mean().backward()   # or pass gradient=torch.ones_like(loss)", "no-grad-fn")]
+        fixes = [remedy("no-grad-fn#reduce-to-scalar")]
         return hit("autograd.non_scalar", "no_grad_fn", "backward() on a non-scalar tensor", cause, fixes, ("no-grad-fn",), _loc(ctx, [error_fact(ctx)]), 0.93,
                    facts=Facts(call="backward"))
     if ctx.search(r"Can't call numpy\(\) on (?:Tensor|Variable) that requires grad"):
         cause = "A tensor that is part of the autograd graph was converted to NumPy (for logging, metrics or plotting); NumPy cannot carry gradients, so PyTorch refuses."
-        fixes = [fix("Detach (and move to CPU) before converting", "", "value = out.detach().cpu().numpy()   # or loss.item() for a scalar", "detach-numpy")]
+        fixes = [remedy("detach-numpy#detach-cpu-before-numpy")]
         return hit("autograd.numpy", "no_grad_fn", "numpy() on a tensor that requires grad", cause, fixes, docs[::-1], _loc(ctx, [error_fact(ctx)]), 0.95,
                    facts=Facts(call=".numpy"))
     unused = ctx.search(r"(?:One of the differentiated Tensors|The differentiated Tensor at index (\d+)) (?:appears to not have been used in the graph|does not require grad)")
     if unused:
         which = f"input number {unused.group(1)} (counting from 0)" if unused.group(1) else "one of the inputs"
         cause = f"torch.autograd.grad was asked for the gradient with respect to {which}, but the output does not depend on it (or it does not require grad)."
-        fixes = [fix("Pass allow_unused=True, or differentiate only inputs the output uses", "", "torch.autograd.grad(out, inputs, allow_unused=True)", "no-grad-fn")]
+        fixes = [remedy("no-grad-fn#allow-unused")]
         return hit("autograd.unused_input", "no_grad_fn", "Gradient of an unused input", cause, fixes, ("no-grad-fn",), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(numbers={"index": float(unused.group(1))} if unused.group(1) else {}, call="torch.autograd.grad"))
     if ctx.search(r"Inference tensors cannot be saved for backward|Inference tensors do not track version counter"):
         cause = "A tensor created under torch.inference_mode() is used in a computation that needs gradients; inference tensors can never join a graph."
-        fixes = [fix("Create it outside inference_mode, or clone it", "", "x = x.clone()  # outside inference_mode", "no-grad-fn")]
+        fixes = [remedy("no-grad-fn#outside-inference-mode-or-clone")]
         return hit("autograd.inference_tensor", "no_grad_fn", "Inference tensor used in a graph", cause, fixes, ("no-grad-fn",), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(layer=ctx.layer[0], layer_kind=ctx.layer[1]))
     return None
@@ -490,33 +467,11 @@ _ANOMALY_SWITCH = lazy_re(r"set_detect_anomaly\(\s*True\s*\)|detect_anomaly\(\)|
 # Operations with a singular point (infinite gradient at the edge of their domain): the guard is the fix, not the learning rate.
 _DOMAIN_OPS = frozenset({"Pow", "Sqrt", "Rsqrt", "Log", "Log1p", "Log2", "Log10", "Div", "Reciprocal", "Acos", "Asin", "Atan2", "Norm",
                          "LinalgVectorNorm", "Cdist", "BinaryCrossEntropy"})
-_GUARD_CODE = {
-    "Pow": "y = x.clamp_min(1e-8).pow(p)   # keep the base positive and away from 0",
-    "Mul": "n = x.norm(dim=-1, keepdim=True).clamp_min(1e-12)   # if the product comes from a norm/sqrt at 0",
-    "Log": "torch.log(x.clamp_min(1e-8))   # or use log_softmax / BCEWithLogitsLoss",
-    "Div": "y = a / (b + eps)  # eps = 1e-8; or F.normalize(x, dim=-1, eps=1e-12) instead of x / x.norm()\n# or mask: torch.where(b > 0, a / b.clamp_min(eps), torch.zeros_like(a))",
-    "Sqrt": "d = torch.sqrt(sq_dist + eps)  # eps = 1e-12 keeps the gradient finite at 0",
-    "Rsqrt": "y = torch.rsqrt(x + 1e-12)",
-    "Reciprocal": "y = 1.0 / x.clamp_min(1e-8)",
-    "Acos": "theta = torch.acos(cos.clamp(-1 + 1e-7, 1 - 1e-7))",
-    "Asin": "theta = torch.asin(s.clamp(-1 + 1e-7, 1 - 1e-7))",
-    "Atan2": "x_safe = torch.where((x == 0) & (y == 0), torch.full_like(x, 1e-12), x)   # atan2(0, 0) has no gradient\ntheta = torch.atan2(y, x_safe)",
-    "Norm": "n = x.norm(dim=-1).clamp_min(1e-12)",
-    "LinalgVectorNorm": "n = torch.linalg.vector_norm(x, dim=-1).clamp_min(1e-12)",
-    "Cdist": "d = torch.cdist(a, b).clamp_min(1e-12)   # or compute squared distances and sqrt(d2 + eps)",
-    "BinaryCrossEntropy": "loss = F.binary_cross_entropy_with_logits(logits, target)",
-}
-
-
-# What "guard the domain" means for the operations whose singular points are best known.
-_DOMAIN_ADVICE = {
-    "Div": "Keep the denominator away from zero: add a small eps to it, clamp it, or mask the entries where it is zero.",
-    "Log": "Keep the argument of log strictly positive (clamp or add eps), or use the fused log_softmax / *WithLogits losses.",
-    "Sqrt": "Add a small eps inside the sqrt so its gradient stays finite at zero.",
-    "Pow": "Clamp the base of pow away from zero (and from negative values for fractional exponents).",
-    "Mul": "Find the factor that became infinite; clamp norms and sqrt arguments away from zero before they are used.",
-    "Norm": "Clamp the norm away from zero before dividing by it (or use F.normalize with eps).",
-    "LinalgVectorNorm": "Clamp the norm away from zero before dividing by it (or use F.normalize with eps).",
+# The domain guard for each operation whose singular points are best known (nan-inf-anomaly#guard-*); others get the generic guard.
+_GUARD_FIXES = {
+    "Pow": "guard-pow", "Mul": "guard-mul", "Log": "guard-log", "Div": "guard-div", "Sqrt": "guard-sqrt", "Rsqrt": "guard-rsqrt",
+    "Reciprocal": "guard-reciprocal", "Acos": "guard-acos", "Asin": "guard-asin", "Atan2": "guard-atan2", "Norm": "guard-norm",
+    "LinalgVectorNorm": "guard-linalg-vector-norm", "Cdist": "guard-cdist", "BinaryCrossEntropy": "guard-binary-cross-entropy",
 }
 
 
@@ -533,9 +488,8 @@ def _nan_anomaly(ctx: Context, node: str, output: str | None, docs: tuple[str, .
         found.append(Fact("precision", f"the run uses half precision (“{half.group(0)}”)"))
     if switch:
         found.append(Fact("anomaly", f"anomaly detection is mentioned (“{switch.group(0)}”)"))
-    guard = fix("Guard the operation's domain", _DOMAIN_ADVICE.get(base, "Add a small eps / clamp inputs away from the singular point, or use the numerically stable fused form."),
-                _GUARD_CODE.get(base, "x = torch.nan_to_num(x)  # only after finding why it is non-finite"), "nan-inf-anomaly")
-    anomaly_off = fix("Turn anomaly detection off once found", "It slows training considerably.", "torch.autograd.set_detect_anomaly(False)", "anomaly-detection")
+    guard = remedy(f"nan-inf-anomaly#{_GUARD_FIXES.get(base, 'guard-domain')}")
+    anomaly_off = remedy("anomaly-detection#turn-anomaly-off-once-found")
     facts = Facts(names=(node,), numbers={"output": float(output)} if output else {}, dtypes=("float16",) if half else (),
                   flags=frozenset({"fp16"} if half else set()) | frozenset({"domain_op"} if domain else set()))
     if half:
@@ -546,14 +500,9 @@ def _nan_anomaly(ctx: Context, node: str, output: str | None, docs: tuple[str, .
                  "a crash. Check whether anomaly detection is switched on (set_detect_anomaly(True) or detect_anomaly() in the training "
                  "script, or a debug option of the framework): for normal training it should be off. If the NaN comes back at every step "
                  f"without it (the scale keeps falling and no update is applied), the overflow is real; here the likely source is {source}.")
-        check = fix("Check whether anomaly detection is on, and turn it off for normal training",
-                    "Search the training code for set_detect_anomaly / detect_anomaly; without it the scaler skips the rare overflowing step and training runs much faster.",
-                    "grep -rn \"detect_anomaly\" .\ntorch.autograd.set_detect_anomaly(False)", "anomaly-detection")
-        scaler = fix("Confirm the scaler only skips occasional steps", "A scale that drops now and then and recovers is normal; one that falls step after step means every step overflows.",
-                     "scaler.update()\nprint(step, scaler.get_scale())", "nan-inf-anomaly")
-        overflow = fix("If every step overflows, find the activation that does", "Log each layer's largest absolute output with a forward hook; attention scores and logits are the usual ones. "
-                       "Under autocast, softmax and losses already run in float32; in a model converted with .half() they do not.",
-                       "for name, m in model.named_modules():\n    m.register_forward_hook(lambda mod, i, o, name=name: print(name, o.abs().max().item()) if torch.is_tensor(o) else None)", "nan-inf-anomaly")
+        check = remedy("anomaly-detection#check-anomaly-detection-on")
+        scaler = remedy("nan-inf-anomaly#scaler-skips-occasional-steps")
+        overflow = remedy("nan-inf-anomaly#find-overflowing-activation")
         fixes = [guard, check, scaler] if domain else [check, scaler, overflow]
         return hit("autograd.nan_anomaly_fp16", "nan_inf", f"NaN in the backward of {base} under half precision", cause, fixes, docs, _loc(ctx, found), 0.9, facts=facts)
     cause = (f"Anomaly detection stopped at {node}: the gradient of {_op_name(node)} became NaN. The likely source is {source}. "
@@ -561,12 +510,11 @@ def _nan_anomaly(ctx: Context, node: str, output: str | None, docs: tuple[str, .
     if domain:
         # An operation at its singular point: the guard is the fix; the learning rate has nothing to do with it.
         fixes = [guard,
-                 fix("Find the inputs that reach the singular point", "Count exact zeros (or values outside the domain) in the tensor fed to the operation on the line the forward traceback names.",
-                     "print((x == 0).sum().item(), torch.isfinite(x).all().item())", "nan-inf-anomaly"),
+                 remedy("nan-inf-anomaly#find-singular-inputs"),
                  anomaly_off]
     else:
         fixes = [guard,
-                 fix("Check the data and the learning rate", "Assert inputs are finite; a too-high learning rate drives values to overflow.", "assert torch.isfinite(x).all(), 'non-finite input'", "nan-inf-anomaly"),
+                 remedy("nan-inf-anomaly#check-data-and-lr"),
                  anomaly_off]
     return hit("autograd.nan_anomaly", "nan_inf", f"NaN in the backward of {base}", cause, fixes, docs, _loc(ctx, found), 0.95, facts=facts)
 
@@ -613,9 +561,9 @@ def nan_inf(ctx: Context) -> RuleHit | None:
         cause = ("clip_grad_norm_ found the gradient norm to be NaN or Inf, so some gradient is already non-finite: the loss or an intermediate value "
                  "overflowed or hit a singular operation (log 0, division by 0, sqrt 0) in this step.")
         fixes = [
-            fix("Find the first non-finite value with anomaly detection", "", "torch.autograd.set_detect_anomaly(True)", "anomaly-detection"),
-            fix("Lower the learning rate / add warmup", "Gradients that grow step after step until they overflow point at a too-high learning rate.", None, "exploding-gradients"),
-            fix("With fp16, use GradScaler (it skips steps with inf gradients)", "", "scaler = torch.amp.GradScaler('cuda')", "exploding-gradients"),
+            remedy("anomaly-detection#first-nonfinite-with-anomaly"),
+            remedy("exploding-gradients#lower-lr-warmup"),
+            remedy("exploding-gradients#fp16-gradscaler-skips-inf"),
         ]
         order = m.group(1)
         return hit("autograd.nonfinite_norm", "nan_inf", "Non-finite gradient norm", cause, fixes, docs[1::-1] + docs[2:], _loc(ctx, [error_fact(ctx)]), 0.93,
@@ -624,8 +572,8 @@ def nan_inf(ctx: Context) -> RuleHit | None:
         cause = ("Values became NaN or Inf before this check: the loss, the logits or a distribution's parameters are non-finite. Typical causes are a too-high "
                  "learning rate, log/sqrt/division at 0, fp16 overflow, or NaN already present in the input data.")
         fixes = [
-            fix("Locate the first non-finite value", "Enable anomaly detection for backward; assert torch.isfinite on inputs and intermediate outputs for forward.", "torch.autograd.set_detect_anomaly(True)\nassert torch.isfinite(batch).all()", "anomaly-detection"),
-            fix("Stabilise training", "Lower the learning rate, clip gradients, use log_softmax/BCEWithLogitsLoss instead of softmax+log.", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", "exploding-gradients"),
+            remedy("anomaly-detection#locate-first-nonfinite"),
+            remedy("exploding-gradients#stabilise-training"),
         ]
         half = ctx.search(r"float16|torch\.half\b|HalfTensor|\bfp16\b", re.I)
         if half:
@@ -685,19 +633,16 @@ def autograd_misuse(ctx: Context) -> RuleHit | None:
                  "switched on tensors created directly (leaves). To stop gradients at a computed value, detach it; to get gradients with respect to an "
                  "input, make the input a leaf before it goes through the computation.")
         fixes = [
-            fix("Detach the computed value instead of changing its flag", "detach() returns a new leaf that shares the data; set requires_grad on that if you need it.",
-                f"{name or 'x'} = {name or 'x'}.detach().requires_grad_(True)   # or .detach() alone to stop gradients", "autograd-misuse"),
-            fix("Or set requires_grad on the leaf before using it", "For input gradients (saliency, adversarial examples), start from a fresh leaf each iteration.",
-                "x = x.clone().detach().requires_grad_(True)\nout = model(x)", "autograd-misuse"),
-            fix("To freeze a module, change its parameters, not its outputs", "", "for p in module.parameters():\n    p.requires_grad_(False)", "autograd-misuse"),
+            remedy("autograd-misuse#detach-computed-value", variable=name),
+            remedy("autograd-misuse#leaf-before-use"),
+            remedy("autograd-misuse#freeze-module-parameters"),
         ]
         return hit("autograd.requires_grad_nonleaf", "no_grad_fn", "requires_grad changed on a non-leaf tensor", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.93,
                    facts=Facts(names=(name,) if name else (), call=".requires_grad"))
     if ctx.search(r"cannot register a hook on a tensor that doesn't require gradient"):
         cause = ("A backward hook was registered on a tensor that is not part of any graph (requires_grad=False): it was computed under torch.no_grad() / "
                  "inference_mode, detached, or comes from parameters that are all frozen, so no gradient will ever reach it.")
-        fixes = [fix("Register hooks only on tensors that require grad", "Run that forward pass with gradients enabled, or guard the call.",
-                     "if t.requires_grad:\n    t.register_hook(fn)", "autograd-misuse")]
+        fixes = [remedy("autograd-misuse#hooks-on-grad-tensors")]
         return hit("autograd.hook_no_grad", "no_grad_fn", "Hook on a tensor without gradients", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.9, facts=Facts(call="register_hook"))
     if re.search(r"The \.grad attribute of a Tensor that is not a leaf Tensor is being accessed", ctx.failure.text):
         m = re.search(r"(?<![\w.\[\]])([\w.\[\]]+)\.grad\b", line)
@@ -707,9 +652,8 @@ def autograd_misuse(ctx: Context) -> RuleHit | None:
                  "a gradient in it and .grad stays None."
                  + (" The error that follows comes from using that None." if ctx.search(r"NoneType") else ""))
         fixes = [
-            fix("Make the parameter a leaf: apply scaling/moving first, then set requires_grad", "",
-                "w = (torch.randn(3) * 0.01).to(device).requires_grad_()   # leaf\n# or: w = nn.Parameter(torch.randn(3, device=device) * 0.01)", "autograd-misuse"),
-            fix("If you need the gradient of an intermediate tensor, call retain_grad() before backward", "", "h.retain_grad()\nloss.backward()\nprint(h.grad)", "autograd-misuse"),
+            remedy("autograd-misuse#make-parameter-leaf"),
+            remedy("autograd-misuse#retain-grad-intermediate"),
         ]
         return hit("autograd.grad_none_nonleaf", "no_grad_fn", ".grad is None on a non-leaf tensor", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(names=(name,) if name else (), call=".grad"))
@@ -722,15 +666,15 @@ def autograd_misuse(ctx: Context) -> RuleHit | None:
             cause = ("The loss is a 0-dimensional scalar, but the gradient passed to backward() has shape [1]. Losses became 0-dim tensors in PyTorch 0.4; "
                      "code written before that passes torch.ones(1) (or a one-element tensor) as the gradient. A scalar loss needs no gradient argument at all.")
             fixes = [
-                fix("Call backward() without a gradient for scalar losses", "", "loss.backward()\n# several losses: torch.autograd.backward(losses) or sum(losses).backward()", "autograd-misuse"),
-                fix("Or pass a 0-dim gradient", "", "loss.backward(torch.tensor(1.0, device=loss.device))", "autograd-misuse"),
+                remedy("autograd-misuse#scalar-backward-no-gradient"),
+                remedy("autograd-misuse#zero-dim-gradient"),
             ]
             return hit("autograd.grad_shape_scalar", "no_grad_fn", "Gradient of shape [1] for a scalar loss", cause, fixes, docs, _loc(ctx, found), 0.93, facts=facts)
         cause = (f"backward() (or autograd.grad) was given a gradient of shape {list(given)} for an output of shape {list(out)}; the gradient argument "
                  "must have exactly the output's shape (it is the upstream dLoss/dOutput).")
         fixes = [
-            fix("Pass a gradient shaped like the output", "", "out.backward(torch.ones_like(out))   # or reduce first: out.sum().backward()", "autograd-misuse"),
-            fix("Check which output the gradient belongs to", "With several outputs, gradients are matched by position; a cropped or resized output needs a gradient of the new size.", None, "autograd-misuse"),
+            remedy("autograd-misuse#gradient-shaped-like-output"),
+            remedy("autograd-misuse#match-gradient-to-output"),
         ]
         return hit("autograd.grad_shape", "no_grad_fn", "Gradient shape does not match the output", cause, fixes, docs, _loc(ctx, found), 0.9, facts=facts)
     m = _NO_DERIVATIVE.search(ctx.text)
@@ -740,16 +684,16 @@ def autograd_misuse(ctx: Context) -> RuleHit | None:
             cause = (f"A second-order gradient was requested (create_graph=True, a gradient penalty, autograd.grad of a gradient, or double backward in "
                      f"meta-learning), but `{op}` — the backward of an operation — has no derivative of its own in this PyTorch build.")
             fixes = [
-                fix("Avoid differentiating through that operation twice", "Replace it with an equivalent built from differentiable primitives, or drop create_graph/higher-order terms for that part.", None, "autograd-misuse"),
-                fix("Upgrade PyTorch", "Double-backward support for many operations was added over time.", "pip install -U torch", "autograd-misuse"),
+                remedy("autograd-misuse#avoid-double-differentiation"),
+                remedy("autograd-misuse#upgrade-for-double-backward"),
             ]
             return hit("autograd.no_double_backward", "no_grad_fn", f"No double backward for {op}", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.88,
                        facts=Facts(names=(op,), flags=frozenset({"double_backward"})))
         cause = (f"The backward pass reached `{op}`, an operation (or argument) autograd cannot differentiate in this PyTorch version, so gradients cannot "
                  "flow through it.")
         fixes = [
-            fix("Keep that operation out of the differentiated path", f"Compute `{op}` on detached values if no gradient is needed through it, or use a differentiable alternative.", "y = op(x.detach())", "autograd-misuse"),
-            fix("Upgrade PyTorch", "Derivatives for many linear-algebra and sparse operations were added in later releases.", "pip install -U torch", "autograd-misuse"),
+            remedy("autograd-misuse#keep-op-out-of-differentiated-path", op=op),
+            remedy("autograd-misuse#upgrade-for-derivatives"),
         ]
         return hit("autograd.no_derivative", "no_grad_fn", f"No derivative for {op}", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.88, facts=Facts(names=(op,)))
     return None

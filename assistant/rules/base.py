@@ -140,6 +140,24 @@ def fix(title: str, detail: str, code: str | None = None, *sources: str) -> Fix:
     return Fix(title=title, detail=detail, code=code, sources=tuple(sources))
 
 
+class UnknownRemedy(LookupError):
+    """A rule named a document fix that does not exist: a bug in the rule or the document, never user input."""
+
+
+def remedy(ref: str, **values: object) -> Fix:
+    """The document fix ``doc-id#fix-id`` filled with the values this rule read (names the fix's ``{{placeholders}}`` use).
+
+    The words live in the knowledge document; the rule only chooses the fix and supplies the user's values.
+    A value of None leaves the placeholder's default in place.
+    """
+    from assistant.kb.remedies import as_fix
+
+    found = as_fix(ref, values)
+    if found is None:
+        raise UnknownRemedy(f"no fix {ref!r} in the knowledge documents")
+    return found
+
+
 def facts(*pairs: tuple[str, str] | None) -> tuple[Fact, ...]:
     """Facts from (kind, text) pairs, skipping None."""
     return tuple(Fact(kind, text) for pair in pairs if pair for kind, text in [pair])

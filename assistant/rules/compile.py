@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import Context, error_fact, fix, hit, with_location
+from assistant.rules.base import Context, error_fact, hit, remedy, with_location
 from assistant.types import Fact, Facts, RuleHit
 
 _EXPORT_DOCS = ("torch-export-errors", "dynamo-errors")
@@ -83,11 +83,7 @@ def onnx(ctx: Context) -> RuleHit | None:
         version = int(m.group(1))
         cause = (f"The ONNX exporter of the installed PyTorch does not know opset {version}: each release supports opsets up to a "
                  "maximum, and the requested one is newer than that (or the exporter path in use supports fewer opsets).")
-        fixes = [
-            fix("Ask for an opset this PyTorch supports", "Lower `opset_version` (or the tool's opset option) until export works; "
-                "only raise it again after upgrading torch.", "torch.onnx.export(model, args, 'model.onnx', opset_version=<lower version>)", "onnx-export-errors"),
-            fix("Or upgrade PyTorch to a release whose exporter knows this opset", "", "python -m pip install --upgrade torch", "onnx-export-errors"),
-        ]
+        fixes = [remedy("onnx-export-errors#lower-opset"), remedy("onnx-export-errors#upgrade-torch-for-opset")]
         found = with_location(ctx, [error_fact(ctx), Fact("opset", f"requested opset {version}")])
         return hit("compile.onnx_opset_version", "compile_error", f"ONNX opset {version} not supported by this PyTorch", cause, fixes,
                    _ONNX_DOCS, found, 0.9, facts=Facts(numbers={"opset": version}))
@@ -97,12 +93,7 @@ def onnx(ctx: Context) -> RuleHit | None:
         cause = ("While translating an operator to ONNX, the exporter needed one of its arguments as a fixed value (a constant "
                  "or a known type), but in the traced graph that argument is computed at run time from tensors. "
                  f"The exporter reported: {what[:200]}.")
-        fixes = [
-            fix("Pass plain Python values where the operator expects constants", "Sizes, dims, scales and similar arguments "
-                "should be ints/floats (or come from `.shape`), not results of tensor arithmetic.", None, "onnx-export-errors"),
-            fix("Try the dynamo-based exporter", "It captures the graph with torch.export and handles many values the "
-                "TorchScript-based exporter needs as constants.", "torch.onnx.export(model, args, 'model.onnx', dynamo=True)", "onnx-export-errors"),
-        ]
+        fixes = [remedy("onnx-export-errors#plain-python-constants"), remedy("onnx-export-errors#dynamo-exporter-constants")]
         return hit("compile.onnx_symbolic_value", "compile_error", "ONNX exporter needed a constant value", cause, fixes,
                    _ONNX_DOCS, with_location(ctx, [error_fact(ctx)]), 0.85, facts=Facts(names=(what[:120],)))
     m = ctx.search(r"Failed to export the model with torch\.export|TorchExportError|OnnxExporterError|Failed to export the model to ONNX")
@@ -113,14 +104,7 @@ def onnx(ctx: Context) -> RuleHit | None:
                  + ": the model contains code torch.export cannot capture, or the exporter met an operator it cannot translate."
                  + (f" The underlying error was {summary.group(1)[:200]}." if summary else
                     " The real error is the one the report or the traceback above it names, not the wrapper message."))
-        fixes = [
-            fix("Make torch.export succeed on its own first", "Run torch.export.export on the same model and inputs; its error "
-                "names the line to change (data-dependent branches, unsupported Python).",
-                "ep = torch.export.export(model, args)\nonnx_program = torch.onnx.export(ep, dynamo=True)", "torch-export-errors"),
-            fix("Or export with the TorchScript-based exporter", "`dynamo=False` uses tracing instead of torch.export; check "
-                "that the model has no data-dependent control flow, which tracing freezes.",
-                "torch.onnx.export(model, args, 'model.onnx', dynamo=False, opset_version=<opset your runtime supports>)", "onnx-export-errors"),
-        ]
+        fixes = [remedy("torch-export-errors#export-alone-first"), remedy("onnx-export-errors#torchscript-exporter")]
         found = [error_fact(ctx)] + ([Fact("detail", f"underlying error: {summary.group(1)[:200]}")] if summary else [])
         return hit("compile.onnx_dynamo_export", "compile_error", "Dynamo-based ONNX export failed", cause, fixes,
                    _ONNX_DOCS, with_location(ctx, found), 0.85, facts=Facts(names=(summary.group(1)[:120],) if summary else ()))
@@ -136,26 +120,17 @@ def _onnx_operator(ctx: Context, op: str, opset: int) -> RuleHit:
         need = int(added.group(1))
         cause = (f"`{name}` has an ONNX translation only from opset {need} on, and the export asked for opset {opset}. "
                  "The operator itself is fine; the target opset is too old for it.")
-        fixes = [
-            fix(f"Export with opset_version={need} or higher", "Check that the runtime that will execute the model "
-                f"(onnxruntime, TensorRT, …) supports opset {need}.", f"torch.onnx.export(model, args, 'model.onnx', opset_version={need})", "onnx-export-errors"),
-            fix(f"Or avoid `{name}` if the runtime is stuck at opset {opset}", "Rewrite that part with operators "
-                "that exist in the older opset.", None, "onnx-export-errors"),
-        ]
+        fixes = [remedy("onnx-export-errors#raise-opset", required_opset=need),
+                 remedy("onnx-export-errors#avoid-op-old-opset", op=name, opset=opset)]
         return hit("compile.onnx_opset_too_low", "compile_error", f"`{name}` needs ONNX opset {need}", cause, fixes, _ONNX_DOCS,
                    found, 0.93, facts=Facts(names=(name,), numbers={"opset": opset, "required_opset": need}))
     cause = (f"The exporter has no ONNX translation (symbolic function) for `{name}` at opset {opset}, and no later opset "
              "is named: this operator cannot be exported as is by this exporter.")
     fixes = [
-        fix("Try the dynamo-based exporter", "It covers operators the TorchScript-based exporter lacks.",
-            "torch.onnx.export(model, args, 'model.onnx', dynamo=True)", "onnx-export-errors"),
-        fix(f"Register a custom symbolic for `{name}`", "Map the operator to ONNX operators yourself "
-            "(torch.onnx.register_custom_op_symbolic), or emit a custom-domain node your runtime implements.",
-            f"def symbolic(g, *args):\n    return g.op('<onnx op>', *args)\ntorch.onnx.register_custom_op_symbolic('{name}', symbolic, {opset})", "onnx-export-errors"),
-        fix(f"Or rewrite the model so `{name}` is not needed at export time", "Replace it with equivalent supported "
-            "operators, or move it out of the exported forward (pre/post-processing).", None, "onnx-export-errors"),
-        fix("Or upgrade PyTorch", "Each release's exporter translates more operators; one missing in an older release may be covered in a newer one.",
-            "python -m pip install --upgrade torch", "onnx-export-errors"),
+        remedy("onnx-export-errors#dynamo-exporter-operators"),
+        remedy("onnx-export-errors#custom-symbolic", op=name, opset=opset),
+        remedy("onnx-export-errors#rewrite-without-op", op=name),
+        remedy("onnx-export-errors#upgrade-torch-operators"),
     ]
     return hit("compile.onnx_unsupported_op", "compile_error", f"No ONNX export for `{name}`", cause, fixes, _ONNX_DOCS, found, 0.9,
                facts=Facts(names=(name,), numbers={"opset": opset}))
@@ -202,10 +177,7 @@ def export(ctx: Context) -> RuleHit | None:
         value, low, high = rng.groups()
         cause = (f"An example input has size {value} in a dimension declared dynamic with range [{low}, {high}]: "
                  "torch.export checks the example inputs against every Dim's min/max before tracing.")
-        fixes = [
-            fix("Make the Dim range include the example input's size", "Or pass example inputs whose sizes lie inside the range.",
-                f"batch = torch.export.Dim('batch', min=<= {value}, max=...)", "torch-export-errors"),
-        ]
+        fixes = [remedy("torch-export-errors#widen-dim-range", got=value)]
         found = with_location(ctx, [error_fact(ctx), Fact("shape", f"example size {value} outside [{low}, {high}]")])
         return hit("compile.export_dim_range", "compile_error", "Example input outside its Dim range", cause, fixes, _EXPORT_DOCS,
                    found, 0.9, facts=Facts(numbers={"size": float(value)}))
@@ -215,14 +187,7 @@ def export(ctx: Context) -> RuleHit | None:
                  + (f" (`{expr.group(1)}`)" if expr else "") + (f" at {where}" if where else "")
                  + ". An exported program must work for all inputs, so a Python `if`, a size or an index computed from data "
                  "cannot be fixed at export time.")
-        fixes = [
-            fix("Express a value-dependent branch with torch.cond", "Both branches are captured and the choice is made at run time.",
-                "out = torch.cond(pred, true_fn, false_fn, (x,))", "torch-export-errors"),
-            fix("State what you know about data-dependent sizes with torch._check", "When a size comes from `.item()` or "
-                "`nonzero()`, tell the exporter its bounds so it need not guard on them.",
-                "n = t.item()\ntorch._check(n >= 0)\ntorch._check(n <= x.shape[0])", "torch-export-errors"),
-            fix("List every such spot at once with draft_export", "", "ep = torch.export.draft_export(model, args)\nprint(ep._report)", "torch-export-errors"),
-        ]
+        fixes = [remedy("torch-export-errors#torch-cond"), remedy("torch-export-errors#torch-check-bounds"), remedy("torch-export-errors#draft-export")]
         found = with_location(ctx, [error_fact(ctx)] + ([Fact("location", f"user code: {where}")] if where else []))
         return hit("compile.export_data_dependent", "compile_error", "Data-dependent control flow under torch.export", cause, fixes,
                    _EXPORT_DOCS, found, 0.9, facts=Facts(names=(expr.group(1),) if expr else ()))
@@ -230,11 +195,7 @@ def export(ctx: Context) -> RuleHit | None:
     if m:
         cause = (f"torch.export (strict mode traces with dynamo) could not capture the model: {m.group(2).strip()[:200]}"
                  + (f" at {where}" if where else "") + ".")
-        fixes = [
-            fix("Export in non-strict mode", "strict=False runs the Python code normally and only traces tensor operations.",
-                "ep = torch.export.export(model, args, strict=False)", "torch-export-errors"),
-            fix("Move the unsupported Python out of forward", "Keep logging, I/O and non-tensor libraries outside the exported module.", None, "torch-export-errors"),
-        ]
+        fixes = [remedy("torch-export-errors#non-strict"), remedy("torch-export-errors#move-python-out")]
         return hit("compile.export_unsupported", "compile_error", "torch.export could not trace the model", cause, fixes, _EXPORT_DOCS,
                    with_location(ctx, [error_fact(ctx)]), 0.85, facts=Facts(names=(m.group(2).strip()[:120],)))
     return None
@@ -251,10 +212,8 @@ def _constraint(ctx: Context, dims: str | None) -> RuleHit:
                  "Sizes 0 and 1 are special-cased when tracing (broadcasting behaves differently), so the tracer specializes them "
                  "instead of treating them as a symbol, which contradicts the dynamic declaration.")
         fixes = [
-            fix("Trace with an example of size 2 or more in that dimension", "The exported program still accepts size 1 at run time when the Dim range allows it.",
-                "example = torch.randn(2, *x.shape[1:])", "torch-export-errors"),
-            fix("Or let the tracer decide", "Dim.AUTO (export) or maybe_mark_dynamic (compile) accept a specialization instead of failing.",
-                "dynamic_shapes = {'x': {0: torch.export.Dim.AUTO}}" if exporting else "torch._dynamo.maybe_mark_dynamic(x, 0)", "torch-export-errors"),
+            remedy("torch-export-errors#example-size-two"),
+            remedy("torch-export-errors#let-tracer-decide-export") if exporting else remedy("torch-export-errors#let-tracer-decide-compile"),
         ]
         return hit("compile.dynamic_size_one", "compile_error", f"Dynamic dimension traced with an example of size {size}", cause, fixes,
                    _EXPORT_DOCS, with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(names=names, numbers={"specialized_to": float(size)}))
@@ -262,16 +221,11 @@ def _constraint(ctx: Context, dims: str | None) -> RuleHit:
              + ", but the traced code only works for one size of it" + (f" ({const.group(1)})" if const else "")
              + ": some operation (a hard-coded reshape/view, a constant-sized tensor combined with the input, a Python branch on the size) "
              "ties that size to a constant, which contradicts the dynamic declaration.")
-    fixes = [
-        fix("Find the operation that fixes the size", "The message (and TORCH_LOGS=\"+dynamic\") points at the line where the "
-            "size was specialized; derive sizes there from the input (`x.shape[0]`, `-1`) instead of constants.", "TORCH_LOGS=\"+dynamic\" python script.py", "torch-export-errors"),
-    ]
+    fixes = [remedy("torch-export-errors#find-specializing-op")]
     if exporting:
-        fixes.append(fix("Or declare the dimension static / automatic", "If the size really is fixed, drop it from dynamic_shapes; "
-                         "Dim.AUTO lets export decide.", "dynamic_shapes = {'x': {0: torch.export.Dim.AUTO}}", "torch-export-errors"))
+        fixes.append(remedy("torch-export-errors#declare-static-or-auto"))
     else:
-        fixes.append(fix("Or mark it dynamic less strictly", "maybe_mark_dynamic allows the compiler to specialize instead of failing.",
-                         "torch._dynamo.maybe_mark_dynamic(x, 0)", "dynamo-errors"))
+        fixes.append(remedy("dynamo-errors#maybe-mark-dynamic"))
     found = with_location(ctx, [error_fact(ctx)])
     return hit("compile.dynamic_constraint", "compile_error", "Dynamic dimension was specialized to a constant", cause, fixes,
                _EXPORT_DOCS if exporting else ("dynamo-errors", "torch-export-errors"), found, 0.88,
@@ -324,25 +278,14 @@ def dynamo(ctx: Context) -> RuleHit | None:
         cause = ("torch.compile recompiled " + (f"`{fn.group(1)}`" if fn else "the function") + " as many times as its limit allows and stopped compiling it: "
                  "a guard keeps failing between calls" + (f" (last reason: {last.group(1).strip()[:160]})" if last else "")
                  + ", so every new value of that input (a size, a Python number, an attribute) needs a new graph.")
-        fixes = [
-            fix("See what triggers the recompiles", "", "TORCH_LOGS=recompiles python train.py", "dynamo-errors"),
-            fix("Make the changing input dynamic, or stop it from changing", "Mark varying sizes dynamic; pass changing Python "
-                "numbers as tensors.", "torch._dynamo.mark_dynamic(x, 0)\nmodel = torch.compile(model, dynamic=True)", "dynamo-errors"),
-            fix("Or raise the limit when each variant is legitimate", "A function called with a bounded set of shapes (e.g. one per parameter "
-                "tensor in an optimizer step) needs one graph per shape; allow that many (the setting is named recompile_limit in newer releases).",
-                "torch._dynamo.config.cache_size_limit = 64   # newer releases: torch._dynamo.config.recompile_limit", "dynamo-errors"),
-        ]
+        fixes = [remedy("dynamo-errors#log-recompiles"), remedy("dynamo-errors#dynamic-or-stable-input"), remedy("dynamo-errors#raise-recompile-limit")]
         facts = Facts(names=(fn.group(1),) if fn else ())
         return hit("compile.recompiles", "compile_error", "torch.compile recompile limit reached", cause, fixes, docs, found, 0.9, facts=facts)
     if ctx.search(r"GuardOnDataDependentSymNode|Could not guard on data-dependent expression|[Dd]ata-dependent|Dynamic control flow is not supported"):
         cause = ("The compiled code takes a Python decision (a branch, a size or an index) from a value that depends on tensor data"
                  + (f" at {where}" if where else "")
                  + "; such values are unknown while tracing, so the graph cannot include that decision.")
-        fixes = [
-            fix("Keep the decision inside tensor ops", "torch.where computes both sides; torch.cond captures both branches.",
-                "y = torch.where(cond, a, b)   # or torch.cond(pred, true_fn, false_fn, (x,))", "dynamo-errors"),
-            fix("Or let dynamo break the graph there (drop fullgraph=True)", "", "model = torch.compile(model)  # without fullgraph=True", "dynamo-errors"),
-        ]
+        fixes = [remedy("dynamo-errors#decision-in-tensor-ops"), remedy("dynamo-errors#allow-graph-break")]
         return hit("compile.data_dependent", "compile_error", "Data-dependent control flow under torch.compile", cause, fixes, docs, found, 0.9)
     detail = (reason.group(1).strip() if reason else "") or (expl.group(1).strip() if expl else "")
     fullgraph = bool(ctx.search(r"fullgraph|graph break", re.I))
@@ -350,12 +293,8 @@ def dynamo(ctx: Context) -> RuleHit | None:
              + (f" at {where}" if where else "") + ". "
              + ("With fullgraph=True any graph break is an error; without it, dynamo would fall back to Python for that part. " if fullgraph else "")
              + "The construct named above is outside what dynamo can put in a graph.")
-    fixes = [
-        fix("List the graph breaks and their reasons", "", "TORCH_LOGS=graph_breaks python train.py\n# or: print(torch._dynamo.explain(model)(x))", "dynamo-errors"),
-        fix("Move the unsupported call out of the compiled region", "Do pre/post-processing outside the compiled module, or exclude a helper with torch.compiler.disable.", "@torch.compiler.disable\ndef helper(t): ...", "dynamo-errors"),
-        fix("Drop fullgraph=True if graph breaks are acceptable", "", "model = torch.compile(model)", "dynamo-errors"),
-        fix("Confirm the model runs eagerly", "If it also fails without torch.compile, the bug is in the model, not the compiler.", "out = model(x)  # no torch.compile", "dynamo-errors"),
-    ]
+    fixes = [remedy("dynamo-errors#list-graph-breaks"), remedy("dynamo-errors#compiler-disable"), remedy("dynamo-errors#drop-fullgraph"),
+             remedy("dynamo-errors#run-eagerly")]
     return hit("compile.dynamo", "compile_error", f"torch.compile could not trace the model ({kind})", cause, fixes, docs, found, 0.9,
                facts=Facts(names=(kind,)))
 
@@ -399,13 +338,10 @@ def python_version(ctx: Context) -> RuleHit | None:
              "Python bytecode, whose format changes with every Python version. The interpreter is newer than this PyTorch's torch.compile. "
              "Nothing is wrong with the model; code that calls torch.compile (directly or inside a library) stops at that call.")
     fixes = [
-        fix(f"Upgrade PyTorch to a release whose torch.compile supports Python {version}" + (f" ({first} or newer)" if first else ""),
-            "Check the installed version with python -c \"import torch; print(torch.__version__)\".",
-            f'pip install -U "torch>={first}"' if first else "pip install -U torch", "torch-compile-python-version"),
-        fix(f"Or use an older Python (Python {older} or earlier) with this PyTorch", "A fresh environment keeps the rest of the setup unchanged.",
-            f"conda create -n py{older.replace('.', '')} python={older}", "torch-compile-python-version"),
-        fix("Or run without torch.compile", "The model runs the same uncompiled, only slower; many projects have a compile option to switch off.",
-            "# model = torch.compile(model)   # leave the model uncompiled", "torch-compile-python-version"),
+        remedy("torch-compile-python-version#upgrade-torch-for-python", version=version, min_torch=first) if first else
+        remedy("torch-compile-python-version#upgrade-torch-for-python-latest", version=version),
+        remedy("torch-compile-python-version#older-python", older_python=older, older_python_tag=older.replace(".", "")),
+        remedy("torch-compile-python-version#run-uncompiled"),
     ]
     return hit("compile.python_unsupported", "compile_error", f"torch.compile not supported on Python {version} by this PyTorch", cause, fixes,
                ("torch-compile-python-version", "dynamo-errors"), [error_fact(ctx), Fact("python", f"Python {version} or newer")], 0.95,
@@ -417,13 +353,8 @@ def _windows_unsupported(ctx: Context) -> RuleHit:
     cause = ("The installed PyTorch refuses torch.compile on Windows: releases of the 2.0 to 2.4 era did not support it there and raise at the "
              "first torch.compile call (directly or inside a library). Support came later, CPU first (from 2.5 on, with the MSVC "
              "compiler); compiled GPU kernels on Windows also need a Windows build of Triton. Nothing is wrong with the model itself.")
-    fixes = [
-        fix("Run without torch.compile", "The model gives the same results uncompiled, only slower; many projects have a compile option to switch off.",
-            "# model = torch.compile(model)   # leave the model uncompiled on Windows", "torch-compile-python-version"),
-        fix("Or run under Linux or WSL2", "torch.compile is fully supported there with the same PyTorch wheel.", None, "torch-compile-python-version"),
-        fix("Or upgrade PyTorch to a release with Windows support for torch.compile", "CPU code generation needs the MSVC build tools; GPU code needs a Windows build of Triton.",
-            'pip install -U "torch>=2.5"', "torch-compile-python-version"),
-    ]
+    fixes = [remedy("torch-compile-python-version#run-uncompiled-windows"), remedy("torch-compile-python-version#linux-or-wsl"),
+             remedy("torch-compile-python-version#upgrade-torch-windows")]
     return hit("compile.windows_unsupported", "compile_error", "torch.compile not supported on Windows by this PyTorch", cause, fixes,
                ("torch-compile-python-version", "dynamo-errors"), [error_fact(ctx)], 0.93, facts=Facts(names=("windows",), call="torch.compile"))
 
@@ -470,28 +401,20 @@ def inductor(ctx: Context) -> RuleHit | None:
         missing_headers = bool(ctx.search(r"Python\.h: No such file"))
         cause = ("Inductor generates C++ for CPU code and needs a working C++ compiler"
                  + (" plus the Python development headers (Python.h is missing)" if missing_headers else "") + "; the compile step failed on this machine.")
-        fixes = [
-            fix("Install a working C++ compiler (and Python headers)", "Inductor calls the system C++ compiler at run time; on Windows that means MSVC build tools.",
-                "apt-get install -y build-essential python3-dev   # or conda install gxx_linux-64", "inductor-backend-failures"),
-            fix("Or use a backend that needs no compiler, to unblock", "", "model = torch.compile(model, backend='aot_eager')", "inductor-backend-failures"),
-            fix("Or let compile errors fall back to eager execution", "Keeps the program running (uncompiled) while the toolchain is fixed.",
-                "import torch._dynamo\ntorch._dynamo.config.suppress_errors = True", "inductor-backend-failures"),
-        ]
+        fixes = [remedy("inductor-backend-failures#install-cxx-compiler"), remedy("inductor-backend-failures#aot-eager-backend"),
+                 remedy("inductor-backend-failures#suppress-errors")]
         return hit("compile.cxx", "compile_error", "torch.compile: C++ compiler problem", cause, fixes, docs, found, 0.92)
     if ctx.search(r"TritonMissing|Cannot find a working triton installation"):
         old_gpu = ctx.search(r"(?:too old|CUDA capability|compute capability)[^\n]*")
         cause = ("Inductor generates GPU kernels with Triton, and no usable Triton was found"
                  + (f" ({old_gpu.group(0).strip()[:160]})" if old_gpu else " (not installed, or not working on this GPU)") + ".")
-        fixes = [fix("Install the Triton matching your torch (pip install triton), or compile with backend='aot_eager'", "", "pip install triton", "inductor-backend-failures")]
+        fixes = [remedy("inductor-backend-failures#install-triton")]
         return hit("compile.triton", "compile_error", "torch.compile: Triton missing", cause, fixes, docs, found, 0.92)
     inner = ctx.search(r"raised:\s*\n?\s*(\w+(?:Error|Exception)?: [^\n]+)")
     cause = ("The compiler backend (" + (backend.group(1) if backend else "inductor") + ") failed while compiling the captured graph"
              + (f": {inner.group(1)[:200]}" if inner else "") + ". Unless the same code fails eagerly, this is a problem in the backend for a particular op or shape, not in your code.")
-    fixes = [
-        fix("Bisect: try simpler backends", "If 'aot_eager' works and 'inductor' fails, the problem is in inductor's code generation.", "torch.compile(model, backend='eager')      # dynamo only\ntorch.compile(model, backend='aot_eager')  # + autograd tracing", "inductor-backend-failures"),
-        fix("Produce a minimal repro for a bug report", "", "TORCHDYNAMO_REPRO_AFTER=aot python train.py", "inductor-backend-failures"),
-        fix("Clear a stale compile cache", "", "rm -rf /tmp/torchinductor_$USER   # or set TORCHINDUCTOR_CACHE_DIR", "inductor-backend-failures"),
-    ]
+    fixes = [remedy("inductor-backend-failures#bisect-backends"), remedy("inductor-backend-failures#minimal-repro"),
+             remedy("inductor-backend-failures#clear-compile-cache")]
     return hit("compile.backend", "compile_error", "torch.compile backend failed", cause, fixes, docs, found, 0.9,
                facts=Facts(names=(backend.group(1),) if backend else ()))
 
@@ -520,11 +443,9 @@ def _ptxas_arch(ctx: Context) -> RuleHit | None:
              + ", and Triton releases ship a ptxas from the CUDA toolkit of their time, so a GPU generation released later is rejected. "
              "Eager PyTorch does not run ptxas, which is why the same model works without torch.compile (and why compiled runs fall back or fail).")
     fixes = [
-        fix(f"Point Triton at a ptxas from a CUDA toolkit that knows {arch}", "Any CUDA toolkit recent enough for the GPU works; TRITON_PTXAS_PATH overrides the bundled copy.",
-            f"/usr/local/cuda/bin/ptxas --help | grep -c {arch.rstrip('af')}   # non-zero: this ptxas knows the GPU\nexport TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas", "triton-ptxas-arch"),
-        fix("Or upgrade PyTorch and Triton to releases that support this GPU", "Newer Triton releases bundle a newer ptxas; PyTorch wheels pull the Triton release they were built with.",
-            "pip install -U torch triton   # or the nightly build for the newest GPUs", "triton-ptxas-arch"),
-        fix("Meanwhile run without Triton kernels", "Eager mode needs no ptxas.", "model = torch.compile(model, backend='aot_eager')   # or leave the model uncompiled", "triton-ptxas-arch"),
+        remedy("triton-ptxas-arch#triton-ptxas-path", arch=arch, arch_base=arch.rstrip("af")),
+        remedy("triton-ptxas-arch#upgrade-torch-triton"),
+        remedy("triton-ptxas-arch#no-triton-kernels"),
     ]
     return hit("compile.ptxas_arch", "compile_error", f"Triton's ptxas does not know {arch}", cause, fixes, ("triton-ptxas-arch", "inductor-backend-failures"), found, 0.93,
                facts=Facts(names=(arch,), flags=frozenset({"bundled_ptxas"}) if bundled else frozenset()))
@@ -600,14 +521,7 @@ def _ts_found(ctx: Context, site: str | None, *extra: Fact) -> list[Fact]:
 
 
 def _ts_common_fixes(site: str | None) -> list:
-    return [
-        fix("Rewrite that line with constructs TorchScript supports", "Loops, typed locals, tensor ops and supported builtins "
-            "compile; generators, arbitrary classes and most library calls do not.", None, "torchscript-errors"),
-        fix("Keep Python-only code out of the scripted graph", "@torch.jit.ignore leaves a method in Python (not saved); "
-            "@torch.jit.unused replaces it with an exception when scripted.", "@torch.jit.ignore\ndef helper(self, x): ...", "torchscript-errors"),
-        fix("Or capture the model another way", "torch.jit.trace records operations for example inputs; torch.export is the maintained successor.",
-            "ep = torch.export.export(model, (x,))", "torch-export-errors"),
-    ]
+    return [remedy("torchscript-errors#supported-constructs"), remedy("torchscript-errors#jit-ignore"), remedy("torch-export-errors#capture-another-way")]
 
 
 def _ts_python_call(ctx: Context, site: str | None) -> RuleHit | None:
@@ -620,20 +534,11 @@ def _ts_python_call(ctx: Context, site: str | None) -> RuleHit | None:
              "model may only contain TorchScript code. "
              + ("It looks like a custom torch.autograd.Function, which TorchScript cannot compile." if autograd else
                 "It is a plain Python call that was left in (a helper not scripted, or a builtin with no TorchScript equivalent)."))
-    fixes = [
-        fix(f"Replace or script `{name}`", "Script the helper too, or express it with tensor operations TorchScript knows"
-            + ("; for a custom autograd.Function, register its kernel as a custom operator (torch.library) so the graph calls an op instead of Python." if autograd else "."),
-            None, "torchscript-errors"),
-    ]
+    fixes = [remedy("torchscript-errors#replace-or-script-autograd" if autograd else "torchscript-errors#replace-or-script-call", function=name)]
     if autograd:
         # Libraries often ship a fused/memory-efficient autograd function next to a plain version of the same layer.
-        fixes.append(fix("Switch that layer to its plain implementation while exporting", "A custom autograd function (a memory-efficient or fused "
-                         "version of a layer) is not supported by tracing/scripting; if the library has a plain or exportable variant, disable the custom "
-                         "one for the export (a config flag, an 'exportable'/'scriptable' mode), or keep that part out of the exported model.", None, "torchscript-errors"))
-    fixes += [
-        fix("Or export with torch.export", "It captures through Python helpers and supports custom ops registered with torch.library.",
-            "ep = torch.export.export(model, (x,))", "torch-export-errors"),
-    ]
+        fixes.append(remedy("torchscript-errors#plain-layer-for-export"))
+    fixes += [remedy("torch-export-errors#export-through-helpers")]
     return hit("compile.torchscript_python_call", "compile_error", f"Python call `{name}` left in a TorchScript module", cause, fixes,
                _TS_DOCS, _ts_found(ctx, site), 0.88, facts=Facts(call=name, names=(name,)))
 
@@ -651,21 +556,17 @@ def _ts_unknown_op(ctx: Context, site: str | None) -> RuleHit | None:
         cause = (f"The serialized TorchScript model calls `{op}`, which this runtime does not have. "
                  + (f"`{op.split('::')[0]}` is an extension's operator namespace: its library must be imported/loaded before the model."
                     if custom else "The model was saved by a newer PyTorch than the one loading it (or the runtime is a reduced mobile/C++ build without that operator)."))
-        fixes = [
-            fix("Load with the same (or newer) PyTorch that saved the model", "Compare torch.__version__ on both sides; "
-                "re-export the model with the older release if the runtime cannot be upgraded.", "python -c 'import torch; print(torch.__version__)'", "torchscript-errors"),
-        ]
+        fixes = [remedy("torchscript-errors#same-torch-to-load")]
         if custom:
-            fixes.insert(0, fix(f"Load the library that defines `{op}` first", "", f"import {op.split('::')[0]}  # or torch.ops.load_library('lib.so')\nmodel = torch.jit.load(path)", "torchscript-errors"))
+            fixes.insert(0, remedy("torchscript-errors#load-op-library", op=op, namespace=op.split("::")[0]))
         return hit("compile.torchscript_op_on_load", "compile_error", f"Operator `{op}` missing when loading a TorchScript model", cause,
                    fixes, _TS_DOCS, found, 0.88, facts=facts)
     cause = (f"The scripted code calls something TorchScript resolves to `{op}`, which has no TorchScript schema"
              + (f" (at `{site}`)" if site else "") + ": the method or overload is not supported in TorchScript"
              + (f"; close matches it knows: {', '.join(suggestions[:3])}" if suggestions else "") + ".")
+    variant = ("-to-dtype" if op in ("aten::type", "aten::new") else "") + ("-suggested" if suggestions else "")
     fixes = [
-        fix("Use a supported equivalent", "Rewrite the call with an operator or overload TorchScript knows"
-            + (" (`.to(dtype)` converts types)" if op in ("aten::type", "aten::new") else "")
-            + (", starting from the suggestions the message lists." if suggestions else "."), None, "torchscript-errors"),
+        remedy(f"torchscript-errors#supported-equivalent{variant}"),
         *_ts_common_fixes(site)[1:],
     ]
     return hit("compile.torchscript_unknown_op", "compile_error", f"`{op}` is not available in TorchScript", cause, fixes, _TS_DOCS,
@@ -680,10 +581,7 @@ def _ts_type_annotation(ctx: Context, site: str | None) -> RuleHit | None:
     cause = (f"TorchScript cannot resolve the type annotation `{name}`" + (f" in `{site}`" if site else "")
              + ": it only understands a fixed set of annotation spellings (torch.Tensor, int, float, bool, str, and "
              "List/Dict/Tuple/Optional imported by name from typing), and this one is not among them.")
-    fixes = [
-        fix(f"Spell `{name}` the way TorchScript expects", "Import typing names directly (`from typing import List`), "
-            "annotate tensors as torch.Tensor, and use torch.jit.Final for constants.", "from typing import List, Optional\ndef f(x: torch.Tensor) -> List[torch.Tensor]: ...", "torchscript-errors"),
-    ]
+    fixes = [remedy("torchscript-errors#spell-type-annotation", type_name=name)]
     return hit("compile.torchscript_type_annotation", "compile_error", f"TorchScript does not know the type `{name}`", cause, fixes,
                _TS_DOCS, _ts_found(ctx, site), 0.88, facts=Facts(names=(name,)))
 
@@ -696,8 +594,7 @@ def _ts_builtin(ctx: Context, site: str | None) -> RuleHit | None:
     cause = (f"The scripted code calls the Python builtin `{name}`" + (f" (`{site}`)" if site else "")
              + ", which TorchScript does not implement: scripting only accepts the builtins it has its own version of.")
     fixes = [
-        fix(f"Replace `{name}(...)` with supported code", "Write the equivalent with a loop, indexing or tensor operations, "
-            "or compute the value outside the scripted code and pass it in.", None, "torchscript-errors"),
+        remedy("torchscript-errors#replace-builtin", function=name),
         *_ts_common_fixes(site)[1:],
     ]
     return hit("compile.torchscript_builtin", "compile_error", f"Python builtin `{name}` not supported in TorchScript", cause, fixes,
@@ -709,26 +606,20 @@ def _ts_attribute(ctx: Context, site: str | None) -> RuleHit | None:
     n = _ts_search(ctx, r"Tried to access nonexistent attribute (?:or method )?'?(\w+)'?(?: of type '([^']+?)(?: \(of Python compilation unit[^']*\))?')?")
     if not (m or n):
         return None
-    owner, attr = (m.group(1), m.group(2)) if m else (n.group(2) or "the object", n.group(1))
+    owner_name, attr = (m.group(1), m.group(2)) if m else (n.group(2), n.group(1))
+    owner = owner_name or "the object"
     conv = _ts_search(ctx, r"failed to convert Python type: '(\w+)'")
     if conv:
         cause = (f"`{owner}.{attr}` exists in Python, but its value (a `{conv.group(1)}` holding values TorchScript cannot type) "
                  "cannot be turned into a TorchScript attribute, so scripted methods cannot read it.")
-        fixes = [
-            fix(f"Store `{attr}` as a supported type", "Use tensors, numbers, strings or List/Dict of those; annotate the attribute "
-                "at class level when its type cannot be inferred.", f"class {owner}(nn.Module):\n    {attr}: Dict[str, float]", "torchscript-errors"),
-            fix("Or read the value in Python before scripting", "Copy the fields forward() needs into plain typed attributes in __init__.", None, "torchscript-errors"),
-        ]
+        fixes = [remedy("torchscript-errors#supported-attribute-type", attribute=attr, module_class=owner_name),
+                 remedy("torchscript-errors#read-value-before-scripting")]
         return hit("compile.torchscript_attribute_type", "compile_error", f"`{attr}` has a type TorchScript cannot convert", cause, fixes,
                    _TS_DOCS, _ts_found(ctx, site), 0.88, facts=Facts(names=(owner, attr)))
     cause = (f"The scripted code reads `{attr}` on `{owner}`" + (f" (`{site}`)" if site else "")
              + ", but TorchScript finds no such attribute or method at compile time: it was never set in __init__ (or is set "
              "conditionally / later), it is a Python-only attribute, or the method does not exist in TorchScript's view of that type.")
-    fixes = [
-        fix(f"Define `{attr}` in __init__ with a supported type", "Every attribute a scripted method reads must exist when "
-            "the module is scripted; give optional ones a typed default (Optional[...] = None).", None, "torchscript-errors"),
-        fix("Or keep the code that needs it out of TorchScript", "", "@torch.jit.ignore\ndef helper(self, x): ...", "torchscript-errors"),
-    ]
+    fixes = [remedy("torchscript-errors#define-attribute-in-init", attribute=attr), remedy("torchscript-errors#ignore-helper")]
     return hit("compile.torchscript_attribute", "compile_error", f"TorchScript cannot find `{attr}`", cause, fixes, _TS_DOCS,
                _ts_found(ctx, site), 0.88, facts=Facts(names=(owner, attr)))
 
@@ -740,7 +631,7 @@ def _ts_default(ctx: Context, site: str | None) -> RuleHit | None:
     typ, param = m.groups()
     cause = (f"Parameter `{param}` has no type annotation, so TorchScript assumes it is a {typ}, but its default value is not one. "
              "Unannotated parameters are always taken to be Tensors in TorchScript.")
-    fixes = [fix(f"Annotate `{param}` with its real type", "", f"def fn(x: torch.Tensor, {param}: float = ...) -> torch.Tensor: ...", "torchscript-errors")]
+    fixes = [remedy("torchscript-errors#annotate-default-param", argument=param)]
     return hit("compile.torchscript_default_type", "compile_error", f"Unannotated parameter `{param}` assumed to be a {typ}", cause, fixes,
                _TS_DOCS, _ts_found(ctx, site), 0.9, facts=Facts(argument=param, names=(param,)))
 
@@ -753,9 +644,9 @@ def _ts_arg_type(ctx: Context, site: str | None) -> RuleHit | None:
     inferred = "(inferred)" in want or bool(_ts_search(ctx, r"because it was not annotated"))
     cause = (f"The scripted `{fn}` was called with a {got} for argument `{arg}`, whose TorchScript type is {want.replace(' (inferred)', '')}"
              + (" only because the parameter has no annotation: TorchScript assumes unannotated parameters are Tensors." if inferred else "."))
-    fixes = [fix(f"Annotate `{arg}` with the type you pass", "Use Optional[...] when None is allowed.",
-                 f"def {fn}(..., {arg}: {'Optional[torch.Tensor]' if got == 'NoneType' else got} ...): ...", "torchscript-errors")]
+    fixes = [remedy("torchscript-errors#annotate-optional-arg" if got == "NoneType" else "torchscript-errors#annotate-arg-type",
+                    function=fn, argument=arg, got_type=got)]
     if not inferred:
-        fixes.append(fix("Or pass a value of the declared type", "", None, "torchscript-errors"))
+        fixes.append(remedy("torchscript-errors#pass-declared-type"))
     return hit("compile.torchscript_arg_type", "compile_error", f"`{fn}()` argument `{arg}`: expected {want}, got {got}", cause, fixes,
                _TS_DOCS, _ts_found(ctx, site), 0.9, facts=Facts(argument=arg, names=(fn, want, got)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact, lazy_re
+from assistant.rules.base import Context, error_fact, hit, location_fact, lazy_re, remedy
 from assistant.rules.registry import EARLY, Example, rule
 from assistant.types import CudaAssert, Fact, Facts, Fix, RuleHit
 
@@ -19,8 +19,8 @@ _ASYNC_NOTE = ("CUDA kernels run asynchronously, so the error is raised at a lat
 
 def _localise_fixes() -> list[Fix]:
     return [
-        fix("Re-run with synchronous launches to find the real operation", "The traceback then points at the kernel that failed (slower; debugging only). `torchhelp run --rerun-blocking` does this for you.", "CUDA_LAUNCH_BLOCKING=1 python train.py", "async-cuda-errors"),
-        fix("Or run the same batch on the CPU", "CPU kernels check indices eagerly and raise a readable IndexError/RuntimeError with the offending value.", "model.cpu()(x.cpu())", "async-cuda-errors"),
+        remedy("async-cuda-errors#launch-blocking-rerun"),
+        remedy("async-cuda-errors#run-batch-on-cpu"),
     ]
 
 
@@ -48,41 +48,40 @@ def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
         story = (f"The loss kernel `{kernel}` found a target label outside [0, n_classes) (assertion `{a.condition}`). A label equals the number of "
                  "classes (labels numbered 1..C instead of 0..C-1), is negative (e.g. -1 padding without ignore_index), or the output layer has fewer "
                  "classes than the data.")
-        fixes = [fix("Check the label range against the model's output size", "Labels must satisfy 0 <= y < num_classes; the final layer's out_features must be num_classes.", "print(y.min().item(), y.max().item(), logits.shape[-1])\nassert 0 <= y.min() and y.max() < logits.shape[-1]", "device-side-assert"),
-                 fix("Shift 1-based labels, or mark padding with ignore_index", "", "loss = F.cross_entropy(logits, y - 1)\n# or: nn.CrossEntropyLoss(ignore_index=-100) with padding set to -100", "device-side-assert")]
+        fixes = [remedy("device-side-assert#check-label-range"),
+                 remedy("device-side-assert#shift-labels-or-ignore-index")]
         # The 2-D (per-pixel) kernels mean the targets are segmentation masks, whose usual out-of-range values are
         # a void/border colour (255) or masks stored as 0-255 images instead of class ids.
         if re.search(r"nll_loss2d|SpatialClassNLLCriterion", k, re.I):
             story += (" This is the per-pixel loss, so the targets are segmentation masks: the usual culprits are a void or border value "
                       "such as 255 left in the mask, or masks stored as 0-255 images (or RGB colours) instead of class ids.")
-            fixes.insert(1, fix("Look at the values in the masks, and map them to class ids", "Print the distinct values of a few masks; ignore the void value in the loss or remap colours to ids when loading.",
-                                "print(torch.unique(mask))\ncriterion = nn.CrossEntropyLoss(ignore_index=255)", "device-side-assert"))
+            fixes.insert(1, remedy("device-side-assert#inspect-mask-values"))
         return AssertStory("cuda.assert_label", "class label out of range in the loss", story, tuple(fixes))
     if re.search(r"input_val >= zero && input_val <= one|input >= 0\. && input <= 1\.|binary_cross_entropy|BCECriterion", k):
         return AssertStory(
             "cuda.assert_bce_range", "BCE input outside [0, 1]",
             f"binary_cross_entropy's kernel found an input outside [0, 1] (assertion `{a.condition}`): it was given raw logits, values that drifted "
             "outside the range, or NaN, instead of probabilities.",
-            (fix("Use BCEWithLogitsLoss on raw logits", "It applies the sigmoid internally and is numerically stable.", "loss = F.binary_cross_entropy_with_logits(logits, target)", "device-side-assert"),
-             fix("If the inputs are meant to be probabilities, check them for NaN first", "A NaN from earlier in the network also fails this check.", "assert torch.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()", "nan-inf-anomaly")))
+            (remedy("device-side-assert#bce-with-logits"),
+             remedy("nan-inf-anomaly#check-probabilities-finite")))
     if re.search(r"multinomial|cumdist|0 <= p4 && p4 <= 1|val >= zero|ge\(val, zero\)|probability tensor contains", k, re.I):
         return AssertStory(
             "cuda.assert_multinomial", "invalid probabilities for sampling",
             f"A sampling kernel (`{kernel}`) got a probability row that is negative, NaN/Inf, or sums to zero (assertion `{a.condition}`).",
-            (fix("Sample from softmax of finite logits", "Check the logits for NaN/Inf and make sure no row is all zeros or masked out entirely.", "probs = torch.softmax(logits.float(), -1)\nassert torch.isfinite(probs).all() and (probs.sum(-1) > 0).all()", "nan-inf-anomaly"),))
+            (remedy("nan-inf-anomaly#sample-from-finite-softmax"),))
     gather = re.search(r"vectorized_gather|IndexKernelUtils|indexSelect|srcIndex < srcSelectDimSize|index_select", k, re.I)
     if gather:
         story = (f"`{kernel}` read an index outside the dimension it indexes (assertion `{a.condition}`). This kernel serves embedding lookups, "
                  "index_select and tensor[idx] gathers: an index tensor holds a value at or beyond the size of the indexed dimension, or a negative one "
                  "(for an embedding lookup: an id >= num_embeddings).")
-        fixes = [fix("Compare the largest index with the size it indexes", "", "print(idx.min().item(), idx.max().item(), table.size(0))\nassert 0 <= idx.min() and idx.max() < table.size(0)", "index-out-of-range")]
+        fixes = [remedy("index-out-of-range#compare-max-index-with-size")]
         # index_select's kernels (indexSelectLargeIndex/SmallIndex) are what an embedding lookup runs, so the
         # embedding story applies to them even when no frame names the embedding.
         if embedding_seen or re.search(r"indexSelect", k):
             why = "The traceback shows an embedding" if embedding_seen else "index_select's kernel is what an embedding lookup runs"
             story += (f" {why}, so most likely a token id is too large — a tokenizer vocabulary larger than the table, tokens added "
                       "without resizing it, or positions beyond the largest position embedding.")
-            fixes.append(fix("Size the embedding from the vocabulary (and positions from the max length)", "With Hugging Face models after adding tokens: model.resize_token_embeddings(len(tokenizer)).", "emb = nn.Embedding(len(vocab), dim)", "index-out-of-range"))
+            fixes.append(remedy("index-out-of-range#size-embedding-and-positions"))
         return AssertStory("cuda.assert_gather_index", "index out of range in an embedding/index_select gather", story, tuple(fixes))
     if re.search(r"ScatterGather|scatter|idx_dim", k, re.I):
         return AssertStory(
@@ -90,13 +89,13 @@ def _assert_story(a: CudaAssert, embedding_seen: bool) -> AssertStory:
             f"A gather/scatter kernel (`{kernel}`) got an index outside the dimension it indexes (assertion `{a.condition}`): torch.gather, "
             "scatter/scatter_add or an op built on them (one-hot encoding, label smoothing, top-k bookkeeping) received an index >= that "
             "dimension's size, or a negative one — for example a label value larger than the number of classes it is scattered into.",
-            (fix("Check index bounds before gather/scatter", "The index values must lie in [0, size of the dimension being gathered/scattered).", "assert idx.min() >= 0 and idx.max() < src.size(dim)", "index-out-of-range"),))
+            (remedy("index-out-of-range#check-gather-scatter-bounds"),))
     if re.search(r"IndexKernel|index out of bounds|-sizes\[i\] <= index", k, re.I):
         return AssertStory(
             "cuda.assert_index", "tensor index out of range",
             f"An indexing kernel (`{kernel}`) got an index outside the tensor (assertion `{a.condition}`): advanced indexing with a tensor of indices "
             "that contains a value >= the dimension size (or < -size).",
-            (fix("Check the index tensor's range", "", "assert idx.min() >= -t.size(0) and idx.max() < t.size(0)", "index-out-of-range"),))
+            (remedy("index-out-of-range#check-index-tensor-range"),))
     return AssertStory(
         "cuda.assert_other", "kernel assertion",
         f"The kernel `{kernel}` in {a.source_file.replace(chr(92), '/').rsplit('/', 1)[-1]} failed the assertion `{a.condition}`: an input violates "
@@ -178,12 +177,11 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
             conjecture = "The reported line works with embeddings: check the token/position ids against the embedding sizes first."
         elif _LOSS_LINE.search(src):
             conjecture = "The reported line computes a loss: check the target labels against the number of classes first."
-        fixes.append(fix("Check labels and indices first", "These are behind most device-side asserts. Placeholder labels for unlabeled or void samples (-1, 255) are out of range too: exclude them with the loss's ignore_index.",
-                         "assert 0 <= y.min() and y.max() < num_classes\nassert ids.max() < embedding.num_embeddings\ncriterion = nn.CrossEntropyLoss(ignore_index=-1)   # when -1 marks unlabeled samples", "device-side-assert"))
+        fixes.append(remedy("device-side-assert#check-labels-and-indices"))
         title = "CUDA device-side assert triggered"
         values = Facts()
     fixes.extend(_localise_fixes())
-    fixes.append(fix("Restart the process after fixing", "After a device-side assert the CUDA context is unusable; every later CUDA call fails too.", None, "async-cuda-errors"))
+    fixes.append(remedy("async-cuda-errors#restart-after-assert"))
     loc = location_fact(ctx)
     if loc:
         found.append(Fact("location", loc.text + " (reported line; may not be the failing op)"))
@@ -237,14 +235,9 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
                  "CUDA device, which stays the first GPU, instead of the device its tensors live on: it is missing a device guard, so it reads "
                  "addresses that are not valid there. " + _ASYNC_NOTE)
         fixes = [
-            fix("Make the tensors' GPU the current device", "Confirms it and works around it: call torch.cuda.set_device with that device before the "
-                "model or op runs (or wrap the call in `with torch.cuda.device(...)`).",
-                f"torch.cuda.set_device(\"{other_gpu}\")\n# or: with torch.cuda.device(x.device): out = op(x)", "illegal-memory-access"),
-            fix("Upgrade the library whose kernel fails", "Missing device guards in extension kernels are regular bug fixes: install the newest release "
-                "built for your torch/CUDA pair; in your own extension, add a device guard at each entry point.",
-                "#include <c10/cuda/CUDAGuard.h>\nconst at::cuda::OptionalCUDAGuard device_guard(device_of(input));", "illegal-memory-access"),
-            fix("Or expose only that GPU to the process", "With one visible GPU the current device and the tensors' device are the same.",
-                "CUDA_VISIBLE_DEVICES=1 python train.py   # the GPU you wanted; it is cuda:0 inside", "illegal-memory-access"),
+            remedy("illegal-memory-access#set-current-device", device=other_gpu),
+            remedy("illegal-memory-access#upgrade-library-device-guard"),
+            remedy("illegal-memory-access#expose-one-gpu"),
         ]
         fixes.extend(_localise_fixes())
         return hit("cuda.illegal_memory_access_device", "illegal_memory_access", "CUDA illegal memory access (only on a non-default GPU)", cause, fixes,
@@ -256,8 +249,8 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
                  "their alignment assumptions — views into a larger flat buffer, slices, or non-contiguous inputs passed to a custom or fused kernel. "
                  + _ASYNC_NOTE)
         fixes = [
-            fix("Pass contiguous, freshly allocated tensors to the failing kernel", "Views keep a storage offset; .contiguous() or .clone() copies into a fresh aligned buffer.", "x = x.contiguous()  # or x.clone()", "illegal-memory-access"),
-            fix("Check alignment of views into shared buffers", "When parameters or gradients are views into one flat tensor, align each view's offset to 16 bytes or fall back to non-vectorised code paths.", "assert x.data_ptr() % 16 == 0", "illegal-memory-access"),
+            remedy("illegal-memory-access#contiguous-fresh-tensors"),
+            remedy("illegal-memory-access#check-view-alignment"),
         ]
     elif custom:
         outcome = "cuda.illegal_memory_access_custom"
@@ -266,15 +259,14 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
                  "end of a tensor — a missing bounds mask, a wrong stride assumption (element vs byte strides, or a non-contiguous input), or an "
                  "int32 offset that overflows on large tensors. " + _ASYNC_NOTE)
         fixes = [
-            fix("Find the faulting kernel with compute-sanitizer", "It reports the kernel, thread and address of the bad access.", "compute-sanitizer --tool memcheck python repro.py", "illegal-memory-access"),
-            fix("Bounds-check the kernel", "If it is a kernel you wrote or can change: in Triton, mask every load/store with the valid range and pass strides in elements; in CUDA C++, guard with `if (i < n)` and use int64 offsets for big tensors.", "x = tl.load(ptr + offs, mask=offs < n_elements)", "illegal-memory-access"),
-            fix("Make inputs contiguous", "Kernels that assume a contiguous layout read the wrong addresses on transposed or sliced tensors.", "x = x.contiguous()", "illegal-memory-access"),
-            fix("If the kernel was generated by torch.compile, compare with eager mode", "Running the same step without torch.compile tells a compiler bug from a bad input.", "model = torch.compile(model, backend='eager')  # or drop torch.compile", "illegal-memory-access"),
-            fix("Check whether it depends on the batch or input size", "If it only fails above some batch size (or image/sequence size), the kernel's element count or offsets overflow 32-bit integers: a smaller batch size avoids it until the kernel uses 64-bit indexing. For a library's compiled op, upgrade the library: such indexing bugs are regularly fixed in its releases.", None, "illegal-memory-access"),
+            remedy("illegal-memory-access#compute-sanitizer"),
+            remedy("illegal-memory-access#bounds-check-kernel"),
+            remedy("illegal-memory-access#make-inputs-contiguous"),
+            remedy("illegal-memory-access#compare-with-eager"),
+            remedy("illegal-memory-access#check-size-dependence"),
         ]
         if re.search(r"c\+\+|cpp|\.cu\b|cuda extension|custom (?:cuda |c\+\+ )?(?:extension|op|kernel)", raw, re.I):
-            fixes.insert(1, fix("Launch on the input's GPU, not the current device", "An extension kernel is launched on the current CUDA device and stream; when its tensors live on another GPU (cuda:1, or a process sharing several cards) it reads addresses that are invalid there. Set a device guard from the input at the top of the C++ function.",
-                                "#include <c10/cuda/CUDAGuard.h>\nconst at::cuda::OptionalCUDAGuard device_guard(device_of(input));\n// Python side: with torch.cuda.device(x.device): out = ext.forward(x)", "illegal-memory-access"))
+            fixes.insert(1, remedy("illegal-memory-access#launch-on-input-gpu"))
     elif library:
         outcome = "cuda.illegal_memory_access_library"
         named = list(dict.fromkeys(m.group(0) for m in _LIBRARY_OP.finditer(raw)))[:3]
@@ -284,12 +276,9 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
                  "kernels check their inputs less than PyTorch's, and out-of-bounds bugs in them are fixed in later releases: a bug in that "
                  "library's kernel is the likeliest cause, before an index in your data. " + _ASYNC_NOTE)
         fixes = [
-            fix(f"Upgrade the library that provides {op}", "Install its newest release built for your torch/CUDA pair; read its changelog and "
-                "issues for this op.", "pip install -U <library>   # the build for your torch and CUDA versions", "illegal-memory-access"),
-            fix("Or swap in the torchvision/PyTorch equivalent of the op", "If torchvision or PyTorch offers the same operation (RoI pooling and align, "
-                "NMS, scatter reductions), using it instead tells a library bug from a bad input.", "from torchvision.ops import roi_pool, roi_align, nms",
-                "illegal-memory-access"),
-            fix("Find the faulting kernel with compute-sanitizer", "It names the kernel, thread and address.", "compute-sanitizer --tool memcheck python repro.py", "illegal-memory-access"),
+            remedy("illegal-memory-access#upgrade-library-op", ops=op),
+            remedy("illegal-memory-access#swap-in-torchvision-op"),
+            remedy("illegal-memory-access#compute-sanitizer-names-kernel"),
         ]
     else:
         outcome = "cuda.illegal_memory_access"
@@ -297,12 +286,12 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
                  "op that does not check them, a third-party extension kernel (compiled ops from a library) whose index or stride arithmetic is wrong, "
                  "or a library bug; it can also follow an earlier asynchronous error. " + _ASYNC_NOTE)
         fixes = [
-            fix("Find the faulting kernel with compute-sanitizer", "It reports the kernel, thread and address of the bad access.", "compute-sanitizer --tool memcheck python repro.py", "illegal-memory-access"),
-            fix("Check indices fed to indexing ops and extension kernels", "Out-of-range indices in ops without bounds checks read arbitrary memory.", "assert idx.min() >= 0 and idx.max() < t.size(dim)", "illegal-memory-access"),
-            fix("Rule out a library mismatch", "Compiled extensions built against a different PyTorch/CUDA version can corrupt memory; rebuild them for the installed versions.", None, "illegal-memory-access"),
+            remedy("illegal-memory-access#compute-sanitizer"),
+            remedy("illegal-memory-access#check-indices-extension"),
+            remedy("illegal-memory-access#rule-out-library-mismatch"),
         ]
     fixes.extend(_localise_fixes())
-    fixes.append(fix("Restart the process", "The CUDA context is corrupted after this error; nothing on this GPU works until the process exits.", None, "illegal-memory-access"))
+    fixes.append(remedy("illegal-memory-access#restart-process"))
     title = "CUDA misaligned address" if outcome == "cuda.misaligned_address" else "CUDA illegal memory access"
     loc = location_fact(ctx)
     return hit(outcome, "illegal_memory_access", title, cause, fixes, ("illegal-memory-access", "async-cuda-errors"), found + ([loc] if loc else []), 0.93,
@@ -413,7 +402,7 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
     layer, kind = ctx.layer
     if other and not m and "training mode" in other.group(0):
         cause = "cuDNN's RNN backward only works in training mode; backward was called through an LSTM/GRU/RNN while it was in eval() mode."
-        fixes = [fix("Call model.train() before the backward pass (or disable cuDNN for that RNN)", "If eval mode is needed (e.g. for attribution or a frozen RNN), run that backward with cuDNN disabled.", "model.train()\n# or: with torch.backends.cudnn.flags(enabled=False): loss.backward()", "cudnn-errors")]
+        fixes = [remedy("cudnn-errors#rnn-backward-train-mode")]
         return hit("cuda.cudnn_rnn_eval", "cudnn_error", "cuDNN RNN backward in eval mode", cause, fixes, docs[:1], found, 0.93,
                    facts=Facts(names=("cudnn RNN backward",), layer=layer, layer_kind=kind))
     if other and not m:
@@ -432,16 +421,15 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
         cause += f" The log also shows a kernel assertion in `{_kernel_label(a)}` (`{a.condition}`): that earlier failure is the real cause."
         found.append(Fact("cuda_assert", f"{a.kernel}: {a.condition}"))
     fixes = [
-        fix("Get the real error by disabling cuDNN once", "With cuDNN off, PyTorch's native kernels run and usually raise a precise error (or reveal OOM).", "torch.backends.cudnn.enabled = False", "cudnn-errors"),
-        fix("Rule out out-of-memory", "Lower the batch size; print torch.cuda.memory_summary() just before the failing call.", None, "cuda-oom"),
-        fix("Localise with synchronous launches", "", "CUDA_LAUNCH_BLOCKING=1 python train.py", "async-cuda-errors"),
-        fix("Make inputs contiguous and of a supported dtype", "", "x = x.contiguous()", "cudnn-errors"),
+        remedy("cudnn-errors#disable-cudnn-once"),
+        remedy("cuda-oom#cudnn-rule-out-oom"),
+        remedy("async-cuda-errors#localise-launch-blocking"),
+        remedy("cudnn-errors#contiguous-supported-dtype"),
     ]
-    versions = fix("Check which cuDNN PyTorch actually loads", "Compare the versions PyTorch reports with the GPU's compute capability, remove other cuDNN/CUDA copies from the library path (LD_LIBRARY_PATH / PATH), or reinstall the official wheel (with a CUDA toolkit that supports this GPU).", "print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())\nprint(torch.cuda.get_device_capability())", "cudnn-errors")
+    versions = remedy("cudnn-errors#check-loaded-cudnn")
     if outcome in ("cuda.cudnn_internal_error", "cuda.cudnn_execution_failed"):
         # Autotuning benchmarks many algorithms, some with large workspaces or known bugs; failures that come and go often stop without it.
-        fixes.append(fix("Turn off cuDNN autotuning", "With torch.backends.cudnn.benchmark = True, cuDNN tries many algorithms (some with large workspaces or bugs for particular shapes); setting it to False picks a default algorithm and often makes intermittent internal errors disappear.",
-                         "torch.backends.cudnn.benchmark = False", "cudnn-errors"))
+        fixes.append(remedy("cudnn-errors#benchmark-off"))
     if outcome in ("cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch", "cuda.cudnn_bad_param"):
         fixes.insert(0, versions)
     else:
@@ -518,19 +506,19 @@ def cublas_error(ctx: Context) -> RuleHit | None:
         cause += f" The log also shows a kernel assertion in `{_kernel_label(a)}` (`{a.condition}`): fix that first; the cuBLAS error is its consequence."
         found.append(Fact("cuda_assert", f"{a.kernel}: {a.condition}"))
     fixes = [
-        fix("Run the failing step on the CPU to get a precise error", "An out-of-range index or a shape bug raises a clear exception on the CPU.", "out = model.cpu()(x.cpu())", "cublas-errors"),
-        fix("Localise with synchronous launches", "", "CUDA_LAUNCH_BLOCKING=1 python train.py", "async-cuda-errors"),
-        fix("Check the matmul sizes and the indices feeding it", "No dimension should be 0 or in the billions; indices into embedding tables must be below the table size.", "print(a.shape, b.shape, a.dtype, a.is_contiguous())", "cublas-errors"),
+        remedy("cublas-errors#run-step-on-cpu"),
+        remedy("async-cuda-errors#localise-launch-blocking"),
+        remedy("cublas-errors#check-matmul-sizes"),
     ]
     if row.memory_first:
-        fixes.insert(0, fix("Treat it as out of memory", "Reduce batch size or free memory; the allocation for cuBLAS's handle or workspace failed.", "print(torch.cuda.memory_summary())", "cuda-oom"))
+        fixes.insert(0, remedy("cuda-oom#cublas-treat-as-oom"))
     if row.outcome in ("cuda.cublas_not_supported", "cuda.cublas_arch_mismatch"):
         if set(dtypes) & {"bfloat16", "float16"}:
-            fixes.insert(0, fix("Use a dtype this GPU supports", "e.g. float16 or float32 instead of bfloat16 on pre-Ampere GPUs.", "print(torch.cuda.get_device_capability(), torch.cuda.is_bf16_supported())", "cublas-errors"))
+            fixes.insert(0, remedy("cublas-errors#supported-dtype"))
         else:
-            fixes.insert(0, fix("Check the GPU against what the build and routine need", "Compare the card's compute capability with the architectures the PyTorch/extension build supports; odd batched shapes or strides can also be rejected.", "print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list(), torch.version.cuda)", "cublas-errors"))
+            fixes.insert(0, remedy("cublas-errors#check-gpu-vs-build"))
     if row.outcome in ("cuda.cublas_execution_failed", "cuda.cublas_invalid_value"):
-        fixes.append(fix("Check that the PyTorch build supports this GPU", "A wheel built for an older CUDA than the GPU architecture needs fails in GEMM kernels; install a build for a matching CUDA version.", "print(torch.version.cuda, torch.cuda.get_device_capability(), torch.cuda.get_arch_list())", "cublas-errors"))
+        fixes.append(remedy("cublas-errors#build-supports-gpu"))
     return hit(row.outcome, "cublas_error", f"cuBLAS error: {status}", cause, fixes, ("cublas-errors", "async-cuda-errors", "device-side-assert"), found, 0.9,
                facts=Facts(names=tuple(n for n in (f"CUBLAS_STATUS_{status}", call_name) if n), dtypes=dtypes, call=call_name))
 
@@ -551,12 +539,10 @@ def _machine_reboot(ctx: Context, m: re.Match[str]) -> RuleHit:
              "most often a power supply that cannot deliver the GPUs' peak draw (its overload protection cuts power), overheating, a loose power "
              "cable or riser, or a motherboard BIOS/firmware problem.")
     fixes = [
-        fix("Check the power supply against the load", "Add up the GPUs' and CPU's rated power: the PSU needs clear headroom over that, since training produces short power spikes. Limiting the GPUs' power draw is a quick test: if the reboots stop, power delivery is the cause.",
-            "sudo nvidia-smi -pl 200   # watts, per GPU; test with a lower limit", "gpu-hardware-faults"),
-        fix("Watch temperatures and read the logs of the previous boot", "Log GPU temperature and power until the reboot; the system journal of the previous boot may show thermal or hardware (MCE, PCIe AER) events.",
-            "nvidia-smi --query-gpu=temperature.gpu,power.draw --format=csv -l 5 > gpu.log\njournalctl -b -1 -k | tail -50", "gpu-hardware-faults"),
-        fix("Reseat cables and update (or roll back) the BIOS", "Check that the GPUs' power cables are firmly connected; a motherboard BIOS update or rollback fixes some boards that reset under heavy PCIe load.", None, "gpu-hardware-faults"),
-        fix("Narrow it down", "Run with one GPU, then the other, and with a smaller batch: a reboot that follows one card or only the full load points at that card or at the power supply.", "CUDA_VISIBLE_DEVICES=0 python train.py", "gpu-hardware-faults"),
+        remedy("gpu-hardware-faults#check-power-supply"),
+        remedy("gpu-hardware-faults#watch-temps-boot-logs"),
+        remedy("gpu-hardware-faults#reseat-cables-bios"),
+        remedy("gpu-hardware-faults#narrow-down-reboot"),
     ]
     return hit("cuda.hardware_machine_reboot", "hardware_error", "The computer restarts during training (hardware/power)", cause, fixes, ("gpu-hardware-faults",), found, 0.7,
                facts=Facts(flags=frozenset({"machine_reboot"})))
@@ -614,17 +600,17 @@ def hardware_error(ctx: Context) -> RuleHit | None:
         cause = ("The kernel was killed by the display watchdog: this GPU also drives a display (or runs under Windows' WDDM driver), and one kernel ran "
                  "longer than the operating system allows. It is a configuration limit, not a fault in your tensors.")
         fixes = [
-            fix("Run on a GPU that drives no display, or in TCC/headless mode", "On Linux, stop the desktop on that GPU or use another card; on Windows, data-center GPUs can switch to the TCC driver.", None, "gpu-hardware-faults"),
-            fix("Make each kernel shorter", "Smaller batches or inputs finish each kernel sooner, under the watchdog's limit.", None, "gpu-hardware-faults"),
+            remedy("gpu-hardware-faults#headless-gpu"),
+            remedy("gpu-hardware-faults#shorter-kernels"),
         ]
     elif "unknown error" in text.lower() and _first_cuda_call(ctx):
         cause = ("CUDA reported an unknown error at the first CUDA call (creating a tensor on the GPU or moving the model there), i.e. CUDA "
                  "could not be initialised. That is an environment problem rather than your code: a driver that does not match the CUDA "
                  "version of this PyTorch build (one of them upgraded without the other, or without a reboot), a driver left in a bad state "
                  "(after a crash or a suspend/resume), or a Windows/WSL or container setup without working GPU access.")
-        fixes = [fix("Test CUDA on its own", "If this one-liner fails too, the environment is at fault; compare the driver's CUDA version (nvidia-smi) with the one PyTorch was built for.", "nvidia-smi\npython -c \"import torch; print(torch.version.cuda); print(torch.zeros(1).cuda())\"", "cuda-unavailable"),
-                 fix("Reset the driver state", "Reboot after driver or CUDA upgrades; on Linux laptops after suspend, reloading the UVM module often helps.", "sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm", "cuda-unavailable"),
-                 fix("Install a PyTorch build that matches the driver", "Pick the wheel whose CUDA version the installed driver supports (or update the driver).", None, "cuda-unavailable")]
+        fixes = [remedy("cuda-unavailable#test-cuda-alone"),
+                 remedy("cuda-unavailable#reset-driver-state"),
+                 remedy("cuda-unavailable#matching-torch-build")]
         return hit("cuda.unknown_error_at_start", "cuda_unavailable", "CUDA could not start (unknown error)", cause, fixes, ("cuda-unavailable", "gpu-hardware-faults"), found, 0.8,
                    facts=Facts(names=(text.strip(),)))
     elif "unknown error" in text.lower():
@@ -632,16 +618,16 @@ def hardware_error(ctx: Context) -> RuleHit | None:
         cause = ("CUDA reported an unknown error in the middle of the work: most often a GPU or driver fault (the kernel log shows Xid messages), "
                  "overheating or an unstable power supply, less often a consequence of an earlier crash in the same process or of memory "
                  "pressure in a shared GPU (e.g. under WSL).")
-        fixes = [fix("Check the node's GPU health", "Look for Xid events, temperatures and ECC counters; rerun on another GPU to see whether it follows the hardware.", "dmesg | grep -i xid\nnvidia-smi -q -d ECC,TEMPERATURE", "gpu-hardware-faults"),
-                 fix("Rule out a software cause", "Rerun with CUDA_LAUNCH_BLOCKING=1 to see whether a specific kernel fails, and check that driver and CUDA versions match.", "CUDA_LAUNCH_BLOCKING=1 python train.py", "async-cuda-errors")]
+        fixes = [remedy("gpu-hardware-faults#check-gpu-health"),
+                 remedy("async-cuda-errors#rule-out-software-cause")]
     elif re.search(r"ECC", text, re.I) or xid in (48, 63, 64, 92, 94, 95):
         outcome, title = "cuda.hardware_ecc", "GPU memory ECC error"
         cause = ("The GPU's memory reported an uncorrectable ECC error: a bit flip the hardware could not repair, so the data on the card can no "
                  "longer be trusted. No code change fixes this; the same job will likely pass on a healthy GPU. If it repeats on one card, that "
                  "card needs a reset, page retirement or replacement.")
         fixes = [
-            fix("Take the GPU out of rotation and report it", "Check the ECC counters and retired pages; `dmesg` Xid 48, 63, 64, 94 or 95 confirm memory errors.", "nvidia-smi -q -d ECC,PAGE_RETIREMENT\ndmesg | grep -i xid", "gpu-hardware-faults"),
-            fix("Resume from the last checkpoint on healthy hardware", "Save checkpoints regularly so a hardware fault costs minutes, not the whole run.", None, "gpu-hardware-faults"),
+            remedy("gpu-hardware-faults#retire-gpu"),
+            remedy("gpu-hardware-faults#resume-on-healthy-hardware"),
         ]
     else:
         outcome, title = "cuda.hardware", "GPU hardware fault"
@@ -649,8 +635,8 @@ def hardware_error(ctx: Context) -> RuleHit | None:
                  "fixes this; common causes are power delivery (PSU or cabling), overheating, a loose card or riser, or PCIe link errors. The job "
                  "will likely pass on a healthy device; if it repeats on one node only, that node needs attention.")
         fixes = [
-            fix("Check the kernel log and the card's health", "Xid 79 (fallen off the bus) or PCIe AER errors point at power, cooling or the slot; the GPU usually needs a reboot or reseat to come back.", "dmesg -T | grep -i -E 'xid|nvrm|aer'\nnvidia-smi -q -d TEMPERATURE,POWER", "gpu-hardware-faults"),
-            fix("Resume from the last checkpoint on healthy hardware", "Save checkpoints regularly so a hardware fault costs minutes, not the whole run.", None, "gpu-hardware-faults"),
+            remedy("gpu-hardware-faults#check-kernel-log"),
+            remedy("gpu-hardware-faults#resume-on-healthy-hardware"),
         ]
     return hit(outcome, "hardware_error", title, cause, fixes, ("gpu-hardware-faults",), found, 0.88,
                facts=Facts(names=(text.strip(),), numbers=numbers))
@@ -688,10 +674,8 @@ def visible_devices_invalid(ctx: Context) -> RuleHit | None:
              "brackets, quotes inside the value or device names, and stops reading at the first character it cannot parse. So no GPU is "
              f"visible to the process, and the first library that needs one fails ({sym}) instead of saying so.")
     fixes = [
-        fix("Write the variable as comma-separated indices", "Set it before Python starts (or before anything touches CUDA); inside the process "
-            "the listed GPUs are renumbered cuda:0, cuda:1, …", f"CUDA_VISIBLE_DEVICES={indices} python train.py", "cuda-unavailable"),
-        fix("Check what the process sees", "", "python -c \"import os, torch; print(os.environ.get('CUDA_VISIBLE_DEVICES'), torch.cuda.device_count())\"",
-            "cuda-unavailable"),
+        remedy("cuda-unavailable#visible-devices-syntax", indices=indices),
+        remedy("cuda-unavailable#check-visible-devices"),
     ]
     return hit("cuda.visible_devices_invalid", category, "Invalid CUDA_VISIBLE_DEVICES: no GPU visible", cause, fixes, ("cuda-unavailable", "cudnn-errors"),
                found, 0.88, facts=Facts(names=(value, sym)))
@@ -725,12 +709,9 @@ def system_not_ready(ctx: Context) -> RuleHit | None:
              "means the NVIDIA Fabric Manager service is not installed, not running, or of another version than the driver; CUDA refuses to "
              "start until it is. It is not a PyTorch or CUDA-toolkit problem, so reinstalling them does not help.")
     fixes = [
-        fix("Check the Fabric Manager service", "It must be installed with exactly the driver's version and running; its log says why it did not start.",
-            "systemctl status nvidia-fabricmanager\nnvidia-smi   # driver version\njournalctl -u nvidia-fabricmanager | tail", "cuda-unavailable"),
-        fix("Install (matching the driver version) and start it", "Use the nvidia-fabricmanager package whose version equals the driver's.",
-            "sudo apt-get install nvidia-fabricmanager-<driver major>\nsudo systemctl enable --now nvidia-fabricmanager", "cuda-unavailable"),
-        fix("On a machine without NVSwitch, restart the driver state", "Outside NVSwitch systems this status is rare: reboot after driver "
-            "updates, then test CUDA alone.", "python -c \"import torch; print(torch.cuda.is_available(), torch.zeros(1).cuda())\"", "cuda-unavailable"),
+        remedy("cuda-unavailable#check-fabric-manager"),
+        remedy("cuda-unavailable#install-fabric-manager"),
+        remedy("cuda-unavailable#restart-driver-no-nvswitch"),
     ]
     return hit("cuda.system_not_ready", "cuda_unavailable", "CUDA system not yet initialized (error 802)", cause, fixes, ("cuda-unavailable",), found, 0.85,
                facts=Facts(names=("cudaErrorSystemNotReady",)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, lazy_re
+from assistant.rules.base import Context, error_fact, hit, lazy_re, remedy
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
@@ -47,10 +47,6 @@ def _worker_found(ctx: Context) -> list[Fact]:
     if ctx.failure.wrapper:
         found.append(Fact("worker", f"raised inside {ctx.failure.wrapper}"))
     return found
-
-
-_SKIP_NONE = ("def collate_skip_none(batch):\n    batch = [b for b in batch if b is not None]\n    return torch.utils.data.default_collate(batch)\n\n"
-              "DataLoader(ds, batch_size=4, collate_fn=collate_skip_none)")
 
 
 @rule(
@@ -96,10 +92,8 @@ def collate(ctx: Context) -> RuleHit | None:
                  "sample into it; a later sample of a different size does not fit. Older PyTorch releases report mismatched sample shapes this way "
                  "(newer ones say `stack expects each tensor to be equal size`): the samples of this batch do not all have the same shape.")
         fixes = [
-            fix("Find the samples whose shape differs", "Print the shapes of a few samples (or of every field of a dict sample) with num_workers=0.",
-                "for i in range(8):\n    s = dataset[i]\n    print(i, {k: tuple(v.shape) for k, v in s.items()} if isinstance(s, dict) else tuple(s.shape))", "collate-size-mismatch"),
-            fix("Make samples the same size, or pad them in a collate_fn", "Resize/crop images to one size; pad variable-length fields and return their lengths.",
-                "DataLoader(ds, batch_size=16, collate_fn=pad_collate)", "collate-size-mismatch"),
+            remedy("collate-size-mismatch#find-differing-shapes"),
+            remedy("collate-size-mismatch#same-size-or-pad"),
         ]
         return hit("data.collate_resize_storage", "dataloader_error", "DataLoader cannot stack samples of different sizes", cause, fixes, _DOCS[1::-1], found, 0.88,
                    facts=Facts(call="default_collate"))
@@ -112,9 +106,7 @@ def collate(ctx: Context) -> RuleHit | None:
     if ctx.search(r"each element in list of batch should be of equal size"):
         cause = ("Samples contain Python lists of different lengths. default_collate zips lists element by element, so every sample's list must have "
                  "the same length; variable-length data needs to become tensors and be padded in a collate_fn.")
-        fixes = [fix("Convert to tensors and pad in a collate_fn", "Return the lengths too, so the model can mask the padding.",
-                     "def pad_collate(batch):\n    seqs = [torch.as_tensor(s) for s in batch]\n    return pad_sequence(seqs, batch_first=True), torch.tensor([len(s) for s in seqs])\n\n"
-                     "DataLoader(ds, batch_size=8, collate_fn=pad_collate)", "collate-size-mismatch")]
+        fixes = [remedy("collate-size-mismatch#tensors-and-pad-collate")]
         return hit("data.collate_lists", "dataloader_error", "DataLoader samples are lists of different lengths", cause, fixes, _DOCS[1::-1], found, 0.92,
                    facts=Facts(call="default_collate"))
     return None
@@ -127,11 +119,8 @@ def _collate_sizes(ctx: Context, m: re.Match[str], found: list[Fact]) -> RuleHit
     facts = Facts(shapes=(sa, sb), numbers={"entry_a": float(m.group(2)), "entry_b": float(m.group(4))}, call="torch.stack")
     # Same rank, same leading (channel) size and only the trailing spatial sizes differ: images (or latents) of different sizes.
     image_like = len(sa) == len(sb) == 3 and sa[0] == sb[0]
-    resize = fix("Resize/crop to a fixed size in the transform", "Every image in a batch must come out of the pipeline with the same height and width.",
-                 "transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor()])", "collate-size-mismatch")
-    pad = fix("Pad variable-length samples in a collate_fn", "Also return the lengths (or a mask) so the model can ignore the padding.",
-              "def collate(batch):\n    seqs, labels = zip(*batch)\n    lengths = torch.tensor([len(s) for s in seqs])\n    return pad_sequence(seqs, batch_first=True), torch.tensor(labels), lengths\n\n"
-              "DataLoader(ds, batch_size=32, collate_fn=collate)", "collate-size-mismatch")
+    resize = remedy("collate-size-mismatch#resize-crop-fixed")
+    pad = remedy("collate-size-mismatch#pad-collate-fn")
     head = (f"The DataLoader's default collate function stacks the samples of a batch into one tensor, but sample {m.group(2)} has shape [{a}] "
             f"and sample {m.group(4)} has [{b}].")
     channel = _channel_only(sa, sb)
@@ -140,8 +129,7 @@ def _collate_sizes(ctx: Context, m: re.Match[str], found: list[Fact]) -> RuleHit
     if image_like:
         cause = head + (f" Both have {sa[0]} channels and differ only in height/width: the images (or feature maps) come in different sizes and the "
                         "transform pipeline does not bring them to one fixed size.")
-        fixes = [resize, fix("Or batch them with a bucketing sampler / batch_size=1", "If sizes must be kept, group samples of equal size or pad them to the largest one in the batch.",
-                             "DataLoader(ds, batch_size=1)", "collate-size-mismatch")]
+        fixes = [resize, remedy("collate-size-mismatch#bucket-or-batch-one")]
         return hit("data.collate_image_sizes", "dataloader_error", "DataLoader cannot stack images of different sizes", cause, fixes, _DOCS[1::-1], found, 0.95, facts=facts)
     cause = head + " Samples of variable length (sequences, token lists, point sets, boxes per image) cannot be stacked as they are; they need padding in a custom collate_fn."
     return hit("data.collate_sizes", "dataloader_error", "DataLoader cannot stack samples of different shapes", cause, [pad, resize], _DOCS[1::-1], found, 0.95, facts=facts)
@@ -177,13 +165,9 @@ def _collate_channels(ctx: Context, sa: tuple[int, ...], sb: tuple[int, ...], ax
                     "others as RGB or with an alpha channel), and a field converted on one path may be left as read on another, so every "
                     "field of the sample (images and masks/targets alike) needs one fixed mode.")
     fixes = [
-        fix("Convert every sample to one mode when it is loaded", "Open each image or mask and convert it explicitly: .convert('RGB') for inputs, "
-            ".convert('L') for single-channel masks, so the stored mode of a file no longer matters.",
-            "img = Image.open(path).convert('RGB')\nmask = Image.open(mask_path).convert('L')", "collate-size-mismatch"),
-        fix("Or fix the channel count on the tensor", "Repeat a single channel to three, or keep the first channel(s) of a tensor that has more.",
-            "x = x.expand(3, -1, -1) if x.shape[0] == 1 else x[:3]", "collate-size-mismatch"),
-        fix("Find which samples differ", "Print the shape of every field of a few samples to see which field and which files have the other mode.",
-            "for i in range(8):\n    print(i, [tuple(t.shape) for t in dataset[i] if hasattr(t, 'shape')])", "collate-size-mismatch"),
+        remedy("collate-size-mismatch#convert-one-mode"),
+        remedy("collate-size-mismatch#fix-channel-count"),
+        remedy("collate-size-mismatch#find-differing-modes"),
     ]
     return hit("data.collate_channels", "dataloader_error", "DataLoader cannot stack samples with different channel counts", cause, fixes, _DOCS[1::-1],
                found, 0.95, facts=facts)
@@ -193,9 +177,8 @@ def _collate_none(found: list[Fact], found_type: str) -> RuleHit:
     cause = ("A sample (or a field of a sample) is None: Dataset.__getitem__ returned None for some index, e.g. a failed file read that was caught "
              "and ignored, a missing label, or a code path without a return statement. default_collate cannot batch None.")
     fixes = [
-        fix("Make __getitem__ always return a value (raise on bad samples instead of returning None)", "Find the index: call dataset[i] for every i in a plain loop.",
-            "bad = [i for i in range(len(ds)) if ds[i] is None]", "collate-size-mismatch"),
-        fix("Or skip None samples in a collate_fn", "", _SKIP_NONE, "collate-size-mismatch"),
+        remedy("collate-size-mismatch#getitem-never-none"),
+        remedy("collate-size-mismatch#skip-none-collate"),
     ]
     return hit("data.collate_none", "dataloader_error", "DataLoader got a None sample", cause, fixes, _DOCS[1::-1], found, 0.92,
                facts=Facts(names=(found_type,), call="default_collate"))
@@ -209,12 +192,11 @@ def _collate_type(ctx: Context, found_type: str, found: list[Fact]) -> RuleHit:
     if "PIL" in found_type or found_type.endswith("Image"):
         cause = (f"Samples are {found_type} objects: the transform given to the Dataset has no ToTensor()/PILToTensor() (or no transform is applied "
                  "on this path), so images reach the DataLoader unconverted.")
-        fixes = [fix("End the transform pipeline with ToTensor()", "", "transforms.Compose([transforms.Resize((224, 224)), transforms.ToTensor()])", "collate-size-mismatch")]
+        fixes = [remedy("collate-size-mismatch#end-with-totensor")]
         return hit("data.collate_pil", "dataloader_error", "DataLoader got PIL images instead of tensors", cause, fixes, _DOCS[1::-1], found, 0.93, facts=facts)
     cause = (f"A sample contains a `{found_type}` object, which default_collate does not know how to batch (it handles tensors, numpy arrays, numbers, "
              "strings, and dicts/lists/tuples of those). Return plain tensors from __getitem__, or pass a collate_fn that handles this type.")
-    fixes = [fix("Return tensors (or dicts of tensors) from __getitem__, or write a collate_fn for this type", "",
-                 "def collate(batch):\n    return {'x': torch.stack([s.x for s in batch])}\n\nDataLoader(ds, batch_size=16, collate_fn=collate)", "collate-size-mismatch")]
+    fixes = [remedy("collate-size-mismatch#collate-custom-type")]
     return hit("data.collate_type", "dataloader_error", f"DataLoader cannot batch {found_type}", cause, fixes, _DOCS[1::-1], found, 0.9, facts=facts)
 
 
@@ -297,12 +279,9 @@ def _shm(ctx: Context, found: list[Fact], sig: str) -> RuleHit:
              + ("(the worker died with a bus error while writing there). " if sig.startswith("Bus") or ctx.search(r"bus error") else "(writing the batch file failed). ")
              + "Containers get a small /dev/shm by default (Docker: 64 MB), far less than a few prefetched batches of images need.")
     fixes = [
-        fix("Give the container more shared memory", "Check with `df -h /dev/shm`.",
-            "docker run --shm-size=16g ...   # or --ipc=host; Kubernetes: mount an emptyDir with medium: Memory at /dev/shm", "dataloader-shared-memory"),
-        fix("Or keep less in shared memory", "Fewer workers, a smaller prefetch_factor and smaller batches all shrink what sits in /dev/shm at once.",
-            "DataLoader(ds, num_workers=2, prefetch_factor=2)", "dataloader-shared-memory"),
-        fix("Or let tensors travel through files instead of descriptors", "The file_system strategy still uses /dev/shm but avoids some per-descriptor limits.",
-            "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory"),
+        remedy("dataloader-shared-memory#container-shm-size"),
+        remedy("dataloader-shared-memory#less-in-shm"),
+        remedy("dataloader-shared-memory#file-system-strategy-shm"),
     ]
     return hit("data.shm", "dataloader_error", "DataLoader worker: insufficient shared memory", cause, fixes, ("dataloader-shared-memory", "dataloader-worker-crash"),
                found, 0.93, facts=Facts(names=(sig,) if sig else ()))
@@ -313,9 +292,9 @@ def _too_many_files(ctx: Context, found: list[Fact], what: str) -> RuleHit:
              f"of them (`{what}`): the per-process open-file limit (ulimit -n) is too low for the number of workers and tensors in flight, or "
              "batches are kept alive (e.g. appended to a list) so their descriptors are never released.")
     fixes = [
-        fix("Use the file_system sharing strategy", "Set it once at start-up, before creating DataLoaders.", "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory"),
-        fix("Or raise the open-file limit", "", "ulimit -n 65536", "dataloader-shared-memory"),
-        fix("Don't keep whole batches around", "Store copies of what you need (`x.clone()` or `.numpy().copy()`) instead of the shared tensors themselves.", "outputs.append(batch['x'].clone())", "dataloader-shared-memory"),
+        remedy("dataloader-shared-memory#file-system-strategy"),
+        remedy("dataloader-shared-memory#raise-ulimit"),
+        remedy("dataloader-shared-memory#clone-kept-batches"),
     ]
     return hit("data.too_many_files", "dataloader_error", "DataLoader: out of file descriptors for shared memory", cause, fixes, ("dataloader-shared-memory",), found, 0.9,
                facts=Facts(names=(what,)))
@@ -325,9 +304,8 @@ def _timeout(ctx: Context, found: list[Fact], seconds: int) -> RuleHit:
     cause = (f"No batch arrived from the workers within {seconds} s (the DataLoader's timeout): a worker is stuck or very slow — blocking I/O on "
              "network storage, a deadlock after fork (threads or locks held in the parent), or an expensive __getitem__.")
     fixes = [
-        fix("Debug with num_workers=0", "The same code runs in the main process, so a hang or an exception is visible directly.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
-        fix("Time __getitem__ and raise the timeout only if loading is legitimately slow", f"timeout={seconds} is the per-batch limit; slow storage or heavy decoding needs a larger value or faster loading.",
-            "DataLoader(ds, num_workers=4, timeout=120)", "dataloader-worker-crash"),
+        remedy("dataloader-worker-crash#debug-num-workers-0"),
+        remedy("dataloader-worker-crash#timeout-if-slow", timeout=seconds),
     ]
     return hit("data.timeout", "dataloader_error", "DataLoader timed out", cause, fixes, ("dataloader-worker-crash",), found, 0.88, facts=Facts(numbers={"timeout_s": float(seconds)}))
 
@@ -337,13 +315,10 @@ def _worker_oom(ctx: Context, found: list[Fact], facts: Facts) -> RuleHit:
              "killer (or a container/cgroup or job-scheduler memory limit): host RAM ran out. Every worker holds its own copy of what the Dataset "
              "references — large Python lists or dicts are copied page by page as reference counts are touched (copy-on-read) — plus its prefetched batches.")
     fixes: list[Fix] = [
-        fix("Confirm it was the OOM killer", "The kernel log names the killed process; watch the resident memory (RSS) of the main process and the workers grow while training.",
-            "dmesg -T | grep -i -E 'out of memory|killed process'\njournalctl -k | grep -i 'out of memory'\ntop -o %MEM   # or: ps -o pid,rss,cmd -p <pids>", "dataloader-worker-oom"),
-        fix("Use fewer workers and a smaller prefetch_factor", "Host memory grows with num_workers × prefetch_factor × batch size, plus each worker's copy of the Dataset.",
-            "DataLoader(ds, num_workers=2, prefetch_factor=2, persistent_workers=True)", "dataloader-worker-oom"),
-        fix("Store dataset metadata in numpy arrays, not Python lists of objects", "Numpy arrays (or a memory-mapped file) are shared with workers without per-element reference counts.",
-            "self.paths = np.array(paths)           # instead of a list of str\nself.labels = np.asarray(labels, dtype=np.int64)", "dataloader-worker-oom"),
-        fix("Load samples lazily", "Read each file in __getitem__ instead of holding the whole dataset in memory in __init__.", None, "dataloader-worker-oom"),
+        remedy("dataloader-worker-oom#confirm-oom-killer"),
+        remedy("dataloader-worker-oom#fewer-workers-prefetch"),
+        remedy("dataloader-worker-oom#numpy-metadata"),
+        remedy("dataloader-worker-oom#load-lazily"),
     ]
     return hit("data.worker_oom", "dataloader_error", "DataLoader worker killed (out of host memory)", cause, fixes, ("dataloader-worker-oom", "dataloader-worker-crash", "cpu-oom"),
                found, 0.9, facts=facts)
@@ -357,9 +332,8 @@ def _pin_memory_thread(ctx: Context) -> RuleHit:
                            "Common reasons: the process ran out of file descriptors or shared memory while receiving batches from the workers, or a "
                            "defect of some older releases when workers are kept alive between epochs (persistent_workers)."))
     fixes = [
-        fix("Upgrade PyTorch, or turn off pin_memory / persistent_workers", "Pinned memory only speeds up host-to-GPU copies; training works the same without it.",
-            "DataLoader(ds, batch_size=32, num_workers=4, pin_memory=False)", "dataloader-shared-memory"),
-        fix("If file descriptors run out, use the file_system sharing strategy", "", "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory"),
+        remedy("dataloader-shared-memory#disable-pin-memory"),
+        remedy("dataloader-shared-memory#file-system-strategy-fds"),
     ]
     return hit("data.pin_memory_thread", "dataloader_error", "DataLoader pin-memory thread died", cause, fixes, ("dataloader-shared-memory", "dataloader-worker-crash"),
                [error_fact(ctx)], 0.8, facts=Facts(names=("pin_memory",), flags=frozenset({"unpack_bug"}) if unpack else frozenset()))
@@ -374,9 +348,9 @@ def _win_pagefile(ctx: Context) -> RuleHit:
              + ("the spawned process in this traceback and its siblings" if spawned else "several workers (or several training processes)")
              + " together exceed the commit limit long before the GPU or the data are the problem.")
     fixes = [
-        fix("Use fewer DataLoader workers", "Each worker costs a full torch import; start with 0-2 workers on Windows.", "DataLoader(ds, batch_size=16, num_workers=2, persistent_workers=True)", "dataloader-worker-oom"),
-        fix("Enlarge the Windows page file (or let Windows manage it) and close other programs", "System Properties → Advanced → Performance → Virtual memory; restart afterwards.", None, "dataloader-worker-oom"),
-        fix("Guard the script's entry point", "Under spawn each worker re-imports the script; module-level work multiplies the memory cost.", "if __name__ == '__main__':\n    main()", "spawn-pickling"),
+        remedy("dataloader-worker-oom#fewer-workers-windows"),
+        remedy("dataloader-worker-oom#windows-page-file"),
+        remedy("spawn-pickling#guard-entry-windows-memory"),
     ]
     return hit("data.win_pagefile", "cpu_oom", "Windows page file exhausted while starting worker processes", cause, fixes, ("dataloader-worker-oom", "cpu-oom"),
                [error_fact(ctx)], 0.88, facts=Facts(names=(name,) if name else (), flags=frozenset({"windows"})))
@@ -387,11 +361,9 @@ def _worker_segfault(ctx: Context, found: list[Fact], facts: Facts) -> RuleHit:
              "(OpenCV, PIL plug-ins, h5py, audio libraries), a library that is not safe to use after fork (threads started in the parent), or a CUDA call "
              "made inside the worker. The worker's own stack is lost because the process died.")
     fixes = [
-        fix("Reproduce with num_workers=0 and faulthandler", "The crash then happens in the main process, and faulthandler prints the Python line that called into native code.",
-            "import faulthandler; faulthandler.enable()\nloader = DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
-        fix("Limit native threads in workers, or start workers with spawn", "OpenCV/OpenMP thread pools created before fork are a common cause.",
-            "def worker_init(_):\n    cv2.setNumThreads(0)\n    torch.set_num_threads(1)\nDataLoader(ds, num_workers=4, worker_init_fn=worker_init)  # or multiprocessing_context='spawn'", "dataloader-worker-crash"),
-        fix("Check the sample that crashes", "Iterate over the dataset in a plain loop; a corrupt file often crashes its decoder.", "for i in range(len(ds)):\n    ds[i]", "dataloader-worker-crash"),
+        remedy("dataloader-worker-crash#faulthandler-num-workers-0"),
+        remedy("dataloader-worker-crash#limit-native-threads"),
+        remedy("dataloader-worker-crash#check-crashing-sample"),
     ]
     return hit("data.worker_segfault", "dataloader_error", "DataLoader worker crashed (segmentation fault)", cause, fixes, ("dataloader-worker-crash",), found, 0.85, facts=facts)
 
@@ -410,12 +382,11 @@ def _worker_crash(ctx: Context, found: list[Fact], facts: Facts, sig: str, code:
         cause += (" The paths show Windows, where workers are started with spawn: each one re-imports the script (it needs an "
                   "`if __name__ == '__main__':` guard) and receives a pickled copy of the Dataset, and each costs a full torch import in memory.")
     fixes = [
-        fix("Reproduce with num_workers=0", "The failing sample then raises in the main process with a full traceback.", "DataLoader(ds, num_workers=0)", "dataloader-worker-crash"),
-        fix("Check the scheduler/container logs and memory limits", "A worker stopped from outside leaves its reason there, not in Python.", "dmesg -T | tail -50", "dataloader-worker-crash"),
+        remedy("dataloader-worker-crash#reproduce-num-workers-0"),
+        remedy("dataloader-worker-crash#check-scheduler-logs"),
     ]
     if windows:
-        fixes[1] = fix("Guard the entry point and keep few workers on Windows", "Run the training loop under the main guard; use num_workers=0 or a small number if workers keep dying.",
-                       "if __name__ == '__main__':\n    main()", "spawn-pickling")
+        fixes[1] = remedy("spawn-pickling#guard-entry-few-workers")
     return hit("data.worker_crash", "dataloader_error", "DataLoader worker died", cause, fixes, ("dataloader-worker-crash",), found, 0.8, facts=facts)
 
 
@@ -438,31 +409,28 @@ def dataset_misc(ctx: Context) -> RuleHit | None:
     if ctx.search(r"num_samples should be a positive integer value, but got num_samples=0"):
         cause = ("The Dataset is empty (len(dataset) == 0), so the shuffling sampler has nothing to draw from: the data path, file pattern, split name "
                  "or filter matched no samples.")
-        fixes = [fix("Check what the Dataset found before building the DataLoader", "", "print(len(dataset))\nassert len(dataset) > 0, 'no samples found'", "dataloader-options")]
+        fixes = [remedy("dataloader-options#check-dataset-length")]
         return hit("data.empty", "dataloader_error", "Empty dataset", cause, fixes, ("dataloader-options", "files-and-permissions"), [error_fact(ctx)], 0.92,
                    facts=Facts(numbers={"num_samples": 0.0}))
     m = ctx.search(r"DataLoader with IterableDataset: expected unspecified (sampler|shuffle|batch_sampler) option")
     if m:
         cause = (f"An IterableDataset decides its own order, so the DataLoader's `{m.group(1)}` option cannot be used with it. Shuffle inside the iterable "
                  "(for example with a shuffle buffer) instead.")
-        fixes = [fix(f"Drop {m.group(1)}=...; shuffle inside the iterable", "", "DataLoader(iterable_ds, batch_size=32)", "dataloader-options")]
+        fixes = [remedy("dataloader-options#iterable-no-sampler", argument=m.group(1))]
         return hit("data.iterable_options", "dataloader_error", "Sampler options with an IterableDataset", cause, fixes, ("dataloader-options",), [error_fact(ctx)], 0.9,
                    facts=Facts(argument=m.group(1)))
     m = ctx.search(r"(sampler|batch_sampler) option is mutually exclusive with ([\w, ]+)")
     if m:
         cause = (f"The DataLoader was given `{m.group(1)}` together with `{m.group(2).strip()}`. A sampler decides the order (and a batch sampler the batches), "
                  "so shuffle=True, batch_size, sampler or drop_last passed next to it conflict with it.")
-        fixes = [fix(f"Keep {m.group(1)}=... and drop the conflicting options", "Shuffling, weighting or distributed splitting belong to the sampler itself (e.g. WeightedRandomSampler, DistributedSampler(shuffle=True)).",
-                     "DataLoader(ds, batch_size=32, sampler=sampler)   # no shuffle=True", "dataloader-options")]
+        fixes = [remedy("dataloader-options#keep-sampler-only", argument=m.group(1))]
         return hit("data.sampler_conflict", "dataloader_error", f"DataLoader: {m.group(1)} conflicts with other options", cause, fixes, ("dataloader-options",), [error_fact(ctx)], 0.9,
                    facts=Facts(argument=m.group(1), names=tuple(a.strip() for a in m.group(2).split(",") if a.strip())))
     m = ctx.search(r"(prefetch_factor|persistent_workers) option (?:could only be specified in multiprocessing|needs num_workers > 0)")
     if m:
         cause = (f"`{m.group(1)}` only applies to worker processes, but the DataLoader runs with num_workers=0 (loading in the main process). Either "
                  "start workers or leave the option at its default.")
-        fixes = [fix("Set num_workers > 0, or remove the option when loading in the main process", "",
-                     f"DataLoader(ds, batch_size=32, num_workers=4, {m.group(1)}={'2' if m.group(1) == 'prefetch_factor' else 'True'})\n"
-                     f"# or, with num_workers=0: drop {m.group(1)} (prefetch_factor=None)", "dataloader-options")]
+        fixes = [remedy("dataloader-options#workers-for-prefetch-factor" if m.group(1) == "prefetch_factor" else "dataloader-options#workers-for-persistent-workers")]
         return hit("data.worker_options", "dataloader_error", f"DataLoader: {m.group(1)} without workers", cause, fixes, ("dataloader-options",), [error_fact(ctx)], 0.9,
                    facts=Facts(argument=m.group(1), numbers={"num_workers": 0.0}))
     return None
@@ -499,15 +467,9 @@ def input_bottleneck(ctx: Context) -> RuleHit | None:
     cause = ("No error: the GPU waits for data. Each step's batch takes longer to produce on the CPU (reading and decoding files, decompressing, "
              "augmenting, collating) than the GPU needs to process it, so the GPU sits idle between batches and its utilisation reads near 0%.")
     fixes = [
-        fix("Measure data loading against the training step", "Time how long fetching a batch takes compared with the forward/backward pass "
-            "(or run the profiler); if loading dominates, speed up the input pipeline, not the model.",
-            "t0 = time.time(); batch = next(it); t1 = time.time(); step(batch); torch.cuda.synchronize(); print('load', t1 - t0, 'step', time.time() - t1)",
-            "dataloader-input-bottleneck"),
-        fix("Load in parallel", "Use several worker processes, keep them alive between epochs and pin memory for the host-to-GPU copy.",
-            "DataLoader(ds, batch_size=64, num_workers=8, persistent_workers=True, pin_memory=True, prefetch_factor=4)", "dataloader-input-bottleneck"),
-        fix("Make each sample cheap to produce", "Do expensive per-sample work once, before training: decode or decompress files (compressed feature "
-            "matrices, large images) into a fast format, cache preprocessed samples, keep small datasets in RAM, move heavy augmentation to the GPU.",
-            None, "dataloader-input-bottleneck"),
+        remedy("dataloader-input-bottleneck#time-loading-vs-step"),
+        remedy("dataloader-input-bottleneck#parallel-loading"),
+        remedy("dataloader-input-bottleneck#cheap-samples"),
     ]
     found = [Fact("symptom", f"{idle.group(0).strip()} … {loading.group(0).strip()}")]
     return hit("data.input_bottleneck", "dataloader_error", "GPU idle: data loading is the bottleneck", cause, fixes, ("dataloader-input-bottleneck", "dataloader-options"),
@@ -548,12 +510,10 @@ def worker_exception(ctx: Context, inner: RuleHit | None) -> RuleHit | None:
     original = f"{ctx.failure.exc_type or 'An error'}: {first}".strip()
     cause = (f"The error was raised inside {wrapper}, while loading a sample (your Dataset's __getitem__, a transform or the collate_fn), "
              f"and re-raised in the main process. The original error is `{original[:300]}`." + (f" {inner.full_cause}" if inner else ""))
-    fixes = [fix("Reproduce it without workers", "With num_workers=0 the same code runs in the main process: the traceback points straight at the line, and a debugger works.",
-                 "loader = DataLoader(dataset, batch_size=..., num_workers=0)\nsample = dataset[i]  # call __getitem__ directly for the failing index", "dataloader-worker-crash")]
+    fixes = [remedy("dataloader-worker-crash#reproduce-without-workers")]
     if re.search(r"'NoneType' object (?:has no attribute|is not subscriptable)", first):
         # Inside __getitem__ a None usually comes from a reader that signals failure by returning None.
-        fixes.append(fix("Check the value that is None before using it", "Image readers such as cv2.imread return None (instead of raising) when the path is wrong or the file "
-                         "is unreadable; assert on it with the path in the message.", "img = cv2.imread(path)\nassert img is not None, f'cannot read {path}'", "dataloader-worker-crash"))
+        fixes.append(remedy("dataloader-worker-crash#check-none-value"))
     if inner:
         fixes.extend(inner.fixes)
     docs = ("dataloader-worker-crash",) + tuple(d for d in (inner.doc_ids if inner else ()) if d != "dataloader-worker-crash")

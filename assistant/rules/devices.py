@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, replace
 
 from assistant.parse.messages import tensor_type_parts
-from assistant.rules.base import Context, error_fact, fix, hit, lazy_re
+from assistant.rules.base import Context, error_fact, hit, lazy_re, remedy
 from assistant.rules.base import with_location as _loc
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
@@ -113,14 +113,10 @@ def _both(p: _Pair) -> str:
     return " and ".join(_devices(p)) or "two devices"
 
 
-_MOVE_ALL = fix("Move the model and every batch to one device",
-                "Choose `device` once; move the model right after building it and each batch (inputs and targets) inside the loop.",
-                "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = model.to(device)\nfor x, y in loader:\n    x, y = x.to(device), y.to(device)",
-                "device-mismatch")
-_NEW_ON_INPUT = fix("Create new tensors on the input's device", "Inside forward, take the device from an input or a parameter instead of relying on the default (CPU).",
-                    "mask = torch.ones(x.shape[0], device=x.device)   # or x.new_ones(x.shape[0])", "device-mismatch")
-_BUFFERS = fix("Register constant tensors as buffers", "model.to(device) moves parameters and registered buffers, not plain tensor attributes.",
-               "self.register_buffer('scale', torch.tensor(0.5), persistent=False)", "device-mismatch")
+# Fixes several answers share (document references, filled when an answer is built).
+_MOVE_ALL = "device-mismatch#move-model-and-batches"
+_NEW_ON_INPUT = "device-mismatch#new-tensors-on-input-device"
+_BUFFERS = "device-mismatch#register-constant-buffers"
 
 
 @rule(
@@ -246,8 +242,8 @@ def _move_not_assigned(ctx: Context, p: _Pair, move: tuple[str, str], found: lis
              f"tensor on the target device and leaves `{name}` where it was, so the result is thrown away and `{name}` stays on its old device; "
              f"the operation then finds its operands on {_both(p)}. (Modules are different: model.to(device) moves the module's parameters in place.)")
     fixes = [
-        fix(f"Assign the result: {name} = {name}.{call}", "Tensor.to/.cuda return the moved tensor; keep it.", f"{name} = {name}.{call}", "device-mismatch"),
-        _MOVE_ALL,
+        remedy("device-mismatch#assign-moved-tensor", variable=name, call=call),
+        remedy(_MOVE_ALL),
     ]
     return hit("devices.move_not_assigned", "device_mismatch", f"`{name}.{method}()` result not assigned", cause, fixes, ("device-mismatch",),
                _loc(ctx, found), 0.95, facts=_with(facts, names=(name,), call=method))
@@ -265,10 +261,8 @@ def _optimizer_state(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) ->
              "(momentum buffers, Adam's moving averages, step counters) is on the CPU. This happens when the optimizer state is restored from a checkpoint "
              "loaded with map_location='cpu' (or before the model was moved), or when the optimizer was created and stepped before model.to(device).")
     fixes = [
-        fix("Move the model first, then create the optimizer and load its state", "Optimizer.load_state_dict casts the saved state to the device of the parameters it is given.",
-            "model.to(device)\noptimizer = torch.optim.AdamW(model.parameters(), lr=lr)\noptimizer.load_state_dict(ckpt['optimizer'])", "device-mismatch"),
-        fix("Or move the loaded state to the parameters' device", "",
-            "for state in optimizer.state.values():\n    for k, v in state.items():\n        if torch.is_tensor(v):\n            state[k] = v.to(device)", "device-mismatch"),
+        remedy("device-mismatch#move-model-before-optimizer"),
+        remedy("device-mismatch#move-optimizer-state"),
     ]
     return hit("devices.optimizer_state", "device_mismatch", f"Optimizer state on another device ({_both(p)})", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.92,
                facts=_with(facts, call="optimizer.step"))
@@ -281,14 +275,12 @@ def _created_in_forward(ctx: Context, p: _Pair, call: str, line: str, found: lis
     cause = (f"The failing line `{line}` builds a tensor with {call}(...) and no device=, so it is created on the default device (the CPU) "
              f"while the tensors it is combined with are on {other}. Tensors made inside forward or the training step do not follow model.to(device).")
     if short == "from_numpy":  # from_numpy has no device argument: move the result instead
-        first = fix("Move it to the input's device: torch.from_numpy(...).to(x.device)", "NumPy arrays always become CPU tensors; move the result where the other operands are.",
-                    "t = torch.from_numpy(arr).to(x.device)", "device-mismatch")
+        first = remedy("device-mismatch#from-numpy-to-input-device")
     else:
-        code = "pos = torch.arange(T, device=x.device)" if short == "arange" else f"t = torch.{short}(..., device=x.device)"
-        first = fix(f"Create it on the input's device: {call}(..., device=x.device)", "Take the device (and dtype if needed) from an input tensor or a parameter.", code, "device-mismatch")
+        first = remedy("device-mismatch#arange-on-input-device") if short == "arange" else remedy("device-mismatch#factory-on-input-device", op=short)
     fixes = [
         first,
-        fix("Or keep a constant as a registered buffer", "A buffer built once in __init__ moves with the module.", "self.register_buffer('positions', torch.arange(max_len), persistent=False)", "device-mismatch"),
+        remedy("device-mismatch#constant-as-buffer"),
     ]
     return hit("devices.created_in_forward", "device_mismatch", f"{call}(...) created on the CPU inside the computation", cause, fixes,
                ("device-mismatch",), _loc(ctx, found), 0.95, facts=_with(facts, call=call))
@@ -300,8 +292,8 @@ def _meta(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
              "(or by loaders that create empty weights first) have no storage until they are materialised; loading a checkpoint into them with "
              "load_state_dict without assign=True leaves them empty.")
     fixes = [
-        fix("Load with assign=True so the checkpoint tensors replace the meta parameters", "", "model.load_state_dict(state_dict, assign=True)", "device-mismatch"),
-        fix("Or materialise the model on a real device first, then load or initialise it", "", "model = model.to_empty(device='cpu')\nmodel.load_state_dict(state_dict)", "device-mismatch"),
+        remedy("device-mismatch#load-with-assign"),
+        remedy("device-mismatch#materialise-then-load"),
     ]
     return hit("devices.meta", "device_mismatch", "Meta-device tensors used as real tensors", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.93, facts=facts)
 
@@ -313,8 +305,8 @@ def _generator(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleH
                 "torch.set_default_tensor_type with a cuda type) or a generator=torch.Generator('cuda') given to the DataLoader breaks that."
                 if in_sampler or p.b == "cpu" else "The generator and the tensors being sampled must be on the same device type."))
     fixes = [
-        fix("Give the DataLoader/sampler a CPU generator", "Sampling indices always happens on the CPU.", "DataLoader(ds, shuffle=True, generator=torch.Generator(device='cpu'))", "device-mismatch"),
-        fix("Don't make CUDA the global default tensor type", "Move the model and batches explicitly instead of torch.set_default_tensor_type('torch.cuda.FloatTensor') / set_default_device('cuda').", "model.to(device); x = x.to(device)", "device-mismatch"),
+        remedy("device-mismatch#cpu-generator-for-sampler"),
+        remedy("device-mismatch#no-global-cuda-default"),
     ]
     return hit("devices.generator", "device_mismatch", "Generator on the wrong device", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.92, facts=facts)
 
@@ -324,10 +316,9 @@ def _dataparallel(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> Ru
              + ("The model was wrapped (or run) without first being moved to that GPU." if p.a == "cpu"
                 else f"The model was moved to {p.a} while DataParallel's first device is {p.b}; its first device must hold the model."))
     fixes = [
-        fix(f"Move the model to {p.b} before wrapping it", "", f"model = model.to('{p.b}')\nmodel = nn.DataParallel(model)", "device-mismatch"),
-        fix("Choose which GPUs DataParallel uses with device_ids (the first one holds the model)", "Or hide the others with CUDA_VISIBLE_DEVICES so numbering starts at 0.",
-            "model = nn.DataParallel(model.to('cuda:1'), device_ids=[1, 2])", "device-mismatch"),
-        fix("Without a GPU, don't wrap in DataParallel at all", "", "model = nn.DataParallel(model) if torch.cuda.is_available() else model", "device-mismatch"),
+        remedy("device-mismatch#model-to-first-device-id", expected_device=p.b),
+        remedy("device-mismatch#choose-device-ids"),
+        remedy("device-mismatch#no-dataparallel-without-gpu"),
     ]
     if p.a != "cpu":
         fixes.pop()
@@ -338,8 +329,8 @@ def _rnn_hidden(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> Rule
     cause = (f"The recurrent layer got its input on {p.b} but the initial hidden state on {p.a}. A hidden state created with torch.zeros(...) "
              "without device=, or carried over from a step that ran elsewhere, does not move with model.to(device).")
     fixes = [
-        fix("Create the initial state from the input", "", "h0 = x.new_zeros(num_layers, x.size(0), hidden_size)   # same device and dtype as x", "device-mismatch"),
-        fix("Or move the state with the batch", "", "hidden = tuple(h.to(x.device) for h in hidden)", "device-mismatch"),
+        remedy("device-mismatch#hidden-from-input"),
+        remedy("device-mismatch#move-hidden-with-batch"),
     ]
     return hit("devices.rnn_hidden", "device_mismatch", "RNN hidden state on another device", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.93, facts=facts)
 
@@ -349,9 +340,8 @@ def _index_device(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> Ru
     cause = (f"A tensor on {p.b} is indexed with an index tensor on another device (a GPU). Indices may be on the CPU or on the indexed tensor's "
              "device, nothing else" + (f"; on `{line}` the index comes from GPU computation while the indexed tensor stayed on the CPU." if line else "."))
     fixes = [
-        fix("Move the index to the indexed tensor's device (or move both to the GPU)", "", "out = table[idx.to(table.device)]", "device-mismatch"),
-        fix("Keep lookup tables with the model", "A table stored as a plain attribute stays on the CPU; register it as a buffer so model.to(device) moves it.",
-            "self.register_buffer('table', table, persistent=False)", "device-mismatch"),
+        remedy("device-mismatch#move-index-to-table-device"),
+        remedy("device-mismatch#lookup-table-as-buffer"),
     ]
     return hit("devices.index_device", "device_mismatch", "Index tensor on another device than the indexed tensor", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.9, facts=facts)
 
@@ -361,13 +351,10 @@ def _two_gpus(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHi
              "'cuda:0' (or bare .cuda(), which uses the current device) in a process meant for another GPU, or model stages on different GPUs "
              "without moving the activations between them.")
     fixes = [
-        fix("Use one device object per process", "Pick the device once (e.g. from LOCAL_RANK), call torch.cuda.set_device, and pass it everywhere instead of literals.",
-            "device = torch.device('cuda', local_rank)\ntorch.cuda.set_device(device)\nmodel.to(device); x = x.to(device)", "device-mismatch"),
-        fix("For model parallelism, move activations between stages", "", "h = self.stage1(x.to('cuda:0'))\nout = self.stage2(h.to('cuda:1'))", "device-mismatch"),
+        remedy("device-mismatch#one-device-per-process"),
+        remedy("device-mismatch#move-activations-between-stages"),
         # DataParallel replicates parameters and buffers only: a plain tensor attribute (or one made with .cuda()) stays on the first GPU.
-        fix("Under DataParallel, register constant tensors as buffers or build them on the input's device",
-            "Replicas on the other GPUs get copies of parameters and registered buffers only; plain tensor attributes stay where they were made.",
-            "self.register_buffer('k', torch.tensor(1.0), persistent=False)\n# or, inside forward/backward: k = self.k.to(input.device)", "device-mismatch"),
+        remedy("device-mismatch#dataparallel-buffers"),
     ]
     return hit("devices.two_gpus", "device_mismatch", f"Tensors on two different GPUs ({p.a}, {p.b})", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.95, facts=facts)
 
@@ -378,18 +365,16 @@ def _embedding_index(ctx: Context, p: _Pair, line: str, found: list[Fact], facts
     cause = (f"The indices passed to {what} (an embedding lookup) are on {p.a} while its weight is on {p.b}. Either the id tensors were not moved "
              "with the batch, or they were built inside forward without a device (a range of positions, a mask) and landed on the CPU.")
     fixes = [
-        fix("Move the ids with the batch", "", "input_ids = input_ids.to(device)", "device-mismatch"),
-        _NEW_ON_INPUT,
-        _MOVE_ALL,
+        remedy("device-mismatch#move-ids-with-batch"),
+        remedy(_NEW_ON_INPUT),
+        remedy(_MOVE_ALL),
     ]
     return hit("devices.embedding_index", "device_mismatch", f"Embedding indices on {p.a}, weights on {p.b}", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.95, facts=facts)
 
 
 def _loss_target(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
-    move_targets = fix("Move the targets with the inputs", "Every field of the batch that reaches the loss must be on the model's device.",
-                       "logits = model(x.to(device))\nloss = criterion(logits, y.to(device))", "device-mismatch")
-    move_weights = fix("Move the loss's weight tensor too", "A weight given to the loss when it is built stays where it was created; move the criterion (it is a module) or the tensor.",
-                       "criterion = nn.CrossEntropyLoss(weight=class_weights.to(device))   # or criterion.to(device)", "device-mismatch")
+    move_targets = remedy("device-mismatch#move-targets-with-inputs")
+    move_weights = remedy("device-mismatch#move-loss-weight")
     if p.arg and "weight" in p.arg:
         cause = (f"The loss received its `{p.arg}` tensor on {p.a} while the predictions and targets are on {p.b}. Class weights passed to the loss "
                  "when it was constructed were created on the CPU and never moved with the model.")
@@ -406,7 +391,7 @@ def _layer_input(ctx: Context, p: _Pair, name: str | None, kind: str | None, fou
     gpu = next((d for d in _devices(p) if d != "cpu"), "the GPU")
     cause = (f"{what[0].upper() + what[1:]} received its input and its weights on different devices ({_both(p)}). The model and the batch were not moved to "
              f"the same place: typically the model is on {gpu} and the batch is still on the CPU (DataLoader batches always start there), or the reverse.")
-    return hit("devices.mismatch", "device_mismatch", f"Model and input on different devices ({_both(p)})", cause, [_MOVE_ALL, _BUFFERS],
+    return hit("devices.mismatch", "device_mismatch", f"Model and input on different devices ({_both(p)})", cause, [remedy(_MOVE_ALL), remedy(_BUFFERS)],
                ("device-mismatch", "cuda-unavailable"), _loc(ctx, found), 0.95, facts=facts)
 
 
@@ -416,12 +401,10 @@ def _plain(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:
              + (f" at `{line}`" if line else "") + ". Every operand of one operation must be on the same device. One of them was not moved: a tensor "
              "created without device= (it defaults to the CPU), a layer built inside forward, a plain tensor attribute that is not a registered buffer, or a batch field left behind.")
     fixes = [
-        fix("Print the devices of the operands on the failing line", "Then put every operand on the same device as the others.",
-            "print({n: t.device for n, t in locals().items() if torch.is_tensor(t)})", "device-mismatch"),
-        _NEW_ON_INPUT, _BUFFERS,
-        fix("Build layers in __init__, not in forward", "A module constructed inside forward starts on the CPU and is never moved by model.to(device) (nor trained by the optimizer).",
-            "def __init__(self):\n    super().__init__()\n    self.bn = nn.BatchNorm1d(64)\n\ndef forward(self, x):\n    return self.bn(x)", "device-mismatch"),
-        _MOVE_ALL,
+        remedy("device-mismatch#print-operand-devices"),
+        remedy(_NEW_ON_INPUT), remedy(_BUFFERS),
+        remedy("device-mismatch#build-layers-in-init"),
+        remedy(_MOVE_ALL),
     ]
     return hit("devices.mismatch_other", "device_mismatch", f"Tensors on different devices ({_both(p)})", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.9, facts=facts)
 
@@ -438,43 +421,41 @@ def _cuda_to_numpy(ctx: Context) -> RuleHit | None:
     line = _user_line(ctx)
     cause = (f"A tensor on {dev} was handed to NumPy" + (f" at `{line}`" if line else "") + " (.numpy(), np.asarray, or a library such as matplotlib/sklearn that converts it); "
              "NumPy can only read host memory, so the tensor has to be copied to the CPU first.")
-    fixes: list[Fix] = [fix("Copy to the CPU first (and detach if it requires grad)", "", "arr = t.detach().cpu().numpy()", "detach-numpy")]
+    fixes: list[Fix] = [remedy("detach-numpy#cpu-before-numpy")]
     return hit("devices.cuda_numpy", "device_mismatch", "GPU tensor passed to NumPy", cause, fixes, ("detach-numpy", "device-mismatch"),
                _loc(ctx, [error_fact(ctx)]), 0.92, facts=Facts(devices=(dev,), call=".numpy" if ".numpy(" in line else None))
 
 
-_CUDA_CASES: tuple[tuple[str, str, str, str, tuple[Fix, ...]], ...] = (
+# (outcome, pattern, title, cause, references of the fixes)
+_CUDA_CASES: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
     ("devices.cuda_unavailable", r"Torch not compiled with CUDA enabled", "PyTorch build without CUDA",
      "The installed PyTorch is a CPU-only build, so any .cuda() / device='cuda' call fails. Either pip picked a CPU wheel (a default index or a "
      "requirements pin without a CUDA build) or the script runs in another environment than the one with the CUDA build.",
-     (fix("Install a CUDA build of PyTorch", "Pick the wheel index for your driver (pytorch.org's install selector), then check torch.version.cuda is not None.",
-          "pip install torch --index-url https://download.pytorch.org/whl/cu126\npython -c \"import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())\"", "cuda-unavailable"),
-      fix("Or make the code device-agnostic", "Fall back to the CPU when CUDA is missing.", "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')", "cuda-unavailable"))),
+     ("cuda-unavailable#install-cuda-build",
+      "cuda-unavailable#device-agnostic-code")),
     ("devices.cuda_checkpoint_on_cpu", r"Attempting to deserialize object on a CUDA device but torch\.cuda\.is_available\(\) is False", "CUDA checkpoint loaded without a GPU",
      "The checkpoint holds tensors saved from a GPU, and torch.load tries to restore them onto a GPU this machine does not have (or cannot use).",
-     (fix("Load onto the CPU with map_location", "", "state = torch.load(path, map_location='cpu')\nmodel.load_state_dict(state)", "cuda-unavailable"),)),
+     ("cuda-unavailable#load-map-location-cpu",)),
     ("devices.no_gpu_visible", r"Found no NVIDIA driver on your system|no CUDA-capable device is detected|No CUDA GPUs are available|CUDA driver initialization failed", "No usable GPU or driver",
      "A CUDA build of PyTorch is installed but this process sees no GPU: no NVIDIA driver, a container started without GPU access, or "
      "CUDA_VISIBLE_DEVICES set (often inside the script) to an index that does not exist or to an empty list.",
-     (fix("Check the driver and what the process can see", "`nvidia-smi` must list the GPU in the same environment (containers: --gpus all). Indices in CUDA_VISIBLE_DEVICES are physical GPU numbers; look for a hard-coded os.environ['CUDA_VISIBLE_DEVICES'] in the code.",
-          "nvidia-smi\necho $CUDA_VISIBLE_DEVICES\npython -c \"import torch; print(torch.cuda.device_count())\"", "cuda-unavailable"),)),
+     ("cuda-unavailable#check-driver-and-visibility",)),
     ("devices.driver_too_old", r"driver version is insufficient for CUDA runtime version|NVIDIA driver on your system is too old", "NVIDIA driver too old",
      "The PyTorch wheel was built for a newer CUDA runtime than the installed NVIDIA driver supports.",
-     (fix("Update the driver, or install a wheel built for an older CUDA", "Compare the CUDA version `nvidia-smi` reports (the driver's maximum) with torch.version.cuda.", "nvidia-smi\npip install torch --index-url https://download.pytorch.org/whl/cu118", "cuda-unavailable"),)),
+     ("cuda-unavailable#update-driver-or-older-wheel",)),
     ("devices.invalid_ordinal", r"invalid device ordinal", "GPU index does not exist",
      "The code asks for a GPU index this process cannot see: e.g. cuda:1 on a single-GPU machine, more processes per node than GPUs, or CUDA_VISIBLE_DEVICES renumbering the visible GPUs from 0.",
-     (fix("Use an index below torch.cuda.device_count()", "With CUDA_VISIBLE_DEVICES=3 the only visible GPU is cuda:0; launch at most one process per visible GPU.",
-          "print(torch.cuda.device_count())\ntorch.cuda.set_device(local_rank % torch.cuda.device_count())", "cuda-unavailable"),)),
+     ("cuda-unavailable#index-below-device-count",)),
     ("devices.nvml_mismatch", r"NVML: ?Driver/library version mismatch|Failed to initialize NVML", "NVIDIA driver/library mismatch",
      "The loaded kernel driver and the user-space NVIDIA libraries have different versions, typically after a driver update without a reboot.",
-     (fix("Reboot (or reload the nvidia kernel modules)", "Then check that `nvidia-smi` works before starting PyTorch.", "nvidia-smi", "cuda-unavailable"),)),
+     ("cuda-unavailable#reboot-reload-modules",)),
     ("devices.gpu_busy", r"CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy", "GPU busy or unavailable",
      "The GPU refused a new context: it is in exclusive-process compute mode and another process holds it, or the device is in a bad state.",
-     (fix("Find the process holding the GPU, or pick another GPU", "nvidia-smi shows the compute mode and the processes on each GPU.", "nvidia-smi\nCUDA_VISIBLE_DEVICES=1 python train.py", "cuda-unavailable"),)),
+     ("cuda-unavailable#find-gpu-holder",)),
     ("devices.cuda_unknown_error", r"CUDA unknown error - this may be due to an incorrectly set up environment", "CUDA initialisation failed",
      "CUDA could not initialise: the driver and the container/runtime disagree, the GPU is in a bad state after a crash or suspend/resume, "
      "or CUDA_VISIBLE_DEVICES was changed after CUDA had started in this process.",
-     (fix("Check the environment, then reset", "Run nvidia-smi; if it errors, restart the container or the machine. Set CUDA_VISIBLE_DEVICES before the process starts, not in the middle of the script.", "nvidia-smi", "cuda-unavailable"),)),
+     ("cuda-unavailable#check-environment-then-reset",)),
 )
 
 
@@ -482,9 +463,8 @@ def _checkpoint_gpu_index(ctx: Context, index: int, count: int) -> RuleHit:
     cause = (f"The checkpoint stores tensors that were saved on cuda:{index} (it was written on a machine or process using that GPU), and torch.load "
              f"restores each tensor onto the device it was saved from by default; this process sees {count} GPU(s), so cuda:{index} does not exist here.")
     fixes = [
-        fix("Tell torch.load where to put the tensors", "map_location remaps every saved device; use the device this process trains or infers on.",
-            f"state = torch.load(path, map_location='cuda:0')   # or map_location='cpu', or {{'cuda:{index}': 'cuda:0'}}", "cuda-unavailable"),
-        fix("Save device-independent checkpoints", "Move tensors to the CPU (or save state_dict() of a model moved to CPU) before torch.save.", "torch.save({k: v.cpu() for k, v in model.state_dict().items()}, path)", "cuda-unavailable"),
+        remedy("cuda-unavailable#map-location-remap", index=index),
+        remedy("cuda-unavailable#save-device-independent"),
     ]
     found = [error_fact(ctx), Fact("device", f"checkpoint tensors on cuda:{index}; {count} GPU(s) visible")]
     return hit("devices.checkpoint_gpu_index", "cuda_unavailable", f"Checkpoint saved on cuda:{index}, only {count} GPU(s) here", cause, fixes,
@@ -524,7 +504,7 @@ def cuda_unavailable(ctx: Context) -> RuleHit | None:
     m = ctx.search(r"Attempting to deserialize object on CUDA device (\d+) but torch\.cuda\.device_count\(\) is (\d+)")
     if m:
         return _checkpoint_gpu_index(ctx, int(m.group(1)), int(m.group(2)))
-    for outcome, pattern, title, cause, fixes in _CUDA_CASES:
+    for outcome, pattern, title, cause, refs in _CUDA_CASES:
         m = ctx.search(pattern)
         if not m:
             continue
@@ -536,6 +516,6 @@ def cuda_unavailable(ctx: Context) -> RuleHit | None:
             found.append(Fact("driver", f"driver supports CUDA up to version code {version.group(1)}"))
         line = _user_line(ctx)
         devs = tuple(dict.fromkeys(re.findall(r"cuda:\d+", line)))
-        return hit(outcome, "cuda_unavailable", title, cause, fixes, ("cuda-unavailable", "cuda-arch-mismatch"), _loc(ctx, found), 0.93,
+        return hit(outcome, "cuda_unavailable", title, cause, [remedy(r) for r in refs], ("cuda-unavailable", "cuda-arch-mismatch"), _loc(ctx, found), 0.93,
                    facts=Facts(numbers=numbers, devices=devs, names=(m.group(0),)))
     return None

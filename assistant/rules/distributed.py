@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, lazy_re
+from assistant.rules.base import Context, error_fact, hit, lazy_re, remedy
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
@@ -15,7 +15,7 @@ _WATCHDOG = lazy_re(
 
 def _debug_fixes() -> list[Fix]:
     return [
-        fix("Turn on distributed debugging", "TORCH_DISTRIBUTED_DEBUG=DETAIL checks that every rank calls the same collective with the same shapes and names the mismatch; NCCL_DEBUG=INFO shows NCCL's own view.", "TORCH_DISTRIBUTED_DEBUG=DETAIL NCCL_DEBUG=INFO torchrun --nproc_per_node=NUM_GPUS train.py", "nccl-timeout"),
+        remedy("nccl-timeout#distributed-debug"),
     ]
 
 
@@ -83,9 +83,9 @@ def nccl_timeout(ctx: Context) -> RuleHit | None:
                  "does not work in this machine or container), or one rank never reached that first collective because it crashed or stalled "
                  "during start-up.")
         fixes = [
-            fix("Let NCCL explain its connection attempt", "NCCL_DEBUG=INFO prints the interfaces and transports it tries; a hang right after 'Init' lines points at the network path.", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...", "nccl-errors"),
-            fix("Isolate the transport", "Disable one path at a time to find the broken one, and pin the socket interface.", "NCCL_P2P_DISABLE=1 torchrun ...\nNCCL_IB_DISABLE=1 torchrun ...\nNCCL_SOCKET_IFNAME=eth0 torchrun ...", "nccl-errors"),
-            fix("Check that every rank reaches the first collective", "Look at each rank's log for an earlier error or a slow start (model loading, data preparation) before the first barrier/all_reduce.", None, "nccl-timeout"),
+            remedy("nccl-errors#nccl-debug-connection"),
+            remedy("nccl-errors#isolate-transport-paths"),
+            remedy("nccl-timeout#check-first-collective-reached"),
             *_debug_fixes(),
         ]
     else:
@@ -95,11 +95,11 @@ def nccl_timeout(ctx: Context) -> RuleHit | None:
                  "iterations (uneven data per rank, an early exit), skipped a collective in rank-conditional code (evaluation or logging on rank 0 "
                  "that contains a barrier/all_reduce), or was far slower (data loading, checkpoint saving on one rank).")
         fixes = [
-            fix("Find the rank that did not arrive", "Look for the first rank whose log shows a different error or stops early; the timeout on the others is a consequence.", None, "nccl-timeout"),
-            fix("Give every rank the same number of steps", "Use DistributedSampler (drop_last=True) so each rank sees the same number of batches; or use the join() context manager for uneven inputs.", "sampler = DistributedSampler(ds, drop_last=True)\nloader = DataLoader(ds, sampler=sampler, batch_size=bs)", "nccl-timeout"),
-            fix("Keep collectives out of rank-conditional code", "Every rank must call barrier/all_reduce/all_gather the same number of times.", "if rank == 0:\n    save_checkpoint()   # no collectives in here\ndist.barrier()      # all ranks", "nccl-timeout"),
+            remedy("nccl-timeout#find-missing-rank"),
+            remedy("nccl-timeout#same-steps-per-rank"),
+            remedy("nccl-timeout#collectives-outside-rank-branches"),
             *_debug_fixes(),
-            fix("Raise the timeout only for known slow phases", "If one rank legitimately works longer (e.g. saving a large checkpoint), raise timeout in init_process_group.", "dist.init_process_group('nccl', timeout=datetime.timedelta(minutes=30))", "nccl-timeout"),
+            remedy("nccl-timeout#raise-timeout-slow-phases"),
         ]
     first = next((n for n in ctx.failure.notes if "failed first" in n), None)
     if first:
@@ -135,7 +135,7 @@ def _collective_mismatch(ctx: Context, mismatch: re.Match[str], docs: tuple[str,
     if src:
         cause += f" The collective is called at `{src}`."
     fixes = [
-        fix("Make every rank run the same collectives with the same shapes", "Pad per-rank tensors to a common size (all_gather the sizes first, or fix the length from the config), and keep rank-conditional code (logging, evaluation) free of collectives.", "sizes = [torch.zeros(1, device=dev) for _ in range(world)]\ndist.all_gather(sizes, torch.tensor([n], device=dev, dtype=torch.float))", "nccl-timeout"),
+        remedy("nccl-timeout#same-collectives-same-shapes"),
         *_debug_fixes(),
     ]
     dims = tuple(tuple(int(x) for x in s.split(",") if x.strip().isdigit()) for s in (s0, s1) if s is not None)
@@ -199,7 +199,7 @@ def nccl_error(ctx: Context) -> RuleHit | None:
         return _unique_id(ctx, uid, docs)
     if ctx.search(r"Tensors must be CUDA and dense"):
         cause = "The NCCL backend only works on CUDA tensors, but a CPU (or sparse) tensor was passed to a collective."
-        fixes = [fix("Move the tensor to this rank's GPU (or use the gloo backend for CPU tensors)", "Values computed on the CPU (metrics, counters) must be moved to the rank's device before all_reduce/all_gather.", "t = t.to(torch.device('cuda', local_rank))\ndist.all_reduce(t)", "nccl-errors")]
+        fixes = [remedy("nccl-errors#collective-tensor-on-gpu")]
         return hit("distributed.nccl_cpu_tensor", "nccl_error", "CPU tensor passed to an NCCL collective", cause, fixes, docs, [error_fact(ctx)], 0.93,
                    facts=Facts(devices=("cpu",)))
     m = ctx.search(r"NCCL error in: ([^\n,]{1,500}), ([a-z][a-z ]{0,80}[a-z])(?: - [^,\n]*| \(run with [^)\n]*\))*(?:, NCCL version ([\w.]+))?(?=[\s,.\"]|$)")
@@ -232,25 +232,23 @@ def nccl_error(ctx: Context) -> RuleHit | None:
     if first:
         cause += " " + first
     fixes = [
-        fix("Get NCCL's own explanation", "NCCL_DEBUG=INFO (or WARN) prints the transport it picked and the exact failing call.", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun --nproc_per_node=NUM_GPUS train.py", "nccl-errors"),
-        fix("One GPU per rank", "Call torch.cuda.set_device(local_rank) before init_process_group and before any CUDA work.", "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))", "nccl-errors"),
-        fix("In containers, give NCCL enough shared memory", "Docker's default /dev/shm (64 MB) is too small.", "docker run --shm-size=16g --ipc=host ...", "nccl-errors"),
-        fix("Isolate the transport", "If a network path is broken, disabling it tells you which: NCCL_P2P_DISABLE=1 (GPU peer-to-peer), NCCL_IB_DISABLE=1 (InfiniBand), NCCL_SOCKET_IFNAME=<interface> (pick the interface).", "NCCL_P2P_DISABLE=1 torchrun ...", "nccl-errors"),
+        remedy("nccl-errors#nccl-debug-info"),
+        remedy("nccl-errors#one-gpu-per-rank"),
+        remedy("nccl-errors#container-shm-size"),
+        remedy("nccl-errors#isolate-transport"),
     ]
     if outcome in ("distributed.nccl_cuda_error", "distributed.nccl_internal_error", "distributed.nccl_system_error"):
-        fixes.append(fix("Confirm it is the communication between GPUs", "Run the same script on a single GPU (or with a single process): if that works, the model and data are fine and the fault is in how the GPUs or nodes talk to each other.",
-                         "CUDA_VISIBLE_DEVICES=0 python train.py", "nccl-errors"))
-        fixes.append(fix("Check driver, CUDA and NCCL versions", "Every rank should run the same PyTorch/NCCL build, with a driver new enough for its CUDA version; containers need the host's driver to match.", "python -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'\nnvidia-smi", "nccl-errors"))
+        fixes.append(remedy("nccl-errors#single-gpu-comparison"))
+        fixes.append(remedy("nccl-errors#check-versions"))
     init = ctx.search(r"ncclCommInit\w*|commInit")
     if init and outcome in ("distributed.nccl_internal_error", "distributed.nccl_system_error"):
         found.append(Fact("nccl", f"failed while creating the communicator ({init.group(0)})"))
         cause += (" It failed while the communicator was being created, when NCCL detects the machine's topology (GPUs, PCIe/NVLink, "
                   "network cards): a topology file it cannot parse (NCCL_TOPO_FILE, or one a cloud network plugin installs) or a container "
                   "that hides /sys from it makes this step fail.")
-        fixes.insert(1, fix("Check NCCL's topology detection", "NCCL_DEBUG=INFO with the GRAPH/INIT subsystems prints the topology it builds and the line where it gives up; if a topology XML file is in use (NCCL_TOPO_FILE or a network plugin's), validate or unset it; dumping the detected topology shows what NCCL sees.",
-                            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH NCCL_TOPO_DUMP_FILE=topo.xml torchrun ...\nenv | grep NCCL_TOPO", "nccl-errors"))
+        fixes.insert(1, remedy("nccl-errors#check-topology-detection"))
     if outcome == "distributed.nccl_remote_error":
-        fixes.insert(0, fix("Find the rank that died first", "This error is usually a consequence: search the other ranks' logs (or the launcher's summary) for the first traceback or an OOM kill.", None, "nccl-errors"))
+        fixes.insert(0, remedy("nccl-errors#find-first-dead-rank"))
     elif outcome == "distributed.nccl_invalid_usage":
         fixes.insert(0, fixes.pop(1))
     ver = m.group(3) if m and m.group(3) else None
@@ -263,7 +261,7 @@ def _duplicate_gpu(ctx: Context, dup: re.Match[str] | None, raw: str, docs: tupl
     r0, r1, dev = m.groups() if m else ("?", "?", "?")
     cause = (f"Ranks {r0} and {r1} both use CUDA device {dev}. Each process must select its own GPU before creating NCCL communicators; "
              "without torch.cuda.set_device(local_rank) (or with more ranks than visible GPUs) several processes end up on the same device.")
-    fixes = [fix("Select the GPU from LOCAL_RANK at start-up", "Launch no more ranks per node than there are visible GPUs.", "local_rank = int(os.environ['LOCAL_RANK'])\ntorch.cuda.set_device(local_rank)\ndist.init_process_group('nccl', device_id=torch.device('cuda', local_rank))", "nccl-errors")]
+    fixes = [remedy("nccl-errors#select-gpu-from-local-rank")]
     return hit("distributed.duplicate_gpu", "nccl_error", "Two ranks on the same GPU", cause, fixes, docs,
                [error_fact(ctx), Fact("ranks", f"ranks {r0} and {r1} on device {dev}")], 0.95,
                facts=Facts(names=(f"rank {r0}", f"rank {r1}"), devices=(f"cuda:{dev}",) if dev.isdigit() else ()))
@@ -278,9 +276,9 @@ def _unique_id(ctx: Context, m: re.Match[str], docs: tuple[str, ...]) -> RuleHit
              "(rank-conditional code, a different number of steps), was much slower (loading data or a model), or the ranks cannot reach "
              "each other's network address.")
     fixes = [
-        fix(f"Look at rank {owner}'s log first", "Its own error or a long stall before the first collective explains the wait.", None, "nccl-timeout"),
-        fix("Make every rank reach the same collectives", "The first collective of each process group must be called by all of its ranks; keep collectives out of rank-only code.", "if rank == 0:\n    prepare()        # no collectives in here\ndist.barrier()       # every rank", "nccl-timeout"),
-        fix("Initialise communicators eagerly to surface the problem at start-up", "Passing device_id to init_process_group creates the NCCL communicator immediately, so a rank that cannot join fails there.", "dist.init_process_group('nccl', device_id=torch.device('cuda', local_rank))", "process-group-init"),
+        remedy("nccl-timeout#read-owner-rank-log", rank=owner),
+        remedy("nccl-timeout#every-rank-same-collectives"),
+        remedy("process-group-init#eager-communicator-init"),
         *_debug_fixes(),
     ]
     return hit("distributed.nccl_unique_id", "nccl_error", f"Rank {waiting} waited for rank {owner} to set up NCCL", cause, fixes, docs,
@@ -293,7 +291,7 @@ def _aborted(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
              "later collective reports this. It is a consequence, not the cause — the original failure (a watchdog timeout, an NCCL error or a "
              "crash on one rank) is printed earlier in the log, possibly by another rank.")
     fixes = [
-        fix("Find the first failure in the logs of all ranks", "Search for 'Watchdog caught', 'NCCL error' or the first 'Traceback' across ranks; diagnose that message instead.", None, "nccl-timeout"),
+        remedy("nccl-timeout#find-first-failure"),
         *_debug_fixes(),
     ]
     return hit("distributed.nccl_aborted", "nccl_error", "NCCL communicator aborted after an earlier failure", cause, fixes, docs, [error_fact(ctx)], 0.8)
@@ -306,8 +304,8 @@ def _peer_closed(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
              "fewer steps or collectives than this rank (uneven data per rank, an early exit or a rank-conditional loop), leaving this rank's "
              "collective with no partner.")
     fixes = [
-        fix("Find out why the other rank stopped", "Read that rank's own output first: an exception there is the real error.", None, "nccl-timeout"),
-        fix("Give every rank the same number of steps and collectives", "Use DistributedSampler (drop_last=True) and keep collectives out of rank-conditional code.", "sampler = DistributedSampler(ds, drop_last=True)", "nccl-timeout"),
+        remedy("nccl-timeout#why-peer-stopped"),
+        remedy("nccl-timeout#same-steps-and-collectives"),
         *_debug_fixes(),
     ]
     return hit("distributed.peer_closed", "nccl_error", "A peer rank closed the connection during a collective", cause, fixes, docs, [error_fact(ctx)], 0.8)
@@ -349,8 +347,8 @@ def ddp_error(ctx: Context) -> RuleHit | None:
         cause = ("A parameter's gradient hook fired twice in one backward under DDP. This happens with reentrant activation checkpointing, a module used twice "
                  "in one forward (weight sharing across calls), parameters used outside forward, or multiple forward passes before one backward.")
         fixes = [
-            fix("Use non-reentrant checkpointing", "", "checkpoint(block, x, use_reentrant=False)", "ddp-unused-parameters"),
-            fix("Or declare the graph static", "If the set of used parameters does not change between iterations.", "model = DDP(model, device_ids=[local_rank], static_graph=True)", "ddp-unused-parameters"),
+            remedy("ddp-unused-parameters#non-reentrant-checkpoint"),
+            remedy("ddp-unused-parameters#static-graph"),
         ]
         return hit("distributed.ddp_ready_twice", "ddp_error", "DDP: variable marked ready twice", cause, fixes, docs, [error_fact(ctx)], 0.93)
     m = ctx.search(r"DDP expects same model across all ranks, but Rank (\d+) has (\d+) params, while rank (\d+) has inconsistent (\d+) params")
@@ -360,7 +358,7 @@ def ddp_error(ctx: Context) -> RuleHit | None:
     if ctx.search(r"DistributedDataParallel is not needed when a module doesn't have any parameter that requires a gradient"):
         cause = ("The module wrapped in DDP has no parameter with requires_grad=True: it is fully frozen (a feature extractor, a teacher, a loss network, "
                  "or a model whose trainable adapters were not enabled), or its layers are not registered as submodules.")
-        fixes = [fix("Wrap only trainable modules", "Move frozen modules to the device without DDP; if parameters should train, enable requires_grad (or the adapter) before wrapping, and register layers with nn.ModuleList instead of Python lists.", "frozen = frozen.to(device)           # no DDP needed\nmodel = DDP(trainable, device_ids=[local_rank])", "ddp-unused-parameters")]
+        fixes = [remedy("ddp-unused-parameters#wrap-only-trainable")]
         return hit("distributed.ddp_no_params", "ddp_error", "DDP around a module without trainable parameters", cause, fixes, docs, [error_fact(ctx)], 0.9)
     m = ctx.search(r"DistributedDataParallel device_ids and output_device arguments only work with single-device/multiple-device GPU modules or CPU modules, but got device_ids \[([^\]]*)\],\s*output_device (\S+),\s*and\s+module\s+parameters\s+\{([^}]*)\}")
     if m:
@@ -370,12 +368,12 @@ def ddp_error(ctx: Context) -> RuleHit | None:
             cause = (f"The module's parameters are spread over several devices ({', '.join(devices)}) — the model is split across GPUs (model "
                      f"parallelism, or a loader's automatic device map) — but DDP was also given device_ids [{m.group(1)}]. A multi-device module "
                      "cannot take device_ids; and each DDP rank should normally hold a whole copy of the model on its own GPU.")
-            fixes = [fix("Load the whole model on this rank's GPU, then wrap it", "Place all parameters on one device per rank (no automatic multi-GPU device map when training with DDP).", "model = model.to(local_rank)\nmodel = DDP(model, device_ids=[local_rank])", "process-group-init"),
-                     fix("Or keep the model split and wrap without device_ids", "For a deliberately multi-GPU module, pass device_ids=None (and run one such process per group of GPUs).", "model = DDP(model)  # device_ids=None for multi-device modules", "process-group-init")]
+            fixes = [remedy("process-group-init#whole-model-per-rank"),
+                     remedy("process-group-init#split-model-no-device-ids")]
             return hit("distributed.ddp_multi_device_module", "ddp_error", "DDP given device_ids for a model split across GPUs", cause, fixes, docs[::-1], found, 0.9,
                        facts=Facts(devices=devices))
         cause = f"DDP was given device_ids [{m.group(1)}] but the module's parameters are on {', '.join(devices) or m.group(3)}: the model was not moved to its GPU before wrapping."
-        fixes = [fix("Move the model to the rank's GPU, then wrap", "", "model = model.to(local_rank)\nmodel = DDP(model, device_ids=[local_rank])", "process-group-init")]
+        fixes = [remedy("process-group-init#move-model-then-wrap")]
         return hit("distributed.ddp_device", "ddp_error", "DDP model not on its device", cause, fixes, docs[::-1], found, 0.92, facts=Facts(devices=devices))
     return None
 
@@ -396,9 +394,9 @@ def _ddp_unused(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
         cause += f" On rank {idx.group(1)} the parameters with indices {idx.group(2).strip()} did not receive grad (run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get their names)."
         found.append(Fact("parameters", f"parameter indices without grad on rank {idx.group(1)}: {idx.group(2).strip()}"))
     fixes = [
-        fix("Let DDP detect unused parameters", "Costs an extra graph traversal per step, but is correct for models with conditional branches.", "model = DDP(model, device_ids=[local_rank], find_unused_parameters=True)", "ddp-unused-parameters"),
-        fix("Or make every parameter take part in the loss / remove unused ones", "Make every output of `forward` feed the loss, delete layers you do not use, and freeze with requires_grad_(False) before wrapping in DDP.", "for p in unused_module.parameters():\n    p.requires_grad_(False)   # before DDP(...)", "ddp-unused-parameters"),
-        fix("Name the parameters", "", "TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ...", "ddp-unused-parameters"),
+        remedy("ddp-unused-parameters#find-unused-parameters"),
+        remedy("ddp-unused-parameters#use-or-freeze-parameters"),
+        remedy("ddp-unused-parameters#name-unused-parameters"),
     ]
     rank = names or idx
     return hit("distributed.ddp_unused", "ddp_error", "DDP: parameters without gradients", cause, fixes, docs, found, 0.95,
@@ -417,7 +415,7 @@ def _ddp_model_mismatch(ctx: Context, m: re.Match[str] | None, docs: tuple[str, 
         cause = "A parameter has different sizes on different ranks: the model is constructed differently per rank."
     cause += (" Models must be identical on all ranks before wrapping in DDP; rank-dependent configuration (e.g. a vocabulary or number of classes computed "
               "from each rank's own data shard), randomness in architecture choices, or loading different checkpoints cause this.")
-    fixes = [fix("Build the model identically on every rank", "Derive architecture from config only (not from rank or local data); load the same checkpoint on all ranks; enable the same trainable parameters everywhere.", None, "ddp-unused-parameters")]
+    fixes = [remedy("ddp-unused-parameters#identical-model-every-rank")]
     return hit("distributed.ddp_model_mismatch", "ddp_error", "DDP: model differs across ranks", cause, fixes, docs, [error_fact(ctx)], 0.93,
                facts=Facts(numbers=numbers))
 
@@ -457,31 +455,31 @@ def process_group(ctx: Context) -> RuleHit | None:
     docs = ("process-group-init", "nccl-errors")
     if ctx.search(r"Default process group has not been initialized"):
         cause = "A torch.distributed call (or DDP/DistributedSampler/SyncBatchNorm) ran before dist.init_process_group(), or in a process launched without it (plain `python` instead of torchrun)."
-        fixes = [fix("Initialise the process group first (launch with torchrun)", "For a single-GPU run, skip the distributed wrappers (or convert SyncBatchNorm back to BatchNorm) instead.", "dist.init_process_group(backend='nccl')\n# launch: torchrun --nproc_per_node=NUM_GPUS train.py", "process-group-init")]
+        fixes = [remedy("process-group-init#init-process-group-first")]
         return hit("distributed.pg_uninitialized", "ddp_error", "Process group not initialised", cause, fixes, docs, [error_fact(ctx)], 0.93)
     m = ctx.search(r"environment variable (\w+) expected, but not set")
     if m:
         cause = (f"init_process_group uses the env:// method, which reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment; "
                  f"{m.group(1)} is unset because the script was not started by a launcher (torchrun) that sets them.")
-        fixes = [fix("Launch with torchrun, which sets these variables", "Or pass rank, world_size and init_method explicitly for a single process.", "torchrun --nproc_per_node=NUM_GPUS train.py", "process-group-init")]
+        fixes = [remedy("process-group-init#launch-with-torchrun")]
         return hit("distributed.pg_env", "ddp_error", f"{m.group(1)} not set for init_process_group", cause, fixes, docs, [error_fact(ctx)], 0.93,
                    facts=Facts(names=(m.group(1),)))
     if ctx.search(r"Address already in use|EADDRINUSE|server socket has failed to (?:listen|bind)"):
         port = ctx.search(r"port[: ]+(\d{2,5})|:(\d{4,5})\b")
         number = (port.group(1) or port.group(2)) if port else None
         cause = "The rendezvous port (MASTER_PORT" + (f", {number}" if number else "") + ") is already taken, usually by another job or a previous run that has not exited."
-        fixes = [fix("Pick a free port (or stop the old run)", "Each concurrent job on a machine needs its own MASTER_PORT.", "torchrun --master_port=29511 ...   # or --rdzv-endpoint=localhost:0 with --standalone", "process-group-init")]
+        fixes = [remedy("process-group-init#free-master-port")]
         return hit("distributed.port_in_use", "ddp_error", "Rendezvous port already in use", cause, fixes, docs, [error_fact(ctx)], 0.9,
                    facts=Facts(numbers={"port": float(number)} if number else {}))
     if ctx.search(r"ProcessGroupNCCL is only supported with GPUs, no GPUs found"):
         cause = ("The NCCL backend needs GPUs, but this process sees none: CUDA is not available to it (a CPU-only PyTorch build, a driver/CUDA "
                  "mismatch, CUDA_VISIBLE_DEVICES set to nothing, or a container/WSL setup without GPU access).")
-        fixes = [fix("Make the GPUs visible, or use the gloo backend on CPU", "Check torch.cuda.is_available() in the same environment first.", "python -c 'import torch; print(torch.cuda.is_available(), torch.version.cuda)'\ndist.init_process_group('gloo' if not torch.cuda.is_available() else 'nccl')", "process-group-init")]
+        fixes = [remedy("process-group-init#gpus-visible-or-gloo")]
         return hit("distributed.nccl_no_gpu", "ddp_error", "NCCL backend without GPUs", cause, fixes, docs, [error_fact(ctx)], 0.9)
     if ctx.search(r"Distributed package doesn't have NCCL built in"):
         cause = ("This PyTorch build has no NCCL: it is a CPU-only wheel, or a platform build (Windows, macOS) that ships without it, so the "
                  "'nccl' backend cannot be created.")
-        fixes = [fix("Use gloo here, or install a CUDA build of PyTorch on a Linux GPU machine", "Pick the backend from what the build supports.", "backend = 'nccl' if dist.is_nccl_available() and torch.cuda.is_available() else 'gloo'\ndist.init_process_group(backend)", "process-group-init")]
+        fixes = [remedy("process-group-init#gloo-or-cuda-build")]
         return hit("distributed.nccl_not_built", "ddp_error", "PyTorch build without NCCL", cause, fixes, docs, [error_fact(ctx)], 0.9)
     if ctx.search(r"DistStoreError|Timed out after \d+ seconds waiting for (?:clients|workers)|RendezvousTimeoutError|wait timeout after \d+ms"
                   r"|client socket has timed out after \d+ms while trying to connect|client socket has failed to connect"):
@@ -489,7 +487,7 @@ def process_group(ctx: Context) -> RuleHit | None:
         cause = ("Rendezvous timed out: not all ranks connected to the store (MASTER_ADDR:MASTER_PORT)"
                  + (f" — only {joined.group(1)} of {joined.group(2)} processes joined" if joined else "")
                  + ". Some ranks failed to start or crashed early, wait on a different address/port, or cannot reach it (firewall, wrong interface).")
-        fixes = [fix("Check every rank starts and uses the same MASTER_ADDR/MASTER_PORT", "Look at the missing ranks' logs for an early crash; test that the port is reachable from each node.", "nc -zv $MASTER_ADDR $MASTER_PORT", "process-group-init")]
+        fixes = [remedy("process-group-init#check-rendezvous-address")]
         return hit("distributed.rendezvous", "ddp_error", "Rendezvous timed out", cause, fixes, docs, [error_fact(ctx)], 0.88,
                    facts=Facts(numbers={"joined": float(joined.group(1)), "expected": float(joined.group(2))} if joined else {}))
     if ctx.exc_type == "ChildFailedError" or ctx.search(r"ChildFailedError|elastic\.multiprocessing\.api:failed \(exitcode"):
@@ -515,10 +513,10 @@ def _child_failed(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
         cause = ("torchrun reports that a worker was killed with SIGKILL (exit code -9) and printed no Python traceback. That is almost always the Linux "
                  "OOM killer: host RAM (or the container's memory limit) ran out — every rank loading the full dataset or checkpoint into RAM at "
                  "once, many DataLoader workers per rank, or memory that grows each step.")
-        fixes = [fix("Check host memory and the kernel log", "`dmesg` confirms the OOM killer; reduce per-rank host memory (load checkpoints with mmap or on one rank at a time, fewer workers).", "dmesg -T | grep -i -E 'killed process|out of memory'\nstate = torch.load(path, mmap=True, map_location='cpu', weights_only=True)", "cpu-oom")]
+        fixes = [remedy("cpu-oom#check-host-memory-dmesg")]
         return hit("distributed.child_killed", "cpu_oom", "Worker killed (host out of memory)", cause, fixes, ("cpu-oom", "process-group-init"), found, 0.75,
                    facts=Facts(numbers=numbers, flags=frozenset({"host_memory"})))
     cause = ("torchrun only summarises that a worker process failed" + (f" (rank {rank_no}, exit code {exit_code})" if rank_no is not None and exit_code is not None else "")
              + ". The real error is that rank's own traceback, printed earlier in the log (lines prefixed with [rank N]:) or in its error file; the summary alone does not say what went wrong.")
-    fixes = [fix("Read the failing rank's own traceback", "The summary's 'Root Cause' entry names the rank that failed first; search the log for that rank's first 'Traceback', or decorate main() with @record to have torchrun print it in the summary.", "from torch.distributed.elastic.multiprocessing.errors import record\n\n@record\ndef main(): ...", "process-group-init")]
+    fixes = [remedy("process-group-init#read-failing-rank-traceback")]
     return hit("distributed.child_failed", "ddp_error", "torchrun worker failed", cause, fixes, docs, found, 0.6, facts=Facts(numbers=numbers))

@@ -6,7 +6,7 @@ import re
 
 from assistant.parse.messages import normalize_dtype, tensor_type_parts
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit, lazy_re
+from assistant.rules.base import with_location as _loc, Context, error_fact, hit, lazy_re, remedy
 from assistant.types import Fact, Facts, RuleHit
 
 _PAIRS = (
@@ -75,8 +75,8 @@ def loss_target_dtype(ctx: Context) -> RuleHit | None:
         cause = (f"The target has the same shape as the logits, so cross_entropy treats it as class probabilities, which must be float — "
                  f"but it is {got}. An integer target shaped like the logits is almost always one-hot encoded labels.")
         fixes = [
-            fix("Pass class indices instead of the one-hot rows", "argmax over the class axis turns (N, C) one-hot labels into (N,) indices.", "loss = F.cross_entropy(logits, target.argmax(dim=1))", "cross-entropy-target-format"),
-            fix("Or pass them as probabilities", "Needed when the rows are soft labels (mixup, label smoothing).", "loss = F.cross_entropy(logits, target.float())", "cross-entropy-target-format"),
+            remedy("cross-entropy-target-format#one-hot-rows-to-indices"),
+            remedy("cross-entropy-target-format#one-hot-rows-as-probabilities"),
         ]
         found = [error_fact(ctx), Fact("dtype", f"target dtype {got}, same shape as the logits")]
         return hit("dtypes.ce_prob_target", "dtype_mismatch", f"Probability-style target has dtype {got}", cause, fixes, _TARGET_DOCS,
@@ -97,17 +97,17 @@ def loss_target_dtype(ctx: Context) -> RuleHit | None:
             cause += (" This PyTorch release only accepts class indices: soft labels or one-hot rows of probabilities are not supported by "
                       "cross_entropy before 1.10.")
         fixes = [
-            fix("Cast whole-number class labels to long", "", "loss = criterion(logits, target.long())", "loss-target-dtype"),
-            fix("If the rows are one-hot or probabilities (shape like the logits)", "Take the class index with argmax(dim=1), or on PyTorch 1.10+ pass float probabilities of the logits' shape.", "loss = F.cross_entropy(logits, target.argmax(dim=1))", "cross-entropy-target-format"),
-            fix("For binary targets with one logit, use BCEWithLogitsLoss", "It takes float targets of the output's shape.", "loss = F.binary_cross_entropy_with_logits(logits.squeeze(1), target.float())", "loss-target-dtype"),
+            remedy("loss-target-dtype#cast-class-labels-long"),
+            remedy("cross-entropy-target-format#one-hot-or-probability-rows"),
+            remedy("loss-target-dtype#binary-bce-with-logits"),
         ]
         if old:
-            fixes.insert(1, fix("To train on probabilities (soft labels), upgrade PyTorch to 1.10 or later", "The message comes from a release whose cross_entropy accepts class indices only; newer versions take float probabilities shaped like the logits.", None, "cross-entropy-target-format"))
+            fixes.insert(1, remedy("cross-entropy-target-format#upgrade-for-soft-labels"))
         return hit("dtypes.loss_target", "dtype_mismatch", f"Loss target has dtype {got}, expected int64 (Long)", cause, fixes, _TARGET_DOCS,
                    _loc(ctx, found), 0.95, facts=values)
     cause = (f"The class-index targets are integers, but {got} rather than int64 (Long), which the loss kernel requires. Narrow integer labels "
              "come from NumPy/pandas int32 columns, torch.tensor(..., dtype=torch.int) or .int() conversions.")
-    fixes = [fix("Cast the labels to int64", "Do it once where the labels are created (Dataset or collate) or right before the loss.", "loss = criterion(logits, target.long())", "loss-target-dtype")]
+    fixes = [remedy("loss-target-dtype#cast-int-labels-int64")]
     return hit("dtypes.loss_target_int", "dtype_mismatch", f"Loss target has dtype {got}, expected int64 (Long)", cause, fixes, _TARGET_DOCS,
                _loc(ctx, found), 0.95, facts=values)
 
@@ -157,31 +157,29 @@ def not_implemented_for(ctx: Context) -> RuleHit | None:
                      "(.half(), a float16 torch_dtype or an fp16 option) while the computation happens on the CPU — no GPU is in use (CUDA not "
                      "available, a CPU-only PyTorch build, or the model/tensors were never moved), or only part of the model was moved to the GPU.")
             fixes = [
-                fix("On the CPU, run in float32", "Convert the model and its inputs back to float32 (slower, but every CPU kernel supports it).", "model = model.float()\nx = x.float()", "half-not-implemented"),
-                fix("Or move the half-precision model to the GPU", "Check that PyTorch sees a GPU before relying on float16: if torch.cuda.is_available() is False, "
-                    "the installed PyTorch may be a CPU-only build (install the CUDA build matching your driver) or the driver is not usable.",
-                    "print(torch.__version__, torch.version.cuda, torch.cuda.is_available())   # version.cuda None = CPU-only build\nmodel = model.to('cuda'); x = x.to('cuda')", "half-not-implemented"),
+                remedy("half-not-implemented#cpu-run-float32"),
+                remedy("half-not-implemented#half-model-to-gpu"),
             ]
             if dtype == "float16":
-                fixes.append(fix("Or use bfloat16 on the CPU where the kernels support it", "Recent releases implement most CPU kernels for bfloat16, not float16; autocast picks it per operation.", "with torch.autocast('cpu', dtype=torch.bfloat16):\n    y = model(x.float())", "half-not-implemented"))
+                fixes.append(remedy("half-not-implemented#cpu-bfloat16-autocast"))
             return hit("dtypes.half_cpu", "dtype_mismatch", f"`{op}` has no {dtype} kernel on the CPU", cause, fixes, docs,
                        _loc(ctx, found), 0.93, facts=Facts(dtypes=(dtype,), names=(op,), devices=("cpu",)))
         found = [error_fact(ctx), Fact("dtype", f"kernel `{op}` has no {dtype} implementation on this device")]
         cause = (f"The `{op}` kernel has no {dtype} version on the device it runs on in this PyTorch release; reduced-precision coverage "
                  "differs per operation, device and release.")
         fixes = [
-            fix("Run this operation in float32", "Convert the tensors before the op and back afterwards, or keep the module in float32.", "y = op(x.float()).to(x.dtype)", "half-not-implemented"),
-            fix("Or upgrade PyTorch", "Later releases implement many more kernels for float16/bfloat16.", None, "half-not-implemented"),
+            remedy("half-not-implemented#op-in-float32"),
+            remedy("half-not-implemented#upgrade-for-half-kernels"),
         ]
         return hit("dtypes.half_kernel", "dtype_mismatch", f"`{op}` not implemented for {dtype}", cause, fixes, docs, _loc(ctx, found), 0.88, facts=values)
     found = [error_fact(ctx), Fact("dtype", f"kernel `{op}` has no {dtype} implementation")]
     if dtype in _INTS - {"bool"}:
         cause = (f"`{op}` is a floating-point operation but received a {dtype} tensor: integer data (raw pixel values, counts, token ids "
                  "or labels) reached an operation that needs real numbers.")
-        fixes = [fix("Convert the input to float before the operation", "Scale integer images to [0, 1] while converting.", "x = x.float()  # images: x.float() / 255", "dtype-mismatch")]
+        fixes = [remedy("dtype-mismatch#int-input-to-float-before-op")]
         return hit("dtypes.not_implemented_int", "dtype_mismatch", f"`{op}` not implemented for {dtype}", cause, fixes, docs, _loc(ctx, found), 0.9, facts=values)
     cause = f"`{op}` has no implementation for {dtype} tensors: this operation is defined for other dtypes only."
-    fixes = [fix("Convert to a dtype the operation supports", "Arithmetic and matrix products on masks work after converting them to float (or int64 for counting).", "x = x.float()", "dtype-mismatch")]
+    fixes = [remedy("dtype-mismatch#convert-to-supported-dtype")]
     return hit("dtypes.not_implemented", "dtype_mismatch", f"`{op}` not implemented for {dtype}", cause, fixes, docs, _loc(ctx, found), 0.85, facts=values)
 
 
@@ -230,14 +228,14 @@ def dtype_pair(ctx: Context) -> RuleHit | None:
     where = f"`{name}`" if name else (f"the {kind} layer" if kind else "this operation")
     where = where[:1].upper() + where[1:]
     values = Facts(dtypes=(a, b), argument=arg, layer=name, layer_kind=kind)
-    check = fix("Check dtypes where data enters the model", "Print the input's dtype and the parameters' dtype before the failing call.", "print(x.dtype, next(model.parameters()).dtype)", "dtype-mismatch")
+    check = remedy("dtype-mismatch#print-dtypes-at-entry")
     if pair == {"float64", "float32"}:
         cause = (f"{where} mixes float64 (double) and float32 tensors. Model parameters are float32 by default; float64 usually comes from "
                  "NumPy (float64 arrays keep their dtype through torch.from_numpy / torch.tensor) or from tensors created with dtype=torch.double.")
-        fixes = [fix("Convert the data to float32", "Do it once in the Dataset or right after loading.", "x = x.float()", "dtype-mismatch"), check]
+        fixes = [remedy("dtype-mismatch#data-to-float32"), check]
         if _mentions(ctx, r"numpy|np\.|from_numpy|pandas|\.values\b"):
             # The text shows NumPy/pandas data: convert the array itself, where float64 is the default.
-            fixes.insert(1, fix("Convert the NumPy array at the source", "NumPy defaults to float64; torch keeps that dtype.", "arr = arr.astype(np.float32)\nx = torch.from_numpy(arr)", "dtype-mismatch"))
+            fixes.insert(1, remedy("dtype-mismatch#numpy-array-float32"))
         return hit("dtypes.pair", "dtype_mismatch", f"dtype mismatch: {a} vs {b}", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.93, facts=values)
     if pair & _LOW:
         low = (pair & _LOW).pop()
@@ -245,8 +243,8 @@ def dtype_pair(ctx: Context) -> RuleHit | None:
         cause = (f"{where} mixes {low} and {other} tensors. Part of the model or the input was converted with .half()/.bfloat16() by hand while "
                  "the rest stayed float32, or tensors produced inside an autocast region meet float32 tensors outside it.")
         fixes = [
-            fix("Let autocast manage precision instead of manual conversion", "Keep parameters float32 and wrap the forward pass.", "with torch.autocast('cuda', dtype=torch.float16):\n    out = model(x)", "autocast-dtype-errors"),
-            fix("Or convert model and input consistently", "", f"model = model.to(torch.{low}); x = x.to(torch.{low})", "half-not-implemented"),
+            remedy("autocast-dtype-errors#autocast-instead-of-manual-cast"),
+            remedy("half-not-implemented#convert-model-and-input-consistently", dtype=low),
             check,
         ]
         return hit("dtypes.pair_half", "dtype_mismatch", f"dtype mismatch: {a} vs {b}", cause, fixes, ("dtype-mismatch", "half-not-implemented"), _loc(ctx, found), 0.92, facts=values)
@@ -258,19 +256,19 @@ def dtype_pair(ctx: Context) -> RuleHit | None:
         if arg == "target" or _mentions(ctx, r"mse_loss|l1_loss|binary_cross_entropy|smooth_l1|MSELoss|BCE\w*Loss"):
             cause = (f"A regression/binary loss got an integer ({shown}) target: losses such as BCE, BCEWithLogits and MSE compute with real "
                      "numbers and need float targets, even when the labels are 0/1.")
-            fixes = [fix("Convert the target to float", "", "loss = criterion(output, target.float())", "dtype-mismatch"), check]
+            fixes = [remedy("dtype-mismatch#target-to-float"), check]
             return hit("dtypes.pair_int_target", "dtype_mismatch", f"Loss target is {intd}, float expected", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.92, facts=values)
         if "can't be cast to the desired output type" in m.group(0):
             cause = (f"An operation produced a {a} result that has to be written into an existing {b} tensor (an in-place operation such as "
                      "`+=`/`.add_()`, or out=): PyTorch does not narrow the result type implicitly.")
-            fixes = [fix("Use an out-of-place operation, or make the destination the result's dtype", "", f"t = t + other          # new tensor of the promoted dtype\n# or: t = t.to(torch.{a}); t += other", "dtype-mismatch"), check]
+            fixes = [remedy("dtype-mismatch#out-of-place-or-destination-dtype", dtype=a), check]
             return hit("dtypes.result_cast", "dtype_mismatch", f"{a} result cannot be written into a {b} tensor", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.9, facts=values)
         cause = (f"{where} got an integer tensor ({shown}) where floating point is needed: integer data (raw pixels, counts, ids) must be "
                  "converted before it meets float weights.")
-        fixes = [fix("Convert the input to float", "Scale integer images to [0, 1] while converting.", "x = x.float()  # images: x.float() / 255", "dtype-mismatch"), check]
+        fixes = [remedy("dtype-mismatch#int-input-to-float"), check]
         return hit("dtypes.pair_int_float", "dtype_mismatch", f"dtype mismatch: {a} vs {b}", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.92, facts=values)
     cause = f"{where} received tensors of dtypes {a} and {b}; PyTorch does not promote them implicitly for this operation."
-    fixes = [fix(f"Convert one operand so both are {b}", "", f"x = x.to(torch.{b})" if b != "?" else "x = x.to(y.dtype)", "dtype-mismatch"), check]
+    fixes = [(remedy("dtype-mismatch#operand-to-other-dtype", expected_dtype=b) if b != "?" else remedy("dtype-mismatch#operand-to-unknown-dtype")), check]
     return hit("dtypes.pair_other", "dtype_mismatch", f"dtype mismatch: {a} vs {b}", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.9, facts=values)
 
 
@@ -283,9 +281,9 @@ def _index_dtype(ctx: Context, arg: str, allowed: str, got_raw: str) -> RuleHit:
     if got in _INTS:
         cause = (f"Argument `{arg}` holds {got} indices, but this PyTorch release accepts only {allowed} here: indices created as int32 "
                  "(NumPy int32 arrays, .int() conversions) must be int64.")
-        fixes = [fix("Convert the indices to int64", "", "ids = ids.long()", "dtype-mismatch")]
+        fixes = [remedy("dtype-mismatch#indices-to-int64")]
         return hit("dtypes.index_int32", "dtype_mismatch", f"Indices are {got}, {allowed} expected", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.9, facts=values)
     cause = (f"Argument `{arg}` must hold integer indices ({allowed}) but is {got}: the ids/indices were built as floating point "
              "(a float array or a float tensor constructor, or arithmetic that produced floats).")
-    fixes = [fix("Pass integer indices", "Round/convert where the ids are created; they must be whole numbers.", "ids = ids.long()", "dtype-mismatch")]
+    fixes = [remedy("dtype-mismatch#pass-integer-indices")]
     return hit("dtypes.index_dtype", "dtype_mismatch", "Indices must be integers", cause, fixes, ("dtype-mismatch",), _loc(ctx, found), 0.9, facts=values)

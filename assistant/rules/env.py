@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import basic_facts as _found, Context, fix, hit, lazy_re
+from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
 from assistant.types import Fact, Facts, Fix, RuleHit
 
 # import name -> pip distribution, where they differ
@@ -69,10 +69,9 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
                     "this build does not include this GPU's architecture (dropped from or never in the wheel's list)."))
         need = _MIN_CUDA.get(arch)
         fixes = [
-            fix("Install a PyTorch build whose CUDA version targets this GPU", "Pick the wheel index for a CUDA release that supports "
-                f"{arch}" + (f" (CUDA {need} or newer)" if need else "") + " (see the install selector on pytorch.org); check the result with torch.cuda.get_arch_list().",
-                "python -m pip install --upgrade torch --index-url https://download.pytorch.org/whl/<cuda tag>", "cuda-arch-mismatch"),
-            fix("Compare the GPU's capability with the build's architectures", "", "python -c \"import torch; print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list(), torch.version.cuda)\"", "cuda-arch-mismatch"),
+            remedy("cuda-arch-mismatch#build-targeting-arch", arch=arch, min_cuda=need) if need
+            else remedy("cuda-arch-mismatch#build-targeting-arch-any", arch=arch),
+            remedy("cuda-arch-mismatch#compare-capability-arch-list"),
         ]
         found = _found(ctx, Fact("gpu", f"GPU architecture {arch}" + (f"; build supports {' '.join(archs)}" if archs else "")))
         return hit("env.arch_mismatch", "environment_error", f"PyTorch build does not support {arch}", cause, fixes, docs, found, 0.93,
@@ -82,19 +81,15 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
              "architectures; the traceback's last library frame tells which.")
     named = _named_gpu(ctx)
     fixes = [
-        fix("Check whether PyTorch itself supports the GPU", "If the capability is missing from the arch list, install a build for a newer CUDA release.",
-            "python -c \"import torch; print(torch.cuda.get_device_capability(), torch.cuda.get_arch_list())\"", "cuda-arch-mismatch"),
-        fix("Rebuild the failing extension for this architecture", "Set TORCH_CUDA_ARCH_LIST to the GPU's capability before building it.",
-            "TORCH_CUDA_ARCH_LIST=\"<major.minor>\" python -m pip install --no-build-isolation --force-reinstall <extension>", "cuda-arch-mismatch"),
+        remedy("cuda-arch-mismatch#check-torch-arch-support"),
+        remedy("cuda-arch-mismatch#rebuild-extension-for-arch"),
     ]
     if named:
         gpu, arch = named
         need = _MIN_CUDA[arch]
         cause += (f" The report names a {gpu} ({arch}); PyTorch builds made with a CUDA release older than {need} carry no kernels for it, "
                   "so an older PyTorch (or one installed for an older CUDA) fails this way on it.")
-        fixes.insert(0, fix(f"Upgrade to a PyTorch build made with CUDA {need} or newer", f"Install torch (and torchvision) from the wheel index of a CUDA release that "
-                            f"targets {arch}; projects pinned to old PyTorch versions need a newer PyTorch version for this GPU.",
-                            "python -m pip install --upgrade torch torchvision --index-url https://download.pytorch.org/whl/<cuda tag>", "cuda-arch-mismatch"))
+        fixes.insert(0, remedy("cuda-arch-mismatch#upgrade-build-min-cuda", min_cuda=need, arch=arch))
         return hit("env.no_kernel_image", "environment_error", f"No GPU kernel for the {gpu} ({arch})", cause, fixes, docs, _found(ctx, Fact("gpu", f"{gpu}: {arch}")), 0.9,
                    facts=Facts(names=(arch,)))
     return hit("env.no_kernel_image", "environment_error", "No GPU kernel for this architecture", cause, fixes, docs, _found(ctx), 0.88)
@@ -135,9 +130,8 @@ def missing_module(ctx: Context) -> RuleHit | None:
         cause = (f"{where} exists but has no `{name}`: the installed version of {('`' + top + '`') if top else 'that package'} is older or newer "
                  "than the code expects (the name was added, moved or removed between releases), or a local file shadows the package.")
         fixes = [
-            fix("Check the installed version against the project's requirements", "", f"python -m pip show {top or '<package>'}", "library-version-mismatch"),
-            fix("Install the version the code was written for", "Or update the import to where the name lives in your version.",
-                f"python -m pip install '{top or '<package>'}==<version from requirements>'", "library-version-mismatch"),
+            remedy("library-version-mismatch#pip-show-installed", package=top),
+            remedy("library-version-mismatch#install-required-version", package=top),
         ]
         return hit("env.cannot_import_name", "environment_error", f"Cannot import `{name}`" + (f" from `{module}`" if module else ""), cause, fixes,
                    ("library-version-mismatch", "module-not-found"), _found(ctx), 0.9, facts=Facts(names=tuple(x for x in (name, module) if x)))
@@ -146,8 +140,7 @@ def missing_module(ctx: Context) -> RuleHit | None:
         mod, attr = m.groups()
         top = mod.split(".")[0]
         cause = f"`{mod}.{attr}` does not exist in the installed version of {top}: the code targets a different release, usually a newer one."
-        fixes = [fix(f"Install the {top} version the code expects (or use the API of your version)", "",
-                     f"python -c \"import {top}; print({top}.__version__)\"\npython -m pip install --upgrade {top}", "library-version-mismatch")]
+        fixes = [remedy("library-version-mismatch#install-expected-lib-version", package=top)]
         return hit("env.missing_attribute", "environment_error", f"`{mod}.{attr}` missing in this version", cause, fixes, ("library-version-mismatch",),
                    _found(ctx), 0.88, facts=Facts(names=(mod, attr)))
     return None
@@ -168,40 +161,39 @@ def _module_not_found(ctx: Context, mod: str) -> RuleHit:
     top = mod.split(".")[0]
     docs = ("module-not-found", "library-version-mismatch")
     facts = Facts(names=(mod,))
-    check = fix("Confirm which interpreter runs and what it has", "", f"python -c 'import sys; print(sys.executable)'\npython -m pip list | grep -i {top}", "module-not-found")
+    check = remedy("module-not-found#check-interpreter", package=top)
     if mod.startswith("torch._C"):
         cause = ("Python imported a `torch` folder that has no compiled extension: the current directory (or PYTHONPATH) holds a "
                  "PyTorch source checkout or an unpacked wheel, and it shadows the installed package.")
-        fixes = [fix("Run from another directory (or build/install the checkout)", "", "cd ~ && python -c 'import torch; print(torch.__file__)'", "module-not-found")]
+        fixes = [remedy("module-not-found#run-outside-source-tree")]
         return hit("env.torch_source_tree", "environment_error", "A local `torch` folder shadows the installed PyTorch", cause, fixes, docs, _found(ctx), 0.93, facts=facts)
     if mod == "torch":
         cause = "PyTorch is not installed in the interpreter that runs this script (a different Python, virtualenv or conda environment than the one torch was installed into)."
-        fixes = [fix("Install torch into the interpreter that runs the job", "Use `python -m pip` so pip and python are the same environment.",
-                     "python -m pip install torch", "module-not-found"), check]
+        fixes = [remedy("module-not-found#install-torch-same-interpreter"), check]
         return hit("env.torch_not_installed", "environment_error", "PyTorch is not installed in this interpreter", cause, fixes, docs, _found(ctx), 0.93, facts=facts)
     if top == "torch":
         cause = (f"The installed PyTorch has no module `{mod}`: it was removed, renamed or not yet added in this release, so code (yours or "
                  "a library's, see the importing frame) written for another PyTorch version fails to import it.")
         fixes = [
-            fix("Update the code or library that imports it", f"Upgrade the package whose frame imports `{mod}`, or replace the import with its current location.", None, "library-version-mismatch"),
-            fix("Or install the PyTorch version the code was written for", "", "python -m pip install 'torch==<version the project pins>'", "library-version-mismatch"),
+            remedy("library-version-mismatch#update-importing-code", module=mod),
+            remedy("library-version-mismatch#install-pinned-torch"),
         ]
         return hit("env.torch_submodule_missing", "environment_error", f"`{mod}` does not exist in this PyTorch", cause, fixes, ("library-version-mismatch", "module-not-found"),
                    _found(ctx), 0.9, facts=facts)
     if top == "apex":
         cause = ("NVIDIA apex is not installed. Its mixed-precision part (apex.amp) is superseded by PyTorch's own torch.amp "
                  "(autocast + GradScaler), so the usual fix is to drop apex rather than build it.")
-        fixes = [fix("Replace apex.amp with torch.amp", "", "scaler = torch.amp.GradScaler('cuda')\nwith torch.autocast('cuda', dtype=torch.float16):\n    loss = criterion(model(x), y)\nscaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()", "module-not-found"), check]
+        fixes = [remedy("module-not-found#apex-to-torch-amp"), check]
         return hit("env.apex_missing", "environment_error", f"Module `{mod}` not found", cause, fixes, ("module-not-found", "gradscaler-misuse"), _found(ctx), 0.93, facts=facts)
     if _LOCAL_PACKAGE.match(top):
         cause = (f"Python cannot find `{mod}`, which looks like a package of the project itself: the script runs from a directory "
                  f"where `{top}` is not importable (working directory or PYTHONPATH), or the project is not installed.")
-        fixes = [fix("Run from the project root or install the project", "", "cd /path/to/project && python -m train\n# or: python -m pip install -e .   # or: export PYTHONPATH=$PWD", "module-not-found")]
+        fixes = [remedy("module-not-found#run-from-project-root")]
         return hit("env.local_module_not_found", "environment_error", f"Project module `{mod}` not found", cause, fixes, docs, _found(ctx), 0.9, facts=facts)
     pip_name = _PIP_NAMES.get(mod) or _PIP_NAMES.get(top)
     cause = (f"The package providing `{mod}` is not installed in this interpreter's environment"
              + (f" (its pip name is `{pip_name}`)" if pip_name and pip_name != top else "") + ", or the job runs a different Python than the one it was installed into.")
-    fixes = [fix("Install it into the interpreter that runs the job", "Use `python -m pip` so pip and python are the same environment.", f"python -m pip install {pip_name or top}", "module-not-found"), check]
+    fixes = [remedy("module-not-found#install-into-interpreter", package=pip_name or top), check]
     return hit("env.module_not_found", "environment_error", f"Module `{mod}` not found", cause, fixes, docs, _found(ctx), 0.93,
                facts=Facts(names=(mod, pip_name) if pip_name else (mod,)))
 
@@ -211,8 +203,7 @@ def _torchvision_ops(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     return (f"torchvision's `{op}` operator is missing",
             f"torchvision's compiled operators (here `torchvision::{op}`) did not load: the installed torchvision was built for a different "
             "torch release (or CUDA build) than the installed torch, typically after one of them was upgraded alone.",
-            [fix("Install torch and torchvision versions that match, from the same index", "Each torchvision version pairs with exactly one torch version.",
-                 "python -m pip install --force-reinstall torch==<X> torchvision==<matching Y> --index-url https://download.pytorch.org/whl/<cuda tag>", "library-version-mismatch")])
+            [remedy("library-version-mismatch#matching-torch-torchvision")])
 
 
 def _undefined_symbol(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
@@ -222,10 +213,8 @@ def _undefined_symbol(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
             (f"`{name}` " if name else "A compiled module ") + f"needs the symbol `{m.group(2)[:80]}`, which the loaded libraries do not export: "
             "it was compiled against a different PyTorch (or CUDA) version than the one now installed, or a library it depends on was loaded "
             "in another version first.",
-            [fix("Rebuild or reinstall that module against the installed torch", "Build from source with --no-build-isolation so it compiles against this torch version, or install a wheel made for this torch/CUDA version pair.",
-                 "python -m pip install --no-build-isolation --force-reinstall <package>", "library-version-mismatch"),
-             fix("Import torch before the extension", "An extension's symbols from libtorch are only available once `import torch` has loaded it; import order matters.",
-                 "import torch  # first\nimport my_extension", "library-version-mismatch")])
+            [remedy("library-version-mismatch#rebuild-against-installed-torch"),
+             remedy("library-version-mismatch#import-torch-first")])
 
 
 def _torchvision_cuda(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
@@ -233,7 +222,7 @@ def _torchvision_cuda(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     return ("torch and torchvision built for different CUDA versions",
             "torch and torchvision come from different CUDA builds" + (f" (torch {versions.group(1)}, torchvision {versions.group(2)})" if versions else "")
             + ": they were installed from different wheel indexes or one was upgraded alone.",
-            [fix("Install both from the same wheel index", "", "python -m pip install --force-reinstall torch torchvision --index-url https://download.pytorch.org/whl/<cuda tag>", "library-version-mismatch")])
+            [remedy("library-version-mismatch#same-wheel-index")])
 
 
 def _numpy_abi(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
@@ -241,7 +230,7 @@ def _numpy_abi(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     return ("NumPy binary mismatch",
             ("A compiled package (PyTorch itself when older than 2.3, or another extension) was built against NumPy 1.x while NumPy 2 is installed."
              if two else "PyTorch cannot use NumPy here: NumPy is missing, or its installed version does not match the one PyTorch was built against."),
-            [fix("Pin NumPy below 2, or upgrade the package built for 1.x", "", "python -m pip install 'numpy<2'", "library-version-mismatch")])
+            [remedy("library-version-mismatch#pin-numpy-below-2")])
 
 
 def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
@@ -249,8 +238,7 @@ def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     cuda = bool(re.match(r"lib(cudnn|cudart|cublas|cufft|curand|cusparse|nvrtc|nccl|cuda)", lib))
     # libcudart.so.10.1 names the CUDA release the importing binary was built for.
     version = re.match(r"libcudart\.so\.(\d+\.\d+)", lib)
-    fixes = [fix("Install the matching runtime or put it on the loader path", "Reinstalling torch from its official index restores the CUDA libraries it ships with.",
-                 f"ldconfig -p | grep {lib.split('.')[0]}\npython -m pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/<cuda tag>", "library-version-mismatch")]
+    fixes = [remedy("library-version-mismatch#install-runtime-loader-path", library=lib.split(".")[0])]
     cause = (f"The dynamic loader cannot find `{lib}`, which a compiled module needs: "
              + ("a CUDA/cuDNN runtime library of the version this build expects is not installed or not on the loader path (for pip wheels it ships in the nvidia-* packages of the same environment)." if cuda
                 else "the library is not installed on this system, or not on the loader path."))
@@ -258,16 +246,14 @@ def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
         ver = version.group(1)
         # The innermost import statement quoted in the traceback is the one that loads the binary.
         importers = re.findall(r"^[ \t]*(?:import|from) ([\w.]+)", m.string, re.M)
-        what = f"`{importers[-1]}`" if importers else "the package being imported"
+        importer = importers[-1] if importers else None
+        what = f"`{importer}`" if importer else "the package being imported"
         cause += (f" The binary of {what} was built against CUDA {ver}; the CUDA runtime installed (or visible) here is another version, "
                   "so either that runtime must be provided or the package replaced by a build made for the installed CUDA.")
         fixes = [
-            fix(f"Provide the CUDA {ver} runtime to this environment", f"In a conda environment install the toolkit package of that version; with a system CUDA {ver} "
-                "install, add its lib64 folder to the CUDA path the loader searches (LD_LIBRARY_PATH).",
-                f"conda install cudatoolkit={ver}\n# or: export LD_LIBRARY_PATH=/usr/local/cuda-{ver}/lib64:$LD_LIBRARY_PATH", "library-version-mismatch"),
-            fix(f"Or reinstall {what} as a build for the CUDA version you have", "Compiled packages (torch, torchvision, CUDA extensions of detection/vision toolkits) come in one build per "
-                "CUDA release; pick the one matching torch.version.cuda, or rebuild it from source.",
-                "python -c \"import torch; print(torch.__version__, torch.version.cuda)\"", "library-version-mismatch"),
+            remedy("library-version-mismatch#provide-cuda-runtime", version=ver),
+            remedy("library-version-mismatch#reinstall-for-installed-cuda", module=importer) if importer
+            else remedy("library-version-mismatch#reinstall-imported-for-installed-cuda"),
         ]
     return (f"Shared library `{lib}` not found", cause, fixes)
 
@@ -282,10 +268,8 @@ def _windows_dll(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
              + "a system dependency is missing (the Microsoft Visual C++ Redistributable, the OpenMP runtime), the folder holding it is not on PATH, or the "
              "installation is incomplete or mixes files of two versions.")
     fixes = [
-        fix("Make the DLL's dependencies findable", ("Add the GPU runtime's bin folder (CUDA or ROCm) to PATH and open a new terminal; " if gpu else "")
-            + "install the latest Microsoft Visual C++ Redistributable (x64).", "where nvcc\necho %PATH%", "library-version-mismatch"),
-        fix("Reinstall the package in a clean environment", "Uninstall, then install one build from its official index so no files of another version remain.",
-            "python -m pip uninstall -y torch\npython -m pip install torch --index-url https://download.pytorch.org/whl/<cuda tag or cpu>", "library-version-mismatch"),
+        remedy("library-version-mismatch#dll-dependencies-gpu" if gpu else "library-version-mismatch#dll-dependencies"),
+        remedy("library-version-mismatch#clean-reinstall"),
     ]
     return ("Windows cannot load a DLL" + (f" (`{dll}`)" if dll else ""), cause, fixes)
 
@@ -294,15 +278,14 @@ def _glibc(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     return ("System C/C++ runtime too old",
             f"A compiled module needs `{m.group(1)}`, which the C/C++ runtime found first does not provide: the system's (or an older environment's) "
             "libstdc++/glibc is older than the one the binary was built against.",
-            [fix("Use a newer runtime library", "Install a newer libstdc++ in the environment (conda: libstdcxx-ng) and make sure it is loaded before the system one, or use a newer base image.",
-                 "strings $(python -c 'import ctypes.util; print(ctypes.util.find_library(\"stdc++\"))') | grep GLIBCXX | tail -3", "library-version-mismatch")])
+            [remedy("library-version-mismatch#newer-runtime-library")])
 
 
 def _toolchain(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     return ("Extension build toolchain missing",
             "Building a C++/CUDA extension needs the CUDA toolkit (nvcc, found through CUDA_HOME) and a C++ compiler/ninja; "
             "the build could not find them" + (" (CUDA_HOME is not set and no toolkit was found)." if "CUDA_HOME" in m.group(0) else "."),
-            [fix("Install the CUDA toolkit matching torch.version.cuda and point CUDA_HOME at it", "", "export CUDA_HOME=/usr/local/cuda\npython -m pip install ninja", "library-version-mismatch")])
+            [remedy("library-version-mismatch#install-cuda-toolkit-home")])
 
 
 _BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, list[Fix]]]], ...] = (
@@ -396,7 +379,7 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
                  "21": f"`{path}` is a directory, but the code opens it as a file",
                  "17": f"`{path}` already exists (and is not a directory) where a directory is being created"}[code]
         cause = f"{what}: {story}. Typical of output directories left by an earlier run, or a path in the config that names the wrong level."
-        fixes = [fix("Check what is on disk at that path and fix the path or remove the stale entry", "", f"ls -ld '{path}' '{path.rsplit('/', 1)[0] if '/' in path else '.'}'", "files-and-permissions")]
+        fixes = [remedy("files-and-permissions#inspect-path-on-disk", path=path, directory=path.rsplit("/", 1)[0] if "/" in path else None)]
         return hit("env.path_kind", "environment_error", f"{what}: {path}", cause, fixes, docs, _found(ctx, Fact("path", path)), 0.9, facts=Facts(names=(path,)))
     m = ctx.search(r"\[Errno 13\] Permission denied: '([^']+)'")
     if m:
@@ -405,7 +388,7 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
         cause = (f"The process may not write or read `{path}`"
                  + (": it is a cache location (under a home directory the job's user does not own, or a read-only root in a container)." if cache else
                     ": a read-only or shared location, or a file created by another user (e.g. root in a container)."))
-        fixes = [fix("Point caches and outputs at a directory the job's user owns", "", "export HOME=$PWD XDG_CACHE_HOME=$PWD/.cache TORCH_HOME=$PWD/.cache/torch HF_HOME=$PWD/.cache/huggingface" if cache else f"ls -ld '{path}'; id", "files-and-permissions")]
+        fixes = [remedy("files-and-permissions#own-cache-dir") if cache else remedy("files-and-permissions#own-output-path", path=path)]
         return hit("env.permission", "environment_error", f"Permission denied: {path}", cause, fixes, docs, _found(ctx, Fact("path", path)), 0.92, facts=Facts(names=(path,)))
     if ctx.search(r"No space left on device|\[Errno 28\]|file write failed|PytorchStreamWriter failed writing"):
         shm = ctx.search(r"/dev/shm")
@@ -414,8 +397,8 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
                  + (": torch.save ran out of space while writing a checkpoint, so that file is incomplete." if saving else ": a write failed for lack of space.")
                  + " Checkpoints, logs and caches accumulate during long runs.")
         fixes = [
-            fix("Free space and keep only the last N checkpoints", "", "df -h . /dev/shm /tmp", "files-and-permissions"),
-            fix("Save atomically so a full disk cannot corrupt the previous checkpoint", "", "torch.save(state, tmp); os.replace(tmp, path)", "corrupt-checkpoint"),
+            remedy("files-and-permissions#free-disk-space"),
+            remedy("corrupt-checkpoint#atomic-save"),
         ]
         return hit("env.disk_full", "environment_error", "No space left on device", cause, fixes, ("files-and-permissions", "corrupt-checkpoint"), _found(ctx), 0.92)
     if ctx.search(r"We couldn't connect to 'https?://huggingface\.co'|Failed to establish a new connection|Temporary failure in name resolution|urlopen error|Connection refused|Max retries exceeded with url|offline mode is enabled|LocalEntryNotFoundError"):
@@ -423,13 +406,12 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
         host = ctx.search(r"host='([\w.-]+)'|https?://([\w.-]+)")
         cause = ("The code tried to download something (pretrained weights, a tokenizer, a dataset) and the host could not be reached: "
                  "no network or DNS on this machine (typical of compute nodes), or a proxy/firewall in the way.")
-        fixes = [fix("Download once where there is network, then load from a local path or pre-filled cache", "",
-                     "export HF_HUB_OFFLINE=1 HF_HOME=/shared/hf_cache" if hf else "export TORCH_HOME=/shared/torch_cache   # pre-filled on a machine with network", "files-and-permissions")]
+        fixes = [remedy("files-and-permissions#offline-hf-cache" if hf else "files-and-permissions#offline-torch-cache")]
         return hit("env.network", "environment_error", "No network for a download", cause, fixes, docs, _found(ctx), 0.85,
                    facts=Facts(names=(host.group(1) or host.group(2),) if host else ()))
     if ctx.search(r"Illegal instruction"):
         cause = "The process executed a CPU instruction this processor lacks: a binary built for newer CPUs (AVX2/AVX-512) runs on an older or virtualised one."
-        fixes = [fix("Install builds for this CPU (or build from source without -march=native)", "Check the CPU flags against what the build requires.", "grep -o -w 'avx2\\|avx512f' /proc/cpuinfo | sort -u", "library-version-mismatch")]
+        fixes = [remedy("library-version-mismatch#cpu-compatible-build")]
         return hit("env.illegal_instruction", "environment_error", "Illegal CPU instruction", cause, fixes, ("library-version-mismatch",), _found(ctx), 0.75)
     return None
 
@@ -447,8 +429,8 @@ def _file_not_found(ctx: Context, path: str) -> RuleHit:
     if re.search(r"\.(pt|pth|ckpt|bin|safetensors)$", path):
         cause += " It is a checkpoint: check the run that should have written it."
     fixes = [
-        fix("Check the path on the machine that runs the job", "", f"ls -l '{path}'; pwd", "files-and-permissions"),
-        fix("Build paths from the script's location or a configurable root", "", "from pathlib import Path\nROOT = Path(__file__).resolve().parent\npath = ROOT / 'relative/path'", "files-and-permissions"),
+        remedy("files-and-permissions#check-path-on-host", path=path),
+        remedy("files-and-permissions#paths-from-script-location"),
     ]
     return hit("env.file_not_found", "environment_error", f"File not found: {path}", cause, fixes, ("files-and-permissions",),
                _found(ctx, Fact("path", path)), 0.92, facts=Facts(names=(path,)))
@@ -458,6 +440,6 @@ def _parent_missing(ctx: Context, directory: str, path: str | None) -> RuleHit:
     """Writing a file into a directory that was never created."""
     cause = (f"Writing {('`' + path + '`') if path else 'the file'} failed because the directory `{directory}` does not exist: "
              "torch.save and open() do not create parent folders (an output/run directory that was never made, or a typo in the path).")
-    fixes = [fix("Create the directory before writing", "", f"os.makedirs('{directory}', exist_ok=True)", "files-and-permissions")]
+    fixes = [remedy("files-and-permissions#create-output-dir", directory=directory)]
     return hit("env.save_parent_missing", "environment_error", "Output directory does not exist", cause, fixes, ("files-and-permissions",),
                _found(ctx, Fact("path", directory)), 0.93, facts=Facts(names=tuple(x for x in (directory, path) if x)))

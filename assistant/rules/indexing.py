@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import basic_facts as _found, Context, fix, hit
+from assistant.rules.base import basic_facts as _found, Context, fix, hit, remedy
 from assistant.types import Fact, Facts, Fix, RuleHit
 
 _DOCS = ("index-out-of-range", "device-side-assert")
@@ -80,28 +80,26 @@ def tensor_index(ctx: Context) -> RuleHit | None:
         cause += (" A common way to get there: the code was written for samples with one more dimension, and some samples (or all) arrive "
                   "with one fewer, because a size-1 dimension (a single feature, channel or item) was dropped when the data was built, "
                   "squeezed, or selected with an integer index.")
-        fixes = [fix("Print the shape and index accordingly", "Print it for the sample that fails; compare it with a sample that works.", "print(t.shape, t.ndim)", "index-out-of-range"),
-                 fix("Restore the missing dimension where samples come out with one fewer", "Add the size-1 axis back with unsqueeze (or reshape) before indexing, "
-                     "or keep it when selecting (t[:, i:i+1] instead of t[:, i]).", f"if t.ndim == {ndim}:\n    t = t.unsqueeze(-1)   # or t.reshape(len(t), -1)",
-                     "index-out-of-range")]
+        fixes = [remedy("index-out-of-range#print-shape-ndim"),
+                 remedy("index-out-of-range#restore-missing-dim", ndim=ndim)]
         return hit("index.too_many", "index_error", "Too many indices", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(numbers={"ndim": ndim}))
     if ctx.search(r"invalid index of a 0-dim tensor"):
         cause = "A 0-dimensional (scalar) tensor was indexed like a sequence — typically `loss.data[0]` or `loss[0]` from code written for very old PyTorch releases."
-        fixes = [fix("Use .item() to read a scalar", "", "value = loss.item()", "index-out-of-range")]
+        fixes = [remedy("index-out-of-range#item-for-scalar")]
         return hit("index.zero_dim", "index_error", "Indexing a 0-dim tensor", cause, fixes, _DOCS, _found(ctx), 0.92)
     if ctx.search(r"Index tensor must have the same number of dimensions as input tensor|expected index \[[\d, ]*\] to be (?:smaller than|no larger than) self"):
         cause = ("gather/scatter got an index tensor whose shape does not fit the input: the index needs as many dimensions as the input, and "
                  "outside the gathered dimension no size larger than the input's.")
-        fixes = [fix("Shape the index like the input (unsqueeze the gathered axis)", "", "out = x.gather(1, idx.unsqueeze(1)).squeeze(1)  # one element per row", "index-out-of-range")]
+        fixes = [remedy("index-out-of-range#gather-index-shape")]
         return hit("index.gather_shape", "index_error", "Index tensor has the wrong shape for gather/scatter", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(call="gather"))
     if ctx.search(r"index_select\(\): Index is supposed to be a vector"):
         cause = "index_select takes a 1-D index tensor (a list of positions along one dimension), but the index has more dimensions."
-        fixes = [fix("Flatten the index, or use advanced indexing / gather for multi-dimensional indices", "", "rows = x.index_select(0, idx.flatten())  # or x[idx]", "index-out-of-range")]
+        fixes = [remedy("index-out-of-range#flatten-select-index")]
         return hit("index.select_vector", "index_error", "index_select needs a 1-D index", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(call="index_select"))
     if ctx.search(r"tensors used as indices must be long, int, byte or bool tensors"):
         cause = ("A tensor used as an index holds floating-point values: indices must be integer (positions) or bool (a mask). Index "
                  "tensors become float when computed with float arithmetic (division, rounding, a float constructor).")
-        fixes = [fix("Convert the index to int64 (or build a bool mask)", "", "y = x[idx.long()]", "index-out-of-range")]
+        fixes = [remedy("index-out-of-range#long-index")]
         return hit("index.float_indices", "index_error", "Index tensor is floating point", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(argument="index"))
     return None
 
@@ -114,15 +112,15 @@ def _index_self(ctx: Context) -> RuleHit:
         cause = (f"An input id is outside {what}'s table: nn.Embedding(num_embeddings, dim) accepts ids 0 … num_embeddings-1. The usual reasons: "
                  "the vocabulary/tokenizer has more entries than num_embeddings (added or special tokens, a different vocabulary), an unknown-token or "
                  "padding id set to len(vocab), or negative ids (a padding/ignore value fed as input).")
-        fixes = [fix("Compare the id range with num_embeddings", "", f"print(ids.min().item(), ids.max().item(), model.{name or 'embedding'}.num_embeddings)", "index-out-of-range")]
+        fixes = [remedy("index-out-of-range#compare-ids-num-embeddings", layer=name)]
         if _mentions(ctx, r"transformers|tokenizer", re.I):
-            fixes.append(fix("Resize the embeddings after adding tokens", "", "model.resize_token_embeddings(len(tokenizer))", "index-out-of-range"))
+            fixes.append(remedy("index-out-of-range#resize-token-embeddings"))
         else:
-            fixes.append(fix("Size the embedding from the vocabulary", "", "self.embed = nn.Embedding(len(vocab), dim, padding_idx=pad_id)", "index-out-of-range"))
+            fixes.append(remedy("index-out-of-range#embedding-from-vocab"))
         return hit("index.embedding", "index_error", "Embedding index out of range", cause, fixes, _DOCS, _found(ctx), 0.93,
                    facts=Facts(layer=name, layer_kind="Embedding", argument="input"))
     cause = "index_select (or an indexing operation built on it) received an index >= the size of the indexed dimension, or a negative one."
-    fixes = [fix("Check the index range against the dimension size", "", "assert idx.min() >= 0 and idx.max() < t.size(dim), (idx.min(), idx.max(), t.shape)", "index-out-of-range")]
+    fixes = [remedy("index-out-of-range#assert-index-range")]
     return hit("index.out_of_range_self", "index_error", "Index out of range", cause, fixes, _DOCS, _found(ctx), 0.88, facts=Facts(call="index_select"))
 
 
@@ -133,7 +131,7 @@ def _out_of_bounds(ctx: Context, idx: int, dim: int, size: int) -> RuleHit:
     src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
     if src:
         base += f" The failing line is `{src}`."
-    check = fix("Check how the index is computed", "Print the index range and the size at the failing line.", "print(idx.min(), idx.max(), t.shape)", "index-out-of-range")
+    check = remedy("index-out-of-range#check-index-computation")
     if size == 0:
         return _empty_tensor(ctx, idx, dim, base, check, fact, values)
     # A fixed position on dimension 0 of a batch (`image_batch[1, ...]`): fails when a batch holds fewer samples than assumed.
@@ -143,11 +141,11 @@ def _out_of_bounds(ctx: Context, idx: int, dim: int, size: int) -> RuleHit:
     if idx == size:
         cause = base + (" It is exactly one past the end — an off-by-one: 1-based indices or labels, a count (len(x), x.size(0)) used as an "
                         "index, or a table built one entry too small.")
-        fixes = [check, fix("Use 0-based indices, or size the indexed tensor for the largest index", "", "labels = labels - 1  # if they are 1-based", "index-out-of-range")]
+        fixes = [check, remedy("index-out-of-range#zero-based-indices")]
         return hit("index.off_by_one", "index_error", f"Index {idx} is one past the end (size {size})", cause, fixes, _DOCS, _found(ctx, fact), 0.93, facts=values)
     if idx < 0:
         cause = base + " A negative index this large usually comes from a padding or sentinel value (-1, -100) used as a real index."
-        fixes = [check, fix("Mask sentinel values out before indexing", "", "valid = idx >= 0\nout = t[idx[valid]]", "index-out-of-range")]
+        fixes = [check, remedy("index-out-of-range#mask-sentinels")]
         return hit("index.negative", "index_error", f"Negative index {idx} out of bounds for size {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.92, facts=values)
     cause = base + f" The index is {idx - size + 1} beyond the last position: it refers to a larger tensor than this one (a different vocabulary, class count or sequence length)."
     fixes = [check, fix("Build the indexed tensor for the full index range, or remap the indices", "", None, "index-out-of-range")]
@@ -162,14 +160,10 @@ def _empty_tensor(ctx: Context, idx: int, dim: int, base: str, check: Fix, fact:
     """Indexing into a tensor that has no elements along the dimension (size 0)."""
     cause = (base + f" The tensor is empty along dimension {dim}: whatever should have filled it produced nothing for this input — a filter or "
              "mask that selected no element, a sample with no objects/edges/tokens, or an empty batch. Code that takes element 0 then fails.")
-    fixes = [fix("Handle the empty case before indexing", "Skip the sample/batch or use a default when nothing was selected.",
-                 "if t.size(0) == 0:\n    ...   # skip, or return a default\nfirst = t[0]", "index-out-of-range"), check]
+    fixes = [remedy("index-out-of-range#handle-empty-case"), check]
     if _BATCH_SIZE_WORDS.search(ctx.failure.text or ""):
         # The user links the failure to the batch size: with one sample per batch, pairwise structures (edges, pairs) come out empty.
-        fixes.insert(0, fix("The failure depends on the batch size: make the code work for small batches",
-                            "With one sample per batch, things built between samples (edges, pairs, negatives) are empty. Use a batch size above 1, "
-                            "drop the short last batch (drop_last=True), or guard the empty case.",
-                            "loader = DataLoader(ds, batch_size=bs, shuffle=True, drop_last=True)", "index-out-of-range"))
+        fixes.insert(0, remedy("index-out-of-range#small-batch-empty"))
     return hit("index.empty_tensor", "index_error", f"Index {idx} into an empty dimension", cause, fixes, _DOCS, _found(ctx, fact), 0.9, facts=values)
 
 
@@ -179,9 +173,8 @@ def _small_batch(ctx: Context, idx: int, size: int, pick: str, base: str, check:
              "The last batch of an epoch is smaller when the dataset size is not a multiple of the batch size (or the batch size is set low), "
              "so code that assumes a full batch fails there.")
     fixes = [
-        fix("Index a sample that always exists, e.g. the first one", "For logging/visualisation take sample 0, or loop over range(batch.size(0)).",
-            "image = image_batch[0, 0:1, :, :]", "index-out-of-range"),
-        fix("Or drop the incomplete last batch", "", "loader = DataLoader(ds, batch_size=bs, shuffle=True, drop_last=True)", "index-out-of-range"),
+        remedy("index-out-of-range#index-existing-sample"),
+        remedy("index-out-of-range#drop-last-batch"),
         check,
     ]
     return hit("index.small_batch", "index_error", f"Sample {idx} requested from a batch of {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.9,
@@ -197,8 +190,8 @@ def _dim_out_of_range(ctx: Context, lo: int, hi: int, got: int) -> RuleHit:
              + ("The tensor is probably missing a dimension the code assumes (a batch, channel or sequence axis), or was squeezed/flattened earlier." if got >= ndim
                 else "A negative dimension counts from the end and also has to exist."))
     fixes = [
-        fix(f"Use a dimension that exists: dim={hi} (or dim=-1)" + (f" in {opname}" if op else ""), "If the tensor really should have more dimensions, fix where it lost them instead.", None, "index-out-of-range"),
-        fix("Print the tensor's shape at the failing line", "", "print(x.shape, x.dim())", "index-out-of-range"),
+        remedy("index-out-of-range#use-existing-dim-in-op", last_dim=hi, op=op.group(1)) if op else remedy("index-out-of-range#use-existing-dim", last_dim=hi),
+        remedy("index-out-of-range#print-tensor-shape"),
     ]
     values = Facts(numbers={"ndim": ndim, "dim": got}, call=op.group(1) if op else None)
     return hit("index.dim_out_of_range", "index_error", f"Dimension {got} out of range for a {ndim}-D tensor", cause, fixes, _DOCS,
@@ -211,7 +204,7 @@ def _target_oob(ctx: Context, t: int) -> RuleHit:
     if t < 0:
         cause = (f"A class label is {t}: the loss accepts 0 … C-1 only. Negative labels are padding/ignore markers; the loss skips them only when "
                  "they equal its ignore_index (default -100).")
-        fixes = [fix(f"Pass ignore_index={t} (or map the marker to -100)", "", f"loss = F.cross_entropy(logits, y, ignore_index={t})", "index-out-of-range")]
+        fixes = [remedy("index-out-of-range#ignore-negative-label", label=t)]
         return hit("index.target_negative", "index_error", f"Negative class label {t}", cause, fixes, docs, _found(ctx), 0.93, facts=values)
     seg = r"segment|\bmasks?\b|pixel|pascal|\bvoc\b|cityscapes|ade20k|deeplab|unet"
     # The user's own description around the message often says what the labels are (a Pascal-format dataset, masks).
@@ -220,8 +213,8 @@ def _target_oob(ctx: Context, t: int) -> RuleHit:
     cause = (f"A class label {t} is outside the range the loss accepts (0 … C-1, where C is the number of logits per sample): the labels "
              f"reach {t} but the model produces at most {t} classes — labels numbered from 1, or an output layer with too few classes.")
     fixes = [
-        fix("Compare the label range with the output layer size", "", "print(y.min().item(), y.max().item(), logits.shape[-1])", "device-side-assert"),
-        fix("Make the output size equal to the number of classes, and labels 0-based", "", "self.head = nn.Linear(hidden, num_classes)", "device-side-assert"),
+        remedy("device-side-assert#compare-labels-with-output"),
+        remedy("device-side-assert#output-size-num-classes"),
     ]
     return hit("index.target_oob", "index_error", f"Class label {t} out of range", cause, fixes, docs, _found(ctx), 0.93, facts=values)
 
@@ -233,11 +226,8 @@ def _target_void_label(ctx: Context, t: int, docs: tuple[str, ...], values: Fact
              "binary masks saved as 0/255, RGB or palette images read as colours, or masks resized with bilinear interpolation or saved as JPEG "
              "(which creates in-between values).")
     fixes = [
-        fix(f"If {t} marks pixels to skip, pass ignore_index={t} to the loss", "The loss then ignores those pixels instead of treating them as a class.",
-            f"criterion = nn.CrossEntropyLoss(ignore_index={t})", "index-out-of-range"),
-        fix("Check which values the label maps really contain", "Expect 0 … C-1 (plus the ignore value); anything else comes from how masks were saved or resized.",
-            "print(torch.unique(target))   # or np.unique(np.array(Image.open(mask_path)))", "index-out-of-range"),
-        fix("Store masks as single-channel class ids and resize them with nearest-neighbour", "Map 0/255 binary masks to 0/1; never use bilinear resizing or JPEG for label maps.",
-            "mask = (mask > 127).long()   # binary 0/255 -> 0/1\nmask = F.interpolate(mask[None, None].float(), size, mode='nearest')[0, 0].long()", "index-out-of-range"),
+        remedy("index-out-of-range#ignore-void-label", label=t),
+        remedy("index-out-of-range#check-label-map-values"),
+        remedy("index-out-of-range#nearest-resize-masks"),
     ]
     return hit("index.target_void_label", "index_error", f"Label value {t} is not a class id", cause, fixes, docs, _found(ctx), 0.9, facts=values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import with_location as _loc, Context, error_fact, fix, hit, lazy_re
+from assistant.rules.base import with_location as _loc, Context, error_fact, hit, lazy_re, remedy
 from dataclasses import replace
 
 from assistant.types import Fact, Facts, RuleHit
@@ -83,7 +83,7 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
         cause = (f"Each checkpoint key is the matching model key with its first {stripped} characters cut off (`{missing[i]}` became "
                  f"`{unexpected[i]}`): the loading code removes a fixed-length prefix (such as `module.`) from every key, "
                  "even though these keys never had it.")
-        fixes.append(fix("Strip the prefix only from keys that carry it", "", "state = {k.removeprefix('module.'): v for k, v in state.items()}", "state-dict-keys"))
+        fixes.append(remedy("state-dict-keys#strip-prefix-only-where-present"))
         return hit("io.state_dict_stripped", "state_dict_loading", f"Checkpoint keys lost their first {stripped} characters", cause, fixes, docs,
                    _loc(ctx, found), 0.93, facts=replace(facts, numbers={**facts.numbers, "stripped_chars": float(stripped)}))
     prefix = _common_prefix(unexpected, missing)
@@ -93,15 +93,15 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
         origin = {"module": "nn.DataParallel / DistributedDataParallel", "_orig_mod": "torch.compile"}.get(p, f"a wrapper that stores the network as `{p}`")
         cause = (f"Every checkpoint key carries the prefix `{prefix}` that {model}'s own keys do not have (e.g. `{unexpected[0]}` vs `{missing[0] if missing else unexpected[0][len(prefix):]}`): "
                  f"the weights were saved from a model wrapped in {origin}.")
-        fixes.append(fix(f"Strip the `{prefix}` prefix before loading", "", f"state = torch.load(path, map_location='cpu')\nstate = {{k.removeprefix('{prefix}'): v for k, v in state.items()}}\nmodel.load_state_dict(state)", "state-dict-keys"))
-        fixes.append(fix("Save the unwrapped model next time", "", "torch.save((model.module if hasattr(model, 'module') else model).state_dict(), path)" if p == "module" else "torch.save(getattr(model, '_orig_mod', model).state_dict(), path)", "state-dict-keys"))
+        fixes.append(remedy("state-dict-keys#strip-prefix-before-loading", prefix=prefix))
+        fixes.append(remedy("state-dict-keys#save-unwrapped-module" if p == "module" else "state-dict-keys#save-unwrapped-orig-mod"))
         return hit("io.state_dict_prefix", "state_dict_loading", f"Checkpoint keys have an extra `{prefix}` prefix", cause, fixes, docs,
                    _loc(ctx, found), 0.95, facts=replace(facts, names=(prefix, *facts.names)))
     if wrapper_keys:
         cause = (f"The dictionary passed to load_state_dict is a training checkpoint (keys like {', '.join(repr(k) for k in wrapper_keys[:4])}), "
                  "not the model's state_dict itself. The weights are one of its entries.")
         sub = next((k for k in ("model_state_dict", "state_dict", "model") if k in wrapper_keys), wrapper_keys[0])
-        fixes.append(fix(f"Load the `{sub}` entry", "", f"checkpoint = torch.load(path, map_location='cpu')\nmodel.load_state_dict(checkpoint['{sub}'])", "state-dict-keys"))
+        fixes.append(remedy("state-dict-keys#load-checkpoint-entry", key=sub))
         return hit("io.state_dict_wrapped", "state_dict_loading", "Whole training checkpoint passed to load_state_dict", cause, fixes, docs,
                    _loc(ctx, found), 0.95, facts=facts)
     if not sizes and _buffers_only(missing, unexpected):
@@ -115,14 +115,10 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
             ck, cur = _shape(sizes[0][1]), _shape(sizes[0][2])
             cause += (f" Only the output layer differs: the checkpoint's has {ck[0] if ck else '?'} outputs and the model's {cur[0] if cur else '?'} "
                       "— the model was built for a different number of outputs than the run that saved it.")
-            fixes.append(fix("Load everything except the output layer, then train that layer", "Drop the mismatching keys and load non-strictly; check that only those keys are reported missing.",
-                             f"state = torch.load(path, map_location='cpu')\nfor k in {names[:4]!r}:\n    state.pop(k)\nresult = model.load_state_dict(state, strict=False)\nprint(result.missing_keys)", "state-dict-size-mismatch"))
-            fixes.append(fix("Or build the model with the checkpoint's number of outputs", "", None, "state-dict-size-mismatch"))
+            fixes.append(remedy("state-dict-size-mismatch#load-all-but-output-layer", keys=names[:4]))
+            fixes.append(remedy("state-dict-size-mismatch#build-with-checkpoint-outputs"))
             # Not fine-tuning at all: a training script that resumes by itself found a file from an earlier run with another class count.
-            fixes.append(fix("Check which checkpoint file is loaded", "If you did not mean to load one, the script may be picking up an old "
-                             "checkpoint from an earlier run with another number of classes (a resume or pretrained path, a reused output "
-                             "directory): point it at the right file, or delete or move the stale one.",
-                             "print(path)   # the file actually loaded, and its date", "state-dict-size-mismatch"))
+            fixes.append(remedy("state-dict-size-mismatch#check-which-checkpoint-loaded"))
             return hit("io.state_dict_head_size", "state_dict_loading", "Output layer size differs from the checkpoint", cause, fixes, docs,
                        _loc(ctx, found), 0.95, facts=facts)
         cause += (" The layer names match but their sizes do not: the model was constructed with different hyper-parameters "
@@ -133,18 +129,12 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
         if embed:
             cause += (f" `{embed}` is an embedding table with a different number of rows: the vocabulary used now is not the one the checkpoint "
                       "was trained with.")
-            fixes.append(fix("Use the checkpoint's vocabulary", f"The first dimension of `{embed}` is the vocabulary size. Build the vocabulary/tokenizer from the same "
-                             "files and settings as the checkpoint (same vocab file, same maximum vocabulary size or frequency cut-off), or pass that vocab_size.",
-                             None, "state-dict-size-mismatch"))
-        fixes.append(fix("Build the model with the checkpoint's configuration", f"`{first}` is {list(_shape(ck))} in the checkpoint but {list(_shape(cur))} in the model: "
-                         "construct the model with the hyper-parameters (width, depth/variant, channels) the checkpoint was trained with.", None, "state-dict-size-mismatch"))
+            fixes.append(remedy("state-dict-size-mismatch#use-checkpoint-vocabulary", key=embed))
+        fixes.append(remedy("state-dict-size-mismatch#build-with-checkpoint-config", key=first, checkpoint_shape=list(_shape(ck)), model_shape=list(_shape(cur))))
         if len(sizes) <= 3:
             # Few tensors differ: often a deliberate change for fine-tuning (fewer classes, new tokens), where those tensors must be learned anew.
             names = [n for n, _, _ in sizes]
-            fixes.append(fix("If the change is intended (fine-tuning), exclude these tensors and train them from scratch",
-                             "Drop the mismatching entries, load the rest non-strictly and check that only they are reported missing.",
-                             f"state = torch.load(path, map_location='cpu')\nfor k in {names!r}:\n    state.pop(k)\nprint(model.load_state_dict(state, strict=False))",
-                             "state-dict-size-mismatch"))
+            fixes.append(remedy("state-dict-size-mismatch#exclude-changed-tensors", keys=names))
         return hit("io.state_dict_size", "state_dict_loading", "Checkpoint tensor shapes differ from the model", cause, fixes, docs,
                    _loc(ctx, found), 0.93, facts=facts)
     cause = f"The checkpoint and {model} have different parameter names"
@@ -156,8 +146,8 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
         cause += f": the checkpoint has {len(unexpected)} key(s) the model does not (a different or larger architecture, or extra buffers)."
     if sizes:
         cause += f" In addition {len(sizes)} tensor(s) differ in shape."
-    fixes.append(fix("Compare the two key sets", "", "ck = torch.load(path, map_location='cpu')\nprint(sorted(set(ck) - set(model.state_dict())))\nprint(sorted(set(model.state_dict()) - set(ck)))", "state-dict-keys"))
-    fixes.append(fix("Rename keys to match, or load non-strictly and check what was skipped", "strict=False silently ignores mismatches: always print the result.", "res = model.load_state_dict(state, strict=False)\nprint(res.missing_keys, res.unexpected_keys)", "state-dict-keys"))
+    fixes.append(remedy("state-dict-keys#compare-two-key-sets"))
+    fixes.append(remedy("state-dict-keys#rename-or-load-non-strict"))
     return hit("io.state_dict", "state_dict_loading", "state_dict keys do not match the model", cause, fixes, docs, _loc(ctx, found), 0.95, facts=facts)
 
 
@@ -183,12 +173,9 @@ def _buffer_keys(ctx: Context, model: str, missing: list[str], unexpected: list[
                  "two versions disagree about which buffers a layer stores.")
     names = keys[:6]
     fixes = [
-        fix("Load non-strictly and check that only these buffers were skipped", "Buffers are rebuilt by the model (counters restart, fixed tables are recomputed).",
-            "res = model.load_state_dict(state, strict=False)\nprint(res.missing_keys, res.unexpected_keys)", "state-dict-keys"),
-        fix("Or drop these keys before loading", "",
-            f"state = torch.load(path, map_location='cpu')\nfor k in {names!r}:\n    state.pop(k, None)\nmodel.load_state_dict(state)", "state-dict-keys"),
-        fix("Or match versions", "Compare the PyTorch (and model library) version that saved the checkpoint with the installed one; load with the "
-            "same version, or re-save the checkpoint once with the new one.", "python -c 'import torch; print(torch.__version__)'", "state-dict-keys"),
+        remedy("state-dict-keys#load-non-strict-skip-buffers"),
+        remedy("state-dict-keys#drop-buffer-keys", keys=names),
+        remedy("state-dict-keys#match-library-versions"),
     ]
     outcome = "io.state_dict_bn_counters" if counters else "io.state_dict_buffers"
     return hit(outcome, "state_dict_loading", "Only buffers differ between checkpoint and model", cause, fixes,
@@ -217,10 +204,10 @@ def _old_key_message(ctx: Context, old: re.Match[str]) -> RuleHit:
     prefix = key.split(".")[0] + "." if key.startswith(("module.", "_orig_mod.")) else None
     if prefix:
         cause = f"The checkpoint key `{key}` carries a `{prefix}` prefix the model does not use: the weights were saved from a wrapped model (DataParallel/DistributedDataParallel or torch.compile)."
-        fixes = [fix(f"Strip the `{prefix}` prefix before loading", "", f"state = {{k[len('{prefix}'):] if k.startswith('{prefix}') else k: v for k, v in state.items()}}\nmodel.load_state_dict(state)", "state-dict-keys")]
+        fixes = [remedy("state-dict-keys#strip-prefix-old-torch", prefix=prefix)]
     else:
         cause = f"The checkpoint and the model disagree about parameter names ({kind} key `{key}`): the architecture changed or layers were renamed between saving and loading."
-        fixes = [fix("Compare the key sets of checkpoint and model", "", "print(sorted(set(state) ^ set(model.state_dict())))", "state-dict-keys")]
+        fixes = [remedy("state-dict-keys#compare-key-sets-old-message")]
     return hit("io.state_dict_old", "state_dict_loading", "state_dict keys do not match the model", cause, fixes, ("state-dict-keys",),
                _loc(ctx, [error_fact(ctx)]), 0.9, facts=Facts(names=(key,)))
 
@@ -261,21 +248,20 @@ def _optimizer_state(ctx: Context) -> RuleHit | None:
         cause = ("The optimizer state was saved for a different set of parameters: "
                  + ("the saved optimizer had a different number of parameter groups than the new one (groups were added, merged or split)."
                     if groups else "a parameter group holds a different number of tensors than when it was saved (the model changed, or parameters were frozen/unfrozen)."))
-        fixes = [fix("Build the optimizer over the same parameters and groups, or start its state fresh", "When the model or its grouping changed on purpose, load only the model weights and skip the optimizer state.",
-                     "model.load_state_dict(ckpt['model'])\n# optimizer.load_state_dict(ckpt['optimizer'])  # skip: parameters changed", "state-dict-size-mismatch")]
+        fixes = [remedy("state-dict-size-mismatch#optimizer-same-params-or-fresh-state")]
         return hit("io.optimizer_state", "state_dict_loading", "Optimizer state does not match its parameters", cause, fixes, ("state-dict-size-mismatch", "state-dict-keys"), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(call="load_state_dict"))
     m = ctx.search(r"'(?:collections\.)?OrderedDict' object has no attribute '(\w+)'|'dict' object has no attribute '(eval|to|cuda|forward|parameters|state_dict|load_state_dict)'")
     if m:
         cause = f"torch.load returned a state_dict (a dictionary of tensors), not a model object, so it has no `.{m.group(1) or m.group(2)}()` method."
-        fixes = [fix("Build the model, then load the weights into it", "", "model = MyModel(**config)\nmodel.load_state_dict(torch.load(path, map_location='cpu'))\nmodel.eval()", "state-dict-keys")]
+        fixes = [remedy("state-dict-keys#build-model-then-load-weights")]
         return hit("io.dict_not_model", "state_dict_loading", "Loaded a state_dict, used it as a model", cause, fixes, ("state-dict-keys",), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(names=(m.group(1) or m.group(2),)))
     m = ctx.search(r"KeyError: '(state_dict|model_state_dict|model|net|optimizer|optimizer_state_dict|epoch)'") or (ctx.exc_type == "KeyError" and re.search(r"'(state_dict|model_state_dict|model|optimizer|epoch)'", ctx.message))
     if m and any(re.search(r"ckpt|checkpoint|state|torch\.load", f.source or "") for f in ctx.failure.user_frames):
         key = m.group(1)
         cause = f"The checkpoint dictionary has no '{key}' entry: it was saved in a different layout (maybe it is the state_dict itself, or uses another key name)."
-        fixes = [fix("Print the checkpoint's keys", "", "ckpt = torch.load(path, map_location='cpu')\nprint(list(ckpt)[:20])", "state-dict-keys")]
+        fixes = [remedy("state-dict-keys#print-checkpoint-keys")]
         return hit("io.checkpoint_key", "state_dict_loading", f"Checkpoint has no '{key}' entry", cause, fixes, ("state-dict-keys",), _loc(ctx, [error_fact(ctx)]), 0.85,
                    facts=Facts(names=(key,)))
     return None
@@ -314,13 +300,9 @@ def loaded_model_untrained(ctx: Context) -> RuleHit | None:
              "of another instance), or they do and the evaluation differs from training: the model left in training mode (dropout active, "
              "batch norm using batch statistics and updating its running averages) or inputs preprocessed differently.")
     fixes = [
-        fix("Switch to eval mode before evaluating", "model.eval() puts dropout and batch norm in inference behaviour; wrap evaluation in torch.no_grad().",
-            "model.load_state_dict(torch.load(path, map_location='cpu'))\nmodel.eval()\nwith torch.no_grad():\n    out = model(x)", "state-dict-keys"),
-        fix("Check that the weights really arrived", "Load strictly (or print what a non-strict load skipped) and compare a parameter with the checkpoint; "
-            "loaders that return the model (e.g. classmethods like load_from_checkpoint) must have their result assigned.",
-            "res = model.load_state_dict(state, strict=False)\nprint(res.missing_keys, res.unexpected_keys)\n"
-            "k = next(iter(state)); print(torch.equal(model.state_dict()[k].cpu(), state[k].cpu()))", "state-dict-keys"),
-        fix("Preprocess inputs exactly as in training", "Same normalisation, resizing and tokenisation as the run that produced the checkpoint.", None, "state-dict-keys"),
+        remedy("state-dict-keys#eval-mode-before-evaluating"),
+        remedy("state-dict-keys#check-weights-arrived"),
+        remedy("state-dict-keys#preprocess-as-in-training"),
     ]
     found = [Fact("symptom", f"{loaded.group(0)} … {untrained.group(0)}")]
     return hit("io.loaded_model_untrained", "state_dict_loading", "Loaded model behaves like an untrained one", cause, fixes, ("state-dict-keys",),
@@ -361,14 +343,14 @@ def serialization(ctx: Context) -> RuleHit | None:
     if ctx.search(r"Weights only load failed|WeightsUnpickler error|Unsupported global: GLOBAL"):
         return _weights_only(ctx, docs)
     path = _loaded_file(ctx)
-    shown = f"'{path}'" if path else "<checkpoint file>"
+    quoted = f"'{path}'" if path else None  # the user's path, quoted for the shell; None shows the placeholder
     facts = Facts(names=(path,) if path else ())
     if ctx.search(r"PytorchStreamReader failed reading zip archive|failed finding central directory|PytorchStreamReader failed locating file|unexpected EOF|file read failed"):
         cause = ("The checkpoint is not a complete PyTorch zip archive: the file is truncated (the save was interrupted, the disk filled up, a copy/download "
                  "stopped early) or it is not a checkpoint at all (a Git LFS pointer or an HTML error page).")
         fixes = [
-            fix("Check the file's size and first bytes", "A real checkpoint starts with 'PK' (a zip); an LFS pointer is a ~130-byte text file.", f"ls -l {shown}; head -c 200 {shown} | xxd | head", "corrupt-checkpoint"),
-            fix("Re-download or re-save it; save atomically", "Write to a temporary file and rename, so a crash never leaves a half-written checkpoint.", "tmp = path + '.tmp'\ntorch.save(state, tmp)\nos.replace(tmp, path)", "corrupt-checkpoint"),
+            remedy("corrupt-checkpoint#check-size-first-bytes", path=quoted),
+            remedy("corrupt-checkpoint#redownload-or-save-atomically"),
         ]
         return hit("io.corrupt_zip", "serialization_error", "Checkpoint file is truncated or not a checkpoint", cause, fixes, docs[::-1], _loc(ctx, [error_fact(ctx)]), 0.93, facts=facts)
     m = ctx.search(r"invalid load key, '(.+?)'")
@@ -377,44 +359,42 @@ def serialization(ctx: Context) -> RuleHit | None:
         story = {"<": "an HTML page (a failed download or a login page saved in place of the file)", "v": "a Git LFS pointer ('version https://git-lfs…'): the real file was never pulled"}.get(ch, "a file in another format (not a PyTorch/pickle checkpoint), or a corrupted one")
         plain = any(re.search(r"\b(?:pickle|pkl|cPickle)\.load\(", f.source or "") for f in ctx.failure.user_frames)
         cause = f"{'pickle.load' if plain else 'torch.load'} read the byte '{ch}' where a pickle/zip header should start: the file is {story}."
-        fixes = [fix("Look at the file", "", f"head -c 200 {shown}", "corrupt-checkpoint")]
+        fixes = [remedy("corrupt-checkpoint#look-at-the-file", path=quoted)]
         if ch == "<":
-            fixes.append(fix("Download the file again from its real URL", "The saved file is an HTML page; a direct download link (or the hub's download tool) gives the binary file.", None, "corrupt-checkpoint"))
+            fixes.append(remedy("corrupt-checkpoint#download-again-real-url"))
         if ch == "v":
-            fixes.append(fix("Fetch the LFS object", "", "git lfs pull", "corrupt-checkpoint"))
+            fixes.append(remedy("corrupt-checkpoint#fetch-lfs-object"))
         if ch not in "<v":
             # Any other first byte: a truncated/corrupt copy or a file of another format; a fresh copy settles which.
-            fixes.append(fix("Get a fresh copy of the file", "A partial download, an upload cut off by a size limit or a disk error leaves a corrupt file: "
-                             "download it again from its original release (compare the size or checksum), or re-create it with the code that wrote it.",
-                             f"ls -l {shown}\nsha256sum {shown}", "corrupt-checkpoint"))
+            fixes.append(remedy("corrupt-checkpoint#get-fresh-copy", path=quoted))
         return hit("io.invalid_load_key", "serialization_error", "Checkpoint file is not what torch.load expects", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.92,
                    facts=replace(facts, names=(*facts.names, ch)))
     if ctx.exc_type == "EOFError" and (ctx.search(r"Ran out of input") or any("serialization.py" in f.file for f in ctx.failure.frames)):
         cause = "The file being unpickled is empty (0 bytes) or cut short: a save that failed or a placeholder file."
-        fixes = [fix("Check the file size and re-create it", "", f"ls -l {shown}", "corrupt-checkpoint")]
+        fixes = [remedy("corrupt-checkpoint#check-size-recreate", path=quoted)]
         return hit("io.empty_file", "serialization_error", "Empty checkpoint file", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.88, facts=facts)
     saving = any("serialization.py" in f.file and "save" in (f.function or "") for f in ctx.failure.frames) or any("torch.save" in (f.source or "") for f in ctx.failure.frames)
     m = ctx.search(r"Can't pickle (?:local object '([^']{1,300})'|<function ([^>]{1,300})>|([^:\n]{1,300}?): attribute lookup)|Can't get local object '([^']{1,300})'|cannot pickle '(\w+)' object")
     if m and saving:
         obj = next(g for g in m.groups() if g)
         cause = f"torch.save pickles everything it is given, and `{obj}` cannot be pickled (lambdas, local functions, open files, locks, generators). Saving the whole model object drags in every attribute."
-        fixes = [fix("Save the state_dict, not the model object", "", "torch.save(model.state_dict(), path)", "corrupt-checkpoint")]
+        fixes = [remedy("corrupt-checkpoint#save-state-dict-not-model")]
         return hit("io.unpicklable_save", "serialization_error", "torch.save hit an unpicklable object", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(names=(obj,), call="torch.save"))
     m = ctx.search(r"Can't get attribute '(\w+)' on <module '([\w.]+)'")
     if m and any("serialization.py" in f.file or "torch.load" in (f.source or "") for f in ctx.failure.frames):
         cause = f"The file holds a pickled `{m.group(1)}` object that was defined in module `{m.group(2)}` when it was saved; that class cannot be found now (renamed, moved, or defined in a script's __main__)."
-        fixes = [fix("Import/define the class under the same module path before loading — better, save and load state_dicts", "", "model = MyModel(); model.load_state_dict(torch.load(path))", "corrupt-checkpoint")]
+        fixes = [remedy("corrupt-checkpoint#import-class-same-module-path")]
         return hit("io.missing_class", "serialization_error", f"Pickled class `{m.group(1)}` not found", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.88,
                    facts=Facts(names=(m.group(1), m.group(2)), call="torch.load"))
     if ctx.search(r"A load persistent id instruction was encountered,?\s+but no persistent_load function was specified"):
         cause = "A PyTorch checkpoint was opened with plain pickle.load (or another loader); tensors in it need torch.load."
-        fixes = [fix("Use torch.load", "", "state = torch.load(path, map_location='cpu')", "corrupt-checkpoint")]
+        fixes = [remedy("corrupt-checkpoint#use-torch-load")]
         return hit("io.pickle_load", "serialization_error", "Checkpoint opened with pickle instead of torch.load", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(call="pickle.load"))
     if ctx.search(r"HeaderTooLarge|Error while deserializing header|SafetensorError"):
         cause = "safetensors could not read the file header: the file is truncated, an LFS pointer, or not a safetensors file."
-        fixes = [fix("Check the file's size and first bytes, then re-download it", "An LFS pointer or an HTML page is a small text file.", f"ls -l {shown}; head -c 200 {shown}", "corrupt-checkpoint")]
+        fixes = [remedy("corrupt-checkpoint#check-safetensors-redownload", path=quoted)]
         return hit("io.safetensors", "serialization_error", "Corrupt safetensors file", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.88, facts=facts)
     return None
 
@@ -444,13 +424,11 @@ def _weights_only(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
                  f"of types. This file also contains `{what}`, {kind}, which is not on that list.")
         short = what.rsplit(".", 1)[-1]
         fixes = [
-            fix(f"If you trust the file, allow `{short}` explicitly", "Allow-listing keeps the protection against arbitrary code for everything else.",
-                (f"# {short} must be defined (or imported) before loading\n" if what.startswith("__main__.") else f"from {what.rsplit('.', 1)[0]} import {short}\n")
-                + f"torch.serialization.add_safe_globals([{short}])\n# or scoped:\nwith torch.serialization.safe_globals([{short}]):\n    ckpt = torch.load(path)" if "." in what else
-                f"torch.serialization.add_safe_globals([{what}])", "torch-load-weights-only"),
-            fix("Or load with weights_only=False — only for files you created or trust", "Unpickling can execute arbitrary code.", "ckpt = torch.load(path, weights_only=False)", "torch-load-weights-only"),
-            fix("Save plain state_dicts and basic Python values next time", "Tensors, numbers, strings, lists and dicts of them load under weights_only=True.",
-                "torch.save({'model': model.state_dict(), 'epoch': int(epoch)}, path)", "torch-load-weights-only"),
+            remedy("torch-load-weights-only#allow-global-plain-name" if "." not in what else
+                   "torch-load-weights-only#allow-global-from-main" if what.startswith("__main__.") else "torch-load-weights-only#allow-global-import",
+                   global_name=short, module=what.rsplit(".", 1)[0] if "." in what else None),
+            remedy("torch-load-weights-only#weights-only-false-trusted"),
+            remedy("torch-load-weights-only#save-plain-state-dicts"),
         ]
         return hit("io.weights_only", "serialization_error", f"torch.load refused `{short}` (weights_only=True)", cause, fixes, docs,
                    _loc(ctx, found), 0.95, facts=Facts(names=(what,), call="torch.load"))
@@ -458,9 +436,9 @@ def _weights_only(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
     cause = ("torch.load ran with weights_only=True (the default since PyTorch 2.6), and the restricted unpickler stopped on something "
              "it does not rebuild" + (f": {detail}" if detail else "") + ". The file holds objects beyond tensors and basic containers.")
     fixes = [
-        fix("If you trust the file, load it with weights_only=False", "Unpickling can execute arbitrary code: only for files you created or trust.", "ckpt = torch.load(path, weights_only=False)", "torch-load-weights-only"),
-        fix("Or allow the types involved", "add_safe_globals also covers types built during unpickling; allow the class the message names.", "torch.serialization.add_safe_globals([SomeType])", "torch-load-weights-only"),
-        fix("Re-save the checkpoint with plain data", "Convert non-tensor values (NumPy objects, custom classes) to tensors or Python numbers before saving.", None, "torch-load-weights-only"),
+        remedy("torch-load-weights-only#trusted-file-weights-only-false"),
+        remedy("torch-load-weights-only#allow-types-involved"),
+        remedy("torch-load-weights-only#resave-with-plain-data"),
     ]
     return hit("io.weights_only_other", "serialization_error", "torch.load refused an object (weights_only=True)", cause, fixes, docs,
                _loc(ctx, found), 0.9, facts=Facts(call="torch.load"))

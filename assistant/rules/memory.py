@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from assistant.parse.messages import fmt_bytes, parse_bytes
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact, lazy_re
+from assistant.rules.base import Context, error_fact, hit, location_fact, lazy_re, remedy
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
@@ -126,19 +126,19 @@ def _common_fixes(in_eval: bool, batch_one: bool) -> list[Fix]:
     """Remedies for a working set that does not fit, in the order that usually pays off."""
     fixes = []
     if in_eval:
-        fixes.append(fix("Run evaluation without autograd", "Inference inside torch.no_grad() (or torch.inference_mode()) keeps no activations for backward.", "with torch.inference_mode():\n    out = model(x)", "cuda-oom"))
+        fixes.append(remedy("cuda-oom#inference-mode-eval"))
     if not batch_one:
-        fixes.append(fix("Reduce the batch size (keep the effective batch with gradient accumulation)", "Activation memory grows linearly with batch size; accumulate gradients over several smaller steps to keep the optimisation the same.", "loss = criterion(model(x_small), y_small) / accum_steps\nloss.backward()\nif (step + 1) % accum_steps == 0:\n    optimizer.step(); optimizer.zero_grad(set_to_none=True)", "cuda-oom"))
+        fixes.append(remedy("cuda-oom#smaller-batch-accumulate"))
     fixes += [
-        fix("Use mixed precision", "bf16/fp16 autocast roughly halves activation memory.", "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)", "cuda-oom"),
-        fix("Trade compute for memory with activation checkpointing", "Recompute activations in backward instead of storing them.", "from torch.utils.checkpoint import checkpoint\nh = checkpoint(self.block, h, use_reentrant=False)", "cuda-oom"),
-        fix("Don't keep references that hold the graph", "`total_loss += loss` or storing outputs in a list keeps every step's graph alive; store `loss.item()` / `out.detach()` instead, and `del` large temporaries.", "running_loss += loss.item()", "memory-growth-training-loop"),
+        remedy("cuda-oom#mixed-precision"),
+        remedy("cuda-oom#activation-checkpointing"),
+        remedy("memory-growth-training-loop#drop-graph-references"),
     ]
     return fixes
 
 
 def _measure_fix() -> Fix:
-    return fix("Measure before changing more", "Print the allocator's view at the failing step and record an allocation history to see which tensors hold memory.", "print(torch.cuda.memory_summary())\ntorch.cuda.memory._record_memory_history()\n# ... run the step ...\ntorch.cuda.memory._dump_snapshot('oom.pickle')  # open at pytorch.org/memory_viz", "memory-profiling")
+    return remedy("memory-profiling#measure-first")
 
 
 @rule(
@@ -256,8 +256,8 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
                  "no setting can make it fit. One tensor in this step is far bigger than intended, usually from a "
                  "shape bug (an accidental broadcast or outer product, a sequence length or batch dimension in the wrong place) "
                  "or from materialising at once something that should be processed in pieces.")
-        fixes.append(fix("Find the tensor and check its shape", "Print the shapes going into the failing line; a size that multiplies two large dimensions (N×N, L×L, H×W×D) is the usual culprit.", "print({name: t.shape for name, t in locals().items() if torch.is_tensor(t)})", "cuda-oom"))
-        fixes.append(fix("Process it in chunks", "Split the batch, rows or spatial extent and loop, or use an operation that never materialises the full intermediate result.", "outputs = torch.cat([f(chunk) for chunk in x.split(1024)])", "cuda-oom"))
+        fixes.append(remedy("cuda-oom#find-oversized-tensor"))
+        fixes.append(remedy("cuda-oom#process-in-chunks"))
     elif crowded and visible:
         # The user picked a GPU with CUDA_VISIBLE_DEVICES, yet the card the job sees is busy: first make sure the choice applied.
         outcome = "memory.cuda_oom_visible_devices"
@@ -268,20 +268,16 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
                  + ". Inside a process the first visible GPU is always numbered 0, so the number alone proves nothing; but a busy card means "
                  "the variable most likely did not reach this process (set in another shell or command, after CUDA was initialised, or "
                  "overridden by a launcher or the script), and the job landed on a GPU another job already uses.")
-        fixes.append(fix("Check that CUDA_VISIBLE_DEVICES reached the process", "Print it and the device count at the top of the script; "
-                         "if it is missing or different, the job did not run on the GPU you chose.",
-                         "import os, torch\nprint(os.environ.get('CUDA_VISIBLE_DEVICES'), torch.cuda.device_count())", "cuda-oom"))
-        fixes.append(fix("Set it on the same line as the launch command", "An export typed in another terminal, or one a launcher or the "
-                         "script overrides, does not apply; inline it is in effect for exactly this command (or set os.environ before "
-                         "importing torch).", f"{chosen if visible.group(1) else 'CUDA_VISIBLE_DEVICES=<gpu id>'} python train.py", "cuda-oom"))
-        fixes.append(fix("See which physical GPU is busy", "nvidia-smi numbers GPUs physically; compare the chosen card's usage with what the job reports.", "nvidia-smi", "cuda-oom"))
+        fixes.append(remedy("cuda-oom#check-visible-devices"))
+        fixes.append(remedy("cuda-oom#inline-visible-devices", visible_devices=visible.group(1)))
+        fixes.append(remedy("cuda-oom#nvidia-smi-physical-gpu"))
     elif crowded:
         outcome = "memory.cuda_oom_other_processes"
         cause = (f"About {fmt_bytes(others)} of {gpu}'s {fmt_bytes(cap)} is used by something other than this process's PyTorch tensors"
                  + (f" (this process's PyTorch holds only {fmt_bytes((alloc or 0) + (unalloc or 0))})" if alloc is not None else "")
                  + ", so this process runs out early. Most likely another process shares the card: a second training job, a notebook "
                  "kernel that still holds tensors, or other ranks and workers that created a CUDA context on the same GPU.")
-        fixes.append(fix("Free the GPU or pick another one", "Check `nvidia-smi` for the other processes; stop them, or select a free GPU with CUDA_VISIBLE_DEVICES. In distributed jobs, call torch.cuda.set_device(local_rank) so ranks do not all use GPU 0.", "nvidia-smi\nCUDA_VISIBLE_DEVICES=1 python train.py", "cuda-oom"))
+        fixes.append(remedy("cuda-oom#free-or-pick-gpu"))
     elif fragmented:
         outcome = "memory.cuda_oom_fragmented"
         enough = ("more than enough in total for" if unalloc >= tried else  # type: ignore[operator]
@@ -289,8 +285,8 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
         cause = (f"{fmt_bytes(unalloc)} is reserved by PyTorch's caching allocator but unallocated — {enough} "
                  f"the {fmt_bytes(tried)} request, but split into blocks too small to hold it. This is fragmentation, "
                  "typical of varying batch shapes or sequence lengths and of many tensors freed in between.")
-        fixes.append(fix("Enable expandable segments", "Lets the allocator grow segments instead of leaving gaps, which removes most fragmentation. Set it before the process starts (or before the first CUDA allocation).", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py", "cuda-oom-fragmentation"))
-        fixes.append(fix("Keep shapes steady", "Pad or bucket inputs to a few fixed sizes so freed blocks can be reused for the next batch.", None, "cuda-oom-fragmentation"))
+        fixes.append(remedy("cuda-oom-fragmentation#expandable-segments"))
+        fixes.append(remedy("cuda-oom-fragmentation#steady-shapes"))
         if huge_request:
             # One request this large may itself be the problem: it rarely comes from a normal-sized input.
             cause += (f" The single request is {tried / cap:.0%} of the card: if expandable segments do not help, check which input or "  # type: ignore[operator]
@@ -305,8 +301,7 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
                  + (" Fragmentation is not the problem here (little memory is reserved but unused), so allocator settings will not help." if unalloc is not None else ""))
         if huge_request:
             cause += f" The single request of {fmt_bytes(tried)} is {tried / cap:.0%} of the card: look at the tensor created on the failing line first."  # type: ignore[operator]
-            fixes.append(fix("Process large inputs in tiles or chunks", "One allocation this large usually comes from a whole high-resolution image, volume or long sequence at once: split it into tiles/patches (many inference tools have a tile option) or chunks and stitch the results.",
-                             "outputs = torch.cat([model(chunk) for chunk in x.split(chunk_size, dim=0)])", "cuda-oom"))
+            fixes.append(remedy("cuda-oom#tile-large-inputs"))
     if batch_one and not impossible:
         cause += (" You report that it fails even with batch size 1, so the memory that does not shrink with the batch dominates: "
                   "the weights, gradients and optimizer state, or a single very large input.")
@@ -318,12 +313,12 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
     elif not impossible:
         fixes += _common_fixes(in_eval, batch_one or tried_batch)
     if unalloc is None and not fragmented and not impossible and outcome != "memory.cuda_oom_visible_devices":
-        fixes.append(fix("If memory is reserved but unused, try expandable segments", "Only if torch.cuda.memory_summary() shows a large gap between reserved and allocated memory.", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "cuda-oom-fragmentation"))
+        fixes.append(remedy("cuda-oom-fragmentation#expandable-segments-if-reserved"))
     fixes.append(_measure_fix())
     if attention and not impossible:
         cause += (" The failing line computes attention scores, whose memory grows quadratically with sequence length (batch×heads×T×T): "
                   "doubling T quadruples that tensor.")
-        fixes.insert(0, fix("Use fused attention or shorter sequences", "scaled_dot_product_attention never materialises the T×T matrix (flash/memory-efficient kernels); otherwise cap or bucket sequence length.", "out = F.scaled_dot_product_attention(q, k, v, is_causal=True)", "cuda-oom"))
+        fixes.insert(0, remedy("cuda-oom#fused-attention"))
     titles = {"memory.cuda_oom_fragmented": " (fragmentation)", "memory.cuda_oom_impossible": " (single oversized allocation)",
               "memory.cuda_oom_other_processes": " (another process holds the GPU)",
               "memory.cuda_oom_visible_devices": " (the GPU in use is busy: check CUDA_VISIBLE_DEVICES)"}
@@ -357,10 +352,10 @@ def _mps_oom(ctx: Context, m: re.Match[str]) -> RuleHit:
              f"against the {m.group(3)} that PyTorch lets MPS use" + (f", so a further {asked.group(1)} does not fit" if asked else "") + f". {share} "
              "MPS shares the machine's unified memory with the system and every other program, and PyTorch caps it at a fraction of RAM.")
     fixes = [
-        fix("Reduce what one step holds", "Smaller batches, shorter sequences or lower resolution; run inference under torch.inference_mode().", "with torch.inference_mode():\n    out = model(x_small)", "cuda-oom"),
-        fix("Use half precision on MPS", "float16 weights and activations halve the footprint.", "model = model.to('mps', dtype=torch.float16)", "cuda-oom"),
-        fix("Free cached MPS memory between phases", "Release cached blocks after large one-off steps and close other memory-hungry programs.", "torch.mps.empty_cache()\nprint(torch.mps.current_allocated_memory() / 2**30, torch.mps.driver_allocated_memory() / 2**30)", "memory-profiling"),
-        fix("Raise the cap only with care", "PYTORCH_MPS_HIGH_WATERMARK_RATIO above its default lets MPS take more of the unified memory; 0.0 removes the limit and can make the whole system swap or freeze.", "PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0 python run.py", "cuda-oom"),
+        remedy("cuda-oom#mps-reduce-step"),
+        remedy("cuda-oom#mps-half-precision"),
+        remedy("memory-profiling#mps-empty-cache"),
+        remedy("cuda-oom#mps-watermark-ratio"),
     ]
     numbers = {k: float(v) for k, v in (("mps_allocated_bytes", mps_alloc), ("other_allocations_bytes", other), ("capacity_bytes", cap), ("requested_bytes", tried)) if v is not None}
     return hit("memory.mps_oom", "cuda_oom", "MPS (Apple GPU) out of memory", cause, fixes, ("cuda-oom", "memory-profiling"), found, 0.9,
@@ -383,9 +378,9 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
                  "into the next batch with their history — or a GPU-side cache or list that only grows. Each kept graph pins all of that step's "
                  "activations. (The caching allocator also makes nvidia-smi look high, but that figure levels off; a true leak does not.)")
         fixes = [
-            fix("Confirm the growth and find the step that adds to it", "Print torch.cuda.memory_allocated() at the same point of every iteration: a steady rise is a leak of references; a flat allocated figure with a rising reserved one is only caching.", "for step, batch in enumerate(loader):\n    ...\n    if step % 50 == 0:\n        print(step, torch.cuda.memory_allocated() / 2**20, torch.cuda.memory_reserved() / 2**20)", "memory-growth-training-loop"),
-            fix("Keep numbers, not graphs, across iterations", "Accumulate `loss.item()`; store `out.detach().cpu()` for metrics; detach recurrent state between batches.", "running_loss += loss.item()\npreds.append(logits.detach().cpu())\nhidden = hidden.detach()", "memory-growth-training-loop"),
-            fix("Evaluate without autograd", "Validation or test loops without torch.no_grad() build graphs that nothing frees until the references go.", "with torch.no_grad():\n    out = model(x)", "memory-growth-training-loop"),
+            remedy("memory-growth-training-loop#confirm-growth"),
+            remedy("memory-growth-training-loop#keep-numbers-not-graphs"),
+            remedy("memory-growth-training-loop#eval-without-autograd"),
             _measure_fix(),
         ]
         return hit("memory.cuda_oom_growth", "cuda_oom", "GPU memory grows every iteration until out of memory", cause, fixes,
@@ -399,10 +394,10 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
                  "activations do not fit. If it only fails after a while (e.g. at the first evaluation), a pass without torch.no_grad() or "
                  "references kept across steps are the likelier cause.")
         fixes = [
-            fix("Estimate what the model alone needs", "Weights + gradients + optimizer state; compare with the card's memory before touching the data.", "n = sum(p.numel() for p in model.parameters())\nprint(n * 16 / 2**30, 'GiB for fp32 weights+grads+Adam')\nprint(torch.cuda.get_device_properties(0).total_memory / 2**30, 'GiB on the card')", "cuda-oom"),
-            fix("Shrink the per-sample cost", "Lower the input resolution (the image size your script or config actually uses) or crop / tile the input, shorten sequences, or process a volume in patches.", None, "cuda-oom"),
+            remedy("cuda-oom#estimate-model-memory"),
+            remedy("cuda-oom#shrink-per-sample-cost"),
             *_common_fixes(in_eval, True)[:-1],
-            fix("Check that nothing else holds the card", "Another process (or a previous run still alive) leaves less memory than the card's size.", "nvidia-smi", "cuda-oom"),
+            remedy("cuda-oom#check-card-is-free"),
             _measure_fix(),
         ]
         return hit("memory.cuda_oom_batch_one", "cuda_oom", "CUDA out of memory even at batch size 1", cause, fixes, _DOCS, found, 0.8,
@@ -414,10 +409,9 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
                  "pile up across batches when outputs or losses are collected as tensors; a larger evaluation batch or full-size (uncropped) "
                  "evaluation inputs add to it.")
         fixes = [
-            fix("Evaluate without autograd", "Wrap the whole validation loop in torch.no_grad() (or torch.inference_mode()); model.eval() alone does not disable gradients.",
-                "model.eval()\nwith torch.no_grad():\n    for x, y in val_loader:\n        out = model(x.cuda())\n        total += criterion(out, y.cuda()).item()", "cuda-oom"),
-            fix("Collect numbers or CPU copies", "Accumulate `loss.item()` and `out.detach().cpu()` instead of GPU tensors across validation batches.", "preds.append(out.detach().cpu())", "memory-growth-training-loop"),
-            fix("Use a smaller evaluation batch or input size", "Validation often uses larger batches or full-resolution inputs than training crops.", None, "cuda-oom"),
+            remedy("cuda-oom#no-grad-validation-loop"),
+            remedy("memory-growth-training-loop#collect-cpu-copies"),
+            remedy("cuda-oom#smaller-eval-batch"),
             _measure_fix(),
         ]
         return hit("memory.cuda_oom_eval", "cuda_oom", "CUDA out of memory during validation/testing", cause, fixes, _DOCS, found, 0.75,
@@ -430,9 +424,9 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
     elif any("backward" in (fr.function or "") or ".backward(" in (fr.source or "") for fr in ctx.failure.frames):
         cause += " It failed in backward, where saved activations and gradients coexist: the step's working set is the likely culprit."
     fixes = [
-        fix("See who holds the GPU", "nvidia-smi lists every process and its memory; a card that is already full before your job starts explains an early failure.", "nvidia-smi", "cuda-oom"),
+        remedy("cuda-oom#see-who-holds-gpu"),
         *_common_fixes(in_eval, bool(_TRIED_BATCH.search(raw))),
-        fix("Get the allocator's numbers", "Current PyTorch releases print requested, free, allocated and reserved memory in the error itself; otherwise print the summary before the failing step.", "print(torch.cuda.memory_summary())", "memory-profiling"),
+        remedy("memory-profiling#allocator-numbers"),
     ]
     return hit("memory.cuda_oom_bare", "cuda_oom", "CUDA out of memory", cause, fixes, _DOCS, found, 0.85)
 
@@ -537,7 +531,7 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
             fixes = list(common)
             if "not enough memory" in m.group(0) or re.search(r"alloc_cpu\.cpp:\d+\] data\.|[A-Z]:\\|\.\.\\c10", raw):
                 # The Windows allocator's wording: its limit is RAM plus the page file.
-                fixes.insert(1, fix("On Windows, enlarge the page file (virtual memory)", "Windows fails allocations once RAM plus the page file is committed; a larger page file (or closing other programs) gives the process room, at the cost of speed.", None, "cpu-oom"))
+                fixes.insert(1, remedy("cpu-oom#windows-page-file"))
     elif bare:
         outcome = "memory.cpu_oom_allocator"
         found.append(Fact("memory", f"PyTorch's CPU allocator failed: “{bare.group(0)}”"))
@@ -556,7 +550,7 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
         if numpy.group(1) and parse_bytes(numpy.group(1).replace(". ", " ")):
             numbers["requested_bytes"] = float(parse_bytes(numpy.group(1).replace(". ", " ")) or 0)
         shape = tuple(int(d) for d in re.findall(r"\d+", numpy.group(2)))
-        fixes = [fix("Use a smaller dtype or load lazily", "float32 (or uint8 for images) halves or quarters the footprint of float64; np.load(..., mmap_mode='r') reads pages on demand.", "arr = np.load('data.npy', mmap_mode='r')\nx = arr[i].astype(np.float32)", "cpu-oom"), *common]
+        fixes = [remedy("cpu-oom#smaller-dtype-mmap"), *common]
     elif killer:
         outcome = "memory.cpu_oom_killed"
         cause = ("The process was killed from outside (SIGKILL, shown as `Killed` or exit code 137/-9), which is what the Linux OOM killer does "
@@ -565,7 +559,7 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
                  "Python objects, or memory that grows every step.")
         found.append(Fact("signal", killer.group(0).strip()[:200]))
         fixes = [
-            fix("Confirm it was the OOM killer", "The kernel log names the killed process and its resident memory; watch RSS while the job runs to see whether it grows steadily or jumps at one step.", "dmesg -T | grep -i -E 'killed process|out of memory'\nwatch -n 5 free -h", "cpu-oom"),
+            remedy("cpu-oom#confirm-oom-killer"),
             *common,
         ]
     elif memoryerror:
@@ -574,7 +568,7 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
                  + (" (here while unpickling a file with torch.load: the whole file is read into RAM first)" if ctx.search(r"unpickler|torch\.load|pickle") or "torch.load" in raw else "")
                  + ". Either the object is larger than the free RAM, or the data being read is not what it should be (a corrupt or wrong file "
                  "can claim a huge size).")
-        fixes = [fix("Load large checkpoints without copying them into RAM", "mmap=True maps tensor storage from the file; map_location keeps tensors off the GPU until needed.", "state = torch.load('ckpt.pt', mmap=True, map_location='cpu', weights_only=True)", "cpu-oom"), *common]
+        fixes = [remedy("cpu-oom#mmap-checkpoint"), *common]
     else:
         outcome = "memory.cpu_oom_growth"
         found.append(Fact("symptom", f"host memory grows over time: “{growth.group(0)}”"))  # type: ignore[union-attr]
@@ -582,14 +576,13 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
                  "arrays appended to Python lists (metrics, predictions, losses kept as tensors with their graph), caches in the Dataset, or "
                  "DataLoader workers whose copy-on-access pages grow as they touch Python objects (lists of dicts or strings).")
         fixes = [
-            fix("Measure RSS per step to find what grows", "Log the process's resident memory; with tracemalloc, compare snapshots to see which lines allocate the growth.", "import psutil, os\nprint(psutil.Process(os.getpid()).memory_info().rss / 2**30, 'GiB')", "cpu-oom"),
-            fix("Store numbers, not tensors", "Accumulate `loss.item()` and detached CPU copies; clear lists you only need per epoch.", "losses.append(loss.item())", "memory-growth-training-loop"),
-            fix("Reduce per-worker copies and loader buffers", "Store dataset metadata in numpy arrays instead of Python lists/dicts, and lower num_workers (for streaming pipelines: the number of loading threads and the shuffle/prefetch buffer sizes) to see if growth stops.", "DataLoader(ds, num_workers=2, persistent_workers=True)", "cpu-oom"),
+            remedy("cpu-oom#measure-rss"),
+            remedy("memory-growth-training-loop#store-numbers-not-tensors"),
+            remedy("cpu-oom#fewer-worker-copies-buffers"),
         ]
         if _IN_LOOP.search(raw):
             # Objects built per iteration (a model wrapper, an explainer/CAM, anything registering hooks) each add hooks and references.
-            fixes.insert(1, fix("Create heavy objects once, outside the loop", "A model, wrapper or explainer constructed on every iteration (especially one that registers forward/backward hooks on the model) adds new hooks and references each time; build it once before the loop and reuse it, or remove its hooks when done.",
-                                "cam = make_explainer(model)      # once, before the loop\nfor x in inputs:\n    result = cam(x)\n# handles returned by register_forward_hook(): handle.remove()", "memory-growth-training-loop"))
+            fixes.insert(1, remedy("memory-growth-training-loop#create-objects-once"))
     loc = location_fact(ctx)
     # Remedies the user says they already tried go last: they did not help here.
     tried = [t for t, said in (("Compute in chunks or smaller batches", _TRIED_BATCH.search(raw)), ("Reduce per-worker copies", _TRIED_WORKERS.search(raw))) if said]
@@ -600,9 +593,7 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
         found.append(Fact("symptom", f"fails in evaluation: “{evaluation.group(0)}”"))
         cause += (" It fails in evaluation, so look first at what an evaluation step holds: its batch size (often a separate setting), "
                   "whole uncropped inputs, and outputs gathered across the whole split.")
-        fixes.insert(0, fix("Shrink one evaluation step", "Lower the evaluation batch size (or the evaluation input size), run it under "
-                            "torch.inference_mode(), and keep running sums instead of concatenating every output.",
-                            "with torch.inference_mode():\n    out = model(x)\ntotal += metric_fn(out, y).item()", "cpu-oom"))
+        fixes.insert(0, remedy("cpu-oom#shrink-eval-step"))
     if loc:
         found.append(loc)
     titles = {"memory.cpu_oom_absurd_size": "Host allocation larger than any machine's RAM",
@@ -617,9 +608,9 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
 def _host_fixes() -> list[Fix]:
     """Generic host-memory remedies (the failing line decides which one matters)."""
     return [
-        fix("Check the size you asked for", "Compute numel × element size of the tensor on the failing line; a wrong or swapped dimension is the usual reason for an unexpectedly large allocation.", "print(t.shape, t.numel() * t.element_size() / 2**30, 'GiB')", "cpu-oom"),
-        fix("Compute in chunks or smaller batches", "Large intermediate results can be produced block by block (a smaller batch size, tiles or rows) instead of all at once.", "outputs = [f(chunk) for chunk in x.split(1024)]   # one block at a time", "cpu-oom"),
-        fix("Stream data instead of loading it all", "Read samples lazily in Dataset.__getitem__, use memory-mapped arrays, and load checkpoints with mmap.", "state = torch.load('ckpt.pt', mmap=True, weights_only=True)", "cpu-oom"),
-        fix("Reduce per-worker copies", "Each DataLoader worker may duplicate Python objects it touches; store metadata in numpy arrays and lower num_workers.", "DataLoader(ds, num_workers=2, persistent_workers=True)", "cpu-oom"),
-        fix("If the size is intended, give the job more RAM", "Check free memory where the job runs (`free -g`), and the container's or scheduler's memory limit, which can be far below the machine's RAM.", "free -g", "cpu-oom"),
+        remedy("cpu-oom#check-requested-size"),
+        remedy("cpu-oom#compute-in-chunks"),
+        remedy("cpu-oom#stream-data"),
+        remedy("cpu-oom#fewer-worker-copies"),
+        remedy("cpu-oom#more-ram"),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact, lazy_re
+from assistant.rules.base import Context, error_fact, fix, hit, location_fact, lazy_re, remedy
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, RuleHit
 
@@ -88,23 +88,20 @@ def cuda_fork(ctx: Context) -> RuleHit | None:
     line = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
     cuda_call = _CUDA_CALL.search(line)
     facts = Facts(call=_cuda_call_name(cuda_call), names=("fork",))
-    keep_cpu = fix("Keep datasets and transforms on the CPU; move batches to the GPU in the training loop", "Use pin_memory=True for fast host-to-device copies.",
-                   "loader = DataLoader(ds, num_workers=4, pin_memory=True)\nfor x, y in loader:\n    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)", "cuda-fork-reinit")
+    keep_cpu = remedy("cuda-fork-reinit#keep-data-on-cpu")
     if _in_loader(ctx):
         cause = ("The parent process had already initialised CUDA and then fork()ed DataLoader workers (fork is the default start method on Linux); "
                  "a CUDA context cannot be carried into a forked child, so the first CUDA call inside a worker fails. The Dataset touches the GPU: "
                  "moving samples to 'cuda' in __getitem__, holding CUDA tensors created in __init__, or running a GPU model or transform in the worker."
                  + (f" The failing line `{line}` is such a CUDA call." if cuda_call else ""))
         fixes = [keep_cpu,
-                 fix("Or start the workers with spawn", "Everything the workers receive must then be picklable.",
-                     "DataLoader(ds, num_workers=4, multiprocessing_context='spawn')", "cuda-fork-reinit")]
+                 remedy("cuda-fork-reinit#spawn-workers")]
         return hit("mp.cuda_fork", "multiprocessing_error", "CUDA used in a forked DataLoader worker", cause, fixes, ("cuda-fork-reinit", "dataloader-worker-crash"), _found(ctx), 0.95, facts=facts)
     cause = ("A child process created with fork() used CUDA after the parent had already initialised it; CUDA state cannot cross a fork. "
              "Either the children must be started with 'spawn' (or 'forkserver'), or the parent must not touch CUDA (no .cuda(), no "
              "torch.cuda.* calls, no CUDA tensors) before it creates the children. If the children are DataLoader workers, keep the dataset on the CPU.")
     fixes = [
-        fix("Start child processes with spawn, once, under the main guard", "set_start_method must run before any pool, queue or DataLoader is created.",
-            "import torch.multiprocessing as mp\n\nif __name__ == '__main__':\n    mp.set_start_method('spawn', force=True)\n    main()", "cuda-fork-reinit"),
+        remedy("cuda-fork-reinit#spawn-start-method"),
         keep_cpu,
     ]
     return hit("mp.cuda_fork_process", "multiprocessing_error", "CUDA used in a forked subprocess", cause, fixes, ("cuda-fork-reinit",), _found(ctx), 0.93, facts=facts)
@@ -165,8 +162,8 @@ def pickling(ctx: Context) -> RuleHit | None:
         cause = (f"`{v}` is undefined inside the spawned process. With the spawn start method each child re-imports your script as a module, so "
                  f"globals assigned under `if __name__ == '__main__':` (like `{v}`) or in a notebook cell do not exist there.")
         fixes = [
-            fix(f"Pass `{v}` to the worker explicitly via args=", "", f"mp.spawn(train_worker, args=(nprocs, {v}), nprocs=nprocs)\n\ndef train_worker(rank, nprocs, {v.lower()}): ...", "spawn-pickling"),
-            fix("Or define it at module level (outside the __main__ guard)", "Constants and config loading that every process needs belong at import level.", None, "spawn-pickling"),
+            remedy("spawn-pickling#pass-global-via-args", variable=var.group(1) if var else None, parameter=var.group(1).lower() if var else None),
+            remedy("spawn-pickling#define-at-module-level"),
         ]
         return hit("mp.spawn_global", "multiprocessing_error", f"`{v}` undefined in a spawned process", cause, fixes, _DOCS, _found(ctx), 0.93, facts=Facts(names=(v,)))
     m = ctx.search(r"Can't get attribute '(\w+)' on <module '(__main__|__mp_main__)'(?: from '([^']+)')?")
@@ -175,15 +172,14 @@ def pickling(ctx: Context) -> RuleHit | None:
     if ctx.search(r"An attempt has been made to start a new process before the\s+current process has finished its bootstrapping phase"):
         cause = ("With spawn, each child imports your script again; module-level code that creates processes (a DataLoader loop with workers, a Pool, "
                  "mp.spawn) then runs again inside the child. The script lacks the `if __name__ == '__main__':` guard around its entry point.")
-        fixes = [fix("Guard the entry point", "", "def main():\n    ...\n\nif __name__ == '__main__':\n    main()", "spawn-pickling")]
+        fixes = [remedy("spawn-pickling#guard-entry-point")]
         return hit("mp.bootstrap", "multiprocessing_error", "Missing `if __name__ == '__main__'` guard", cause, fixes, _DOCS, _found(ctx), 0.95,
                    facts=Facts(flags=frozenset({"missing_main_guard"}), names=("spawn",)))
     if ctx.search(r"daemonic processes are not allowed to have children"):
         cause = ("A daemon process tried to start processes of its own. DataLoader workers are daemons, so a multiprocessing Pool, a DataLoader with "
                  "num_workers > 0, or a library that parallelises with processes cannot be used inside __getitem__ or a transform.")
         fixes = [
-            fix("Don't start processes inside the Dataset", "Let the DataLoader's workers provide the parallelism; do the work serially in __getitem__, or use threads.",
-                "from concurrent.futures import ThreadPoolExecutor   # threads are allowed in a worker", "spawn-pickling"),
+            remedy("spawn-pickling#no-processes-in-dataset"),
             fix("Or precompute the expensive part before training", "", None, "spawn-pickling"),
         ]
         # Innermost user line first: that is the code running inside the worker.
@@ -194,10 +190,8 @@ def pickling(ctx: Context) -> RuleHit | None:
         cause = ("multiprocessing's start method can be set only once per program, and something (your code earlier, an imported library, or a second "
                  "call in a function that runs twice) already set it. Calling set_start_method again raises unless force=True.")
         fixes = [
-            fix("Set the start method once, at the entry point", "Call it first thing under the main guard, before any pool, queue or DataLoader exists.",
-                "if __name__ == '__main__':\n    torch.multiprocessing.set_start_method('spawn', force=True)\n    main()", "spawn-pickling"),
-            fix("Or use a local context instead of the global one", "A context object does not touch the global setting.",
-                "ctx = torch.multiprocessing.get_context('spawn')\np = ctx.Process(target=work)\nDataLoader(ds, num_workers=2, multiprocessing_context='spawn')", "spawn-pickling"),
+            remedy("spawn-pickling#set-start-method-once"),
+            remedy("spawn-pickling#local-context"),
         ]
         return hit("mp.context_already_set", "multiprocessing_error", "Multiprocessing start method set twice", cause, fixes, _DOCS, _found(ctx), 0.9,
                    facts=Facts(call="set_start_method"))
@@ -223,23 +217,17 @@ def _unpicklable(ctx: Context, m: re.Match[str]) -> RuleHit:
         cause = (f"{start}, and {what} cannot be: it refers to an operating-system resource of this process. The Dataset (or something it references) "
                  "opened the file in __init__, in the parent, before the workers were started.")
         fixes = [
-            fix("Open the file lazily, inside the worker", "Keep only the path in __init__; open on first use in __getitem__ (each worker then gets its own handle).",
-                "class H5Set(Dataset):\n    def __init__(self, path):\n        self.path, self.f = path, None\n    def __getitem__(self, i):\n"
-                "        if self.f is None:\n            self.f = h5py.File(self.path, 'r')\n        return torch.from_numpy(self.f['x'][i])", "spawn-pickling"),
-            fix("Or read what you need in __init__ and close the handle", "Small metadata (lengths, labels) can be read once, then the file closed before the DataLoader starts.",
-                "with open(path) as f:\n    self.lines = f.readlines()   # the handle is not kept", "spawn-pickling"),
-            fix("Or open it in worker_init_fn", "", "def worker_init(_):\n    info = torch.utils.data.get_worker_info()\n    info.dataset.f = h5py.File(info.dataset.path, 'r')\n\n"
-                "DataLoader(ds, num_workers=4, worker_init_fn=worker_init)", "spawn-pickling"),
+            remedy("spawn-pickling#open-lazily"),
+            remedy("spawn-pickling#read-and-close"),
+            remedy("spawn-pickling#open-in-worker-init"),
         ]
         return hit("mp.unpicklable_handle", "multiprocessing_error", f"Cannot pickle {obj} for a worker process", cause, fixes, _DOCS, found, 0.93, facts=facts)
     if _LOCK_TYPES.search(obj) and not local:
         cause = (f"{start}, and `{obj}` cannot be: locks, threads, queues and generators belong to one process. Something reachable from the Dataset "
                  "or the objects passed to the child keeps one as an attribute (a cache guarded by a lock, a logger/writer thread, a trainer object).")
         fixes = [
-            fix("Don't keep thread objects on what you send to workers", "Create the lock/thread lazily inside the worker, or drop it when pickling.",
-                "def __getstate__(self):\n    state = self.__dict__.copy()\n    state.pop('lock', None)\n    return state\n\n"
-                "def __setstate__(self, state):\n    self.__dict__.update(state)\n    self.lock = threading.Lock()", "spawn-pickling"),
-            fix("Pass workers only the data they need", "Hand the Dataset plain paths and arrays, not a trainer, a logger or a model wrapper.", None, "spawn-pickling"),
+            remedy("spawn-pickling#drop-thread-objects"),
+            remedy("spawn-pickling#pass-plain-data"),
         ]
         return hit("mp.unpicklable_lock", "multiprocessing_error", f"Cannot pickle {obj} for a worker process", cause, fixes, _DOCS, found, 0.92, facts=facts)
     if m.group("res") or m.group("res2"):
@@ -247,20 +235,15 @@ def _unpicklable(ctx: Context, m: re.Match[str]) -> RuleHit:
         cause = (f"{start}, and a `{obj}` object cannot be pickled. Something reachable from the Dataset (or the other objects sent to the child) "
                  f"keeps a `{obj}` as an attribute: a module stored on self, a live generator or iterator, or a native object from an extension library.")
         fixes = [
-            fix(f"Don't keep the `{obj}` on the Dataset; create it where it is used", "Import modules at the top of the file; create iterators and native handles lazily in __getitem__ or worker_init_fn.",
-                "class MyDataset(Dataset):\n    def __init__(self, path):\n        self.path, self.reader = path, None\n    def __getitem__(self, i):\n"
-                "        if self.reader is None:\n            self.reader = open_reader(self.path)   # created inside the worker\n        ...", "spawn-pickling"),
-            fix("Or drop it when pickling", "", "def __getstate__(self):\n    state = self.__dict__.copy()\n    state.pop('reader', None)\n    return state", "spawn-pickling"),
+            remedy("spawn-pickling#create-object-where-used", object_type=obj),
+            remedy("spawn-pickling#drop-when-pickling"),
         ]
         return hit("mp.unpicklable_object", "multiprocessing_error", f"Cannot pickle a {obj} object for a worker process", cause, fixes, _DOCS, found, 0.88, facts=facts)
     cause = (f"{start}, and `{obj}` cannot be: lambdas and functions or classes defined inside another function have no importable name, "
              "so the child could not find them.")
     fixes = [
-        fix("Define functions and classes at module top level", "Replace lambdas and nested functions/classes (collate_fn, worker_init_fn, transforms, Dataset classes) "
-            "with named top-level ones; use functools.partial to bind arguments.",
-            "def collate(batch):\n    ...\n\nDataLoader(ds, num_workers=2, collate_fn=collate)\n# with arguments: collate_fn=functools.partial(pad_collate, pad_id=0)", "spawn-pickling"),
-        fix("Guard the entry point", "Under spawn, the child re-imports the script; module-level code must not start training.",
-            "if __name__ == '__main__':\n    main()", "spawn-pickling"),
+        remedy("spawn-pickling#top-level-definitions"),
+        remedy("spawn-pickling#guard-entry-point-spawn"),
     ]
     return hit("mp.unpicklable", "multiprocessing_error", f"Cannot pickle {obj} for a child process", cause, fixes, _DOCS, found, 0.93, facts=facts)
 
@@ -275,15 +258,14 @@ def _main_attribute(ctx: Context, name: str, script: str | None) -> RuleHit:
                  f"the script without running the `if __name__ == '__main__':` block, so `{name}` is defined inside that block (or created at run time) "
                  "rather than at module level." + tail)
         fixes = [
-            fix(f"Define `{name}` at module level, above the `if __name__ == '__main__':` guard", "Only the code that starts the work belongs under the guard.",
-                f"class {name}(...):        # or def {name}(...):\n    ...\n\ndef main():\n    ...\n\nif __name__ == '__main__':\n    main()", "spawn-pickling"),
+            remedy("spawn-pickling#define-above-main-guard", attribute=name),
         ]
         return hit("mp.main_attribute_guarded", "multiprocessing_error", f"`{name}` is defined under the __main__ guard", cause, fixes, _DOCS, _found(ctx), 0.93, facts=facts)
     cause = (f"A spawned child process needs `{name}` from the main module, but that module cannot be re-imported in the child: `{name}` was defined in "
              "a notebook cell, an interactive session, a debugger console or `python -c`." + tail)
     fixes = [
-        fix(f"Move `{name}` into a .py module and import it", "", f"# my_data.py\nclass {name}(...): ...\n\n# notebook / script:\nfrom my_data import {name}", "spawn-pickling"),
-        fix("Or use num_workers=0 / no process pool while working interactively", "", "DataLoader(ds, batch_size=32, num_workers=0)", "spawn-pickling"),
+        remedy("spawn-pickling#move-to-module", attribute=name),
+        remedy("spawn-pickling#no-workers-interactive"),
     ]
     return hit("mp.main_attribute", "multiprocessing_error", f"Child process cannot find `{name}`", cause, fixes, _DOCS, _found(ctx), 0.93, facts=facts)
 
@@ -295,14 +277,13 @@ def _child_exit(ctx: Context, m: re.Match[str]) -> RuleHit:
         cause = (f"Spawned process {m.group(1)} was killed with SIGKILL and printed no Python error. Nobody sends SIGKILL by accident: it is almost "
                  "always the Linux OOM killer (host RAM exhausted) or a container/job-scheduler memory limit.")
         fixes = [
-            fix("Check the kernel log for the OOM killer", "", "dmesg -T | grep -i -E 'out of memory|killed process'\njournalctl -k | grep -i 'out of memory'", "cpu-oom"),
-            fix("Reduce per-process host memory", "Each process holds its own copy of the model and data on the host; load data lazily and use fewer processes or DataLoader workers.", None, "cpu-oom"),
+            remedy("cpu-oom#kernel-log-oom-killer"),
+            remedy("cpu-oom#reduce-per-process-memory"),
         ]
         return hit("mp.child_killed", "cpu_oom", f"Child process {m.group(1)} killed (SIGKILL)", cause, fixes, ("cpu-oom", "spawn-pickling"), _found(ctx), 0.75, facts=facts)
     how = f"from {sig}" if sig else f"with exit code {code}"
     cause = (f"Spawned process {m.group(1)} died {how} without a Python traceback reaching the parent: "
              + ("a crash in native code (a C/CUDA extension, a library that segfaults)." if sig else
                 "an explicit sys.exit/os._exit in the child, or a crash whose message was printed by the child itself (look above for its output)."))
-    fixes = [fix("Run that process's code alone to see its error", "Call the worker function directly (rank 0, nprocs=1) in the main process; for native crashes enable faulthandler.",
-                 "import faulthandler; faulthandler.enable()\nworker(0)", "spawn-pickling")]
+    fixes = [remedy("spawn-pickling#run-child-alone")]
     return hit("mp.child_died", "multiprocessing_error", f"Child process {m.group(1)} died", cause, fixes, _DOCS, _found(ctx), 0.8, facts=facts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.rules.registry import FALLBACK, Example, rule
-from assistant.rules.base import basic_facts as _found, Context, fix, hit
+from assistant.rules.base import basic_facts as _found, Context, hit, remedy
 from assistant.types import Fact, Facts, RuleHit
 
 _DOCS = ("python-errors", "module-misuse")
@@ -49,7 +49,7 @@ def module_misuse(ctx: Context) -> RuleHit | None:
         who = f"`{cls}`" if cls else "the Module subclass"
         cause = (f"{who}'s __init__ assigns a layer/parameter before calling super().__init__(), so nn.Module's bookkeeping "
                  "(the registries of submodules and parameters) does not exist yet.")
-        fixes = [fix("Call super().__init__() first in __init__", "", f"class {cls or 'Net'}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        ...", "module-misuse")]
+        fixes = [remedy("module-misuse#call-super-init-first", module_class=cls)]
         return hit("python.super_init", "python_error", "super().__init__() not called", cause, fixes, _DOCS[::-1], _found(ctx), 0.95,
                    facts=Facts(names=(cls,) if cls else ()))
     m = ctx.search(r"(?<!\w)(forward|__init__|__call__|\w+)\(\) missing (\d+) required positional arguments?: ([^\n]+)")
@@ -60,8 +60,7 @@ def module_misuse(ctx: Context) -> RuleHit | None:
         if fn == "forward":
             cause += (" The model's forward signature and the call site disagree: the call passes fewer inputs than forward() "
                       "declares (an input added to forward but not to every caller, or a batch passed as one object).")
-        fixes = [fix("Match the call to the signature", "Update every call site to pass the required inputs (or the code that calls it, if it is a stale copy), or give the new parameter a default.",
-                     f"def {fn}(self, ..., {args[0] if args else 'arg'}=None): ...", "module-misuse")]
+        fixes = [remedy("module-misuse#match-call-to-signature", function=fn, argument=args[0] if args else None)]
         return hit("python.missing_argument", "python_error", f"{fn}() missing argument(s)", cause, fixes, _DOCS[::-1], _found(ctx), 0.9,
                    facts=Facts(call=fn, names=args, numbers={"missing": float(n)}))
     m = ctx.search(r"(?<!\w)(\w+)\(\) takes (\d+) positional arguments? but (\d+) (?:were|was) given")
@@ -72,16 +71,14 @@ def module_misuse(ctx: Context) -> RuleHit | None:
         cause = f"`{fn}()` accepts {want_n} argument(s){' besides self' if method else ''} but was called with {got_n}."
         if fn == "forward":
             cause += " The call passes more inputs to the model than its forward() declares (for example a target or a whole batch tuple)."
-        fixes = [fix("Match the call to the signature", "Pass only the inputs forward() declares, or extend the signature if the extra input is needed.",
-                     None, "module-misuse")]
+        fixes = [remedy("module-misuse#pass-only-declared-inputs")]
         return hit("python.too_many_args", "python_error", f"{fn}() got too many arguments", cause, fixes, _DOCS[::-1], _found(ctx), 0.9,
                    facts=Facts(call=fn, numbers={"accepted": float(want_n), "given": float(got_n)}))
     m = ctx.search(r"'(DataParallel|DistributedDataParallel|OptimizedModule|FullyShardedDataParallel)' object has no attribute '(\w+)'")
     if m:
         wrapper, attr = m.groups()
         cause = f"`{attr}` is an attribute of your model, but the model is wrapped in {wrapper}; the wrapper forwards calls, not attributes."
-        inner = "model._orig_mod" if wrapper == "OptimizedModule" else "model.module"
-        fixes = [fix(f"Reach through the wrapper: {inner}.{attr}", "", f"{inner}.{attr}", "module-misuse")]
+        fixes = [remedy("module-misuse#reach-through-orig-mod" if wrapper == "OptimizedModule" else "module-misuse#reach-through-module", attribute=attr)]
         return hit("python.wrapper_attribute", "python_error", f"{wrapper} has no attribute `{attr}`", cause, fixes, _DOCS[::-1], _found(ctx), 0.92,
                    facts=Facts(names=(wrapper, attr)))
     # The raw text too: notebook tracebacks with Windows paths can leave the final message out of the parsed one.
@@ -90,13 +87,13 @@ def module_misuse(ctx: Context) -> RuleHit | None:
     if ctx.search(r"optimizer got an empty parameter list"):
         cause = ("The optimizer received no parameters: the model's parameters() is empty because its layers are kept in a plain "
                  "Python list/dict (not registered) or created in forward() instead of __init__, or a filter removed every parameter.")
-        fixes = [fix("Register layers with nn.ModuleList / nn.ModuleDict", "", "self.blocks = nn.ModuleList([Block() for _ in range(n)])", "module-misuse")]
+        fixes = [remedy("module-misuse#register-with-modulelist")]
         return hit("python.empty_params", "python_error", "Optimizer got no parameters", cause, fixes, _DOCS[::-1], _found(ctx), 0.93)
     m = ctx.search(r'Module \[(\w+)\] is missing the required "forward" function')
     if m:
         cause = (f"`{m.group(1)}` defines no forward() method that nn.Module can find: the method is misspelled or indented "
                  "outside the class, so calling the module reaches nn.Module's placeholder.")
-        fixes = [fix(f"Define forward(self, ...) inside `{m.group(1)}`", "", None, "module-misuse")]
+        fixes = [remedy("module-misuse#define-forward", module_class=m.group(1))]
         return hit("python.no_forward", "python_error", "Module without forward()", cause, fixes, _DOCS[::-1], _found(ctx), 0.93,
                    facts=Facts(names=(m.group(1),)))
     return None
@@ -118,8 +115,7 @@ def _module_not_callable(ctx: Context) -> RuleHit:
              + ", i.e. a .py file or package, not the class or function defined inside it: `import X` binds the file, so `X(...)` calls the module. "
              "This happens when a file and the class/function in it share a name.")
     target = name or "Name"
-    fixes = [fix("Import the class or function itself, not its module", "Or call it through the module (`module.Name(...)`).",
-                 f"from {target} import {target}\n# or: import {target}; obj = {target}.{target}(...)", "python-errors")]
+    fixes = [remedy("python-errors#import-the-name-itself", module=name)]
     return hit("python.module_not_callable", "python_error", f"Module `{target}` called like a function", cause, fixes, _DOCS, _found(ctx), 0.9,
                facts=Facts(call=name, names=(name,) if name else ()))
 
@@ -181,26 +177,22 @@ def python_exception(ctx: Context) -> RuleHit | None:
         if m and m.group(1) == "NoneType":
             cause = (f"A value that should be an object is None{at} when `.{m.group(2)}` is read: the call that produced it "
                      "returned nothing on this path (a missing `return`, a loader that returns None on failure, an optional value never set).")
-            fixes = [fix("Trace where the value comes from and check it", "Find the assignment of the object on the failing line and "
-                         "make that path return a value (or fail loudly when it cannot).", "assert obj is not None, 'loader returned None'", "python-errors")]
+            fixes = [remedy("python-errors#trace-none-value")]
             attr = m.group(2)
             owner = re.search(r"([\w.\[\]'\"]+)\." + re.escape(attr) + r"\b", src)
             if owner and re.search(r"\b(?:cfg|config|conf|args|opt|opts|hparams|params|settings)\b", owner.group(1), re.I):
                 # `config.a.b.attr` with b None: the config file has the key but with a null value, or an older layout.
                 cause += f" Here `{owner.group(1)}` comes from the configuration and is None."
-                fixes.insert(0, fix(f"Fill in `{owner.group(1)}` in the config", "The config file sets this entry to null or leaves it out; give it the "
-                                    "sub-keys the code reads, or update the config file to the layout this version of the code expects.", None, "python-errors"))
+                fixes.insert(0, remedy("python-errors#fill-config-entry", variable=owner.group(1)))
             elif attr in ("copy", "shape", "astype", "transpose", "resize", "size") and re.search(r"imread|image|img|\.png|\.jpe?g|path", src + "\n" + ctx.failure.text, re.I):
                 # Image readers (cv2.imread) return None for a path they cannot open instead of raising.
-                fixes.insert(0, fix("Check the image path: the reader returned None", "cv2.imread and similar readers return None for a missing file or "
-                                    "a wrong path (mixed separators, a wrong dataset root) instead of raising; print and check the path that is read.",
-                                    "img = cv2.imread(path)\nassert img is not None, f'cannot read {path}'", "python-errors"))
+                fixes.insert(0, remedy("python-errors#check-image-path-none"))
             return hit("python.none_attribute", "python_error", title, cause, fixes, _DOCS, found, 0.75,
                        facts=Facts(names=("NoneType", m.group(2))))
         hint = re.search(r"Did you mean: '(\w+)'", msg)
         cause = ((f"A `{m.group(1)}` object has no attribute `{m.group(2)}`{at}: " if m else f"An attribute lookup failed{at} ({msg}): ")
                  + (f"a misspelling of `{hint.group(1)}`." if hint else "the object is of a different type than the code assumes, the name is misspelled, or the API differs in the installed version."))
-        fixes = [fix("Check the object's type and attributes at the failing line", "", "print(type(obj), [a for a in dir(obj) if not a.startswith('_')])", "python-errors")]
+        fixes = [remedy("python-errors#inspect-attributes")]
         return hit("python.attribute_error", "python_error", title, cause, fixes, _DOCS, found, 0.72,
                    facts=Facts(names=(m.group(1), m.group(2)) if m else ()))
     if exc == "TypeError":
@@ -213,29 +205,29 @@ def python_exception(ctx: Context) -> RuleHit | None:
         kw = re.search(r"got an unexpected keyword argument '(\w+)'", msg)
         if kw:
             cause += f" The function called does not accept `{kw.group(1)}` in the installed version (its signature differs)."
-        fixes = [fix("Check the types and the signature of what is called", "", "print(type(x)); help(fn)", "python-errors")]
+        fixes = [remedy("python-errors#check-types-and-signature")]
         return hit("python.type_error", "python_error", title, cause, fixes, _DOCS, found, 0.7,
                    facts=Facts(call=call, argument=kw.group(1) if kw else None))
     if exc == "IndexError":
         in_dataset = bool(frame and frame.function == "__getitem__")
         cause = (f"A Python sequence was indexed past its end{at}: {msg}."
                  + (" It happens in a Dataset's __getitem__: __len__ reports more items than the underlying list holds." if in_dataset else ""))
-        fixes = [fix("Check the lengths involved", "", "print(len(seq), idx)", "python-errors")]
+        fixes = [remedy("python-errors#check-lengths")]
         return hit("python.index_error", "python_error", title, cause, fixes, _DOCS, found, 0.7)
     if exc == "NameError":
         name = re.search(r"name '(\w+)' is not defined", msg)
         cause = (f"`{name.group(1)}` is used{at} but never defined in that scope" if name else f"A name is used before it is defined{at}: {msg}") \
             + " (a typo, a missing import, or a variable defined only in another function or branch)."
-        fixes = [fix("Define or import it before use", "", None, "python-errors")]
+        fixes = [remedy("python-errors#define-or-import")]
         return hit("python.name_error", "python_error", title, cause, fixes, _DOCS, found, 0.75,
                    facts=Facts(names=(name.group(1),) if name else ()))
     if exc == "RecursionError":
         cause = (f"Infinite recursion{at}: a function keeps calling itself" + (f" (`{src}`)" if src else "")
                  + ", for example a forward() that calls the module itself or a property that reads itself.")
-        fixes = [fix("Look at the repeating frames in the traceback", "The repeated line is the call that should go to a sub-layer or a different method.", None, "python-errors")]
+        fixes = [remedy("python-errors#repeating-frames")]
         return hit("python.recursion", "python_error", title, cause, fixes, _DOCS, found, 0.75)
     cause = f"{exc} raised{at}: {msg}" + ("" if msg.endswith(".") else ".") + " This is an error in the program's own logic or data, not a PyTorch failure."
-    fixes = [fix("Start from the last frame in your code", "Inspect the values on that line (a debugger: python -m pdb, or breakpoint()).", "python -m pdb -c continue train.py", "python-errors")]
+    fixes = [remedy("python-errors#start-from-last-frame")]
     return hit("python.builtin", "python_error", title, cause, fixes, _DOCS, found, 0.7)
 
 
@@ -258,14 +250,10 @@ def _reader_returned_none(ctx: Context, fn: str, arg: str, msg: str, at: str, fo
              "cannot be decoded as an image.")
     # A plain name can go straight into the snippets; an expression is bound to `path` first.
     simple = re.fullmatch(r"[A-Za-z_][\w.]*(?:\[[^\[\]]*\])?", arg) is not None
-    name = arg if simple else "path"
-    bind = "" if simple else f"path = {arg}\n"
+    variant = "" if simple else "-expression"
     fixes = [
-        fix(f"Check the path given to {fn}", "Print the exact path and whether it exists; compare the name and extension with the file on disk, "
-            "and use an absolute path if the script runs from another directory.",
-            f"{bind}print(repr({name}), os.path.isfile({name}))", "python-errors"),
-        fix("Fail loudly when the reader returns None", "Raise with the path right after reading, so a bad file is named instead of failing later.",
-            f"{bind}img = {fn}({name})\nif img is None:\n    raise FileNotFoundError(f'cannot read image: {{{name}}}')", "python-errors"),
+        remedy(f"python-errors#check-reader-path{variant}", function=fn, variable=arg),
+        remedy(f"python-errors#fail-loudly-on-none{variant}", function=fn, variable=arg),
     ]
     return hit("python.reader_none", "python_error", f"{fn} returned None", cause, fixes, _DOCS, found, 0.85,
                facts=Facts(call=fn, argument=arg, names=("NoneType",)))
@@ -282,8 +270,7 @@ def _key_error(ctx: Context, key: str, src: str, at: str, found: list[Fact], tit
     else:
         kind = ""
     cause = f"The key {key} is not in {'`' + container + '`' if container else 'the dictionary'}{at}." + kind
-    name = container or "d"
-    fixes = [fix("Print the keys that exist at that point", "", f"print(list({name}.keys()))", "python-errors"),
-             fix("Use an explicit default where the key is optional", "", f"value = {name}.get({key or 'key'}, default)", "python-errors")]
+    fixes = [remedy("python-errors#print-existing-keys", variable=container),
+             remedy("python-errors#dict-get-default", variable=container, key=key)]
     return hit("python.key_error", "python_error", title, cause, fixes, _DOCS, found, 0.75,
                facts=Facts(names=tuple(x for x in (key.strip("'\""), container) if x)))

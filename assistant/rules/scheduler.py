@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from assistant.parse.messages import fmt_bytes
-from assistant.rules.base import Context, fix, hit, lazy_re
+from assistant.rules.base import Context, hit, lazy_re, remedy
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
@@ -326,35 +326,24 @@ def _time_limit(ctx: Context, raw: str, v: Verdict) -> RuleHit:
                   "while the others wait) burns the remaining time, so a longer limit would not help.")
     fixes = []
     if stall:
-        fixes.append(fix("Find where it hung before asking for more time",
-                         "Dump the Python stacks of every rank while it is stuck; the rank whose stack differs (waiting in a different collective, or "
-                         "still loading data) is the culprit. Make a stuck collective fail fast with a shorter process-group timeout and NCCL's "
-                         "error handling, and log NCCL's view.",
-                         "py-spy dump --pid <pid>          # on each node, for each rank\n"
-                         "export NCCL_DEBUG=INFO TORCH_NCCL_ASYNC_ERROR_HANDLING=1\n"
-                         "dist.init_process_group('nccl', timeout=datetime.timedelta(minutes=10))", "distributed-hang"))
+        fixes.append(remedy("distributed-hang#find-hang-before-more-time"))
     fixes += [
-        fix("Checkpoint periodically and resume where it stopped",
-            "Save model, optimizer, scheduler, RNG state and the step/epoch every N steps, and on start load the newest checkpoint if one exists. "
-            "Ask the scheduler for a warning signal before the limit and checkpoint (then requeue) in its handler"
-            + (": your program did receive SIGTERM, so the handler only has to save before the grace period ends" if caught else "") + ".",
-            "#SBATCH --signal=USR1@120     # SIGUSR1 two minutes before the limit\n#SBATCH --requeue\n"
-            "signal.signal(signal.SIGUSR1, lambda *_: (save_checkpoint(), os.system(f\"scontrol requeue {os.environ['SLURM_JOB_ID']}\")))\n"
-            "# PyTorch Lightning: Trainer(plugins=[SLURMEnvironment(auto_requeue=True, requeue_signal=signal.SIGUSR1)])", "job-time-limit"),
-        fix("Request more time (within the partition's maximum)",
-            "Estimate the run time from the measured speed (steps per second times the remaining steps) and request that plus a margin; "
-            "check the queue's maximum first.",
-            {"PBS/Torque": "#PBS -l walltime=48:00:00\nqstat -Qf <queue> | grep walltime",
-             "LSF": "bsub -W 48:00 ...\nbqueues -l <queue> | grep -A1 RUNLIMIT",
-             "Kubernetes (activeDeadlineSeconds)": "spec:\n  activeDeadlineSeconds: 172800"}.get(system,
-             "#SBATCH --time=2-00:00:00\nsinfo -o '%P %l'                 # each partition's time limit\nsacct -j <jobid> -o JobID,Elapsed,Timelimit,State"), "job-time-limit"),
-        fix("Make the work fit the limit", "Split the run into chained jobs (each resumes from the last checkpoint, e.g. with --dependency=afterany), "
-            "or speed up the step: profile the input pipeline first, it is the usual bottleneck.",
-            "sbatch --dependency=afterany:<jobid> train.sbatch", "job-time-limit"),
+        remedy("job-time-limit#checkpoint-and-resume-sigterm-seen" if caught else "job-time-limit#checkpoint-and-resume"),
+        remedy(_MORE_TIME.get(system, "job-time-limit#request-more-time-slurm")),
+        remedy("job-time-limit#fit-work-to-limit"),
     ]
     return hit("scheduler.time_limit", "environment_error", "Job stopped at its time limit" + (" (after a stall)" if stall else ""), cause, fixes,
                _TIME_DOCS, found, 0.92, "scheduler time limit walltime checkpoint requeue",
                facts=Facts(numbers=numbers, names=tuple(x for x in (v.job, v.node) if x), flags=frozenset({"scheduler_verdict", "time_limit"} | ({"stalled"} if stall else set()))))
+
+
+# The batch system's own way to ask for more time / more memory and to read the peak (Slurm's when none is recognised).
+_MORE_TIME = {"PBS/Torque": "job-time-limit#request-more-time-pbs", "LSF": "job-time-limit#request-more-time-lsf",
+              "Kubernetes (activeDeadlineSeconds)": "job-time-limit#request-more-time-kubernetes"}
+_MORE_MEMORY = {"PBS/Torque": "job-memory-limit#request-more-memory-pbs", "LSF": "job-memory-limit#request-more-memory-lsf",
+                "Kubernetes (the container's memory limit)": "job-memory-limit#request-more-memory-kubernetes"}
+_PEAK_MEMORY = {"PBS/Torque": "job-memory-limit#measure-peak-memory-pbs", "LSF": "job-memory-limit#measure-peak-memory-lsf",
+                "Kubernetes (the container's memory limit)": "job-memory-limit#measure-peak-memory-kubernetes"}
 
 
 def _hms(seconds: int) -> str:
@@ -370,14 +359,9 @@ def _preempted(ctx: Context, raw: str, v: Verdict) -> RuleHit:
              "beginning of its script, so it must be able to resume (and must not fail on outputs left by the interrupted run)." if requeue else
              " Unless the job is requeued, the work since the last checkpoint is lost."))
     fixes = [
-        fix("Make the job resumable", "Checkpoint every N steps (model, optimizer, scheduler, RNG, step) and load the newest checkpoint at start-up; "
-            "treat outputs that already exist as finished or overwrite them, so a restarted run does not stop on them.",
-            "ckpt = latest_checkpoint(out_dir)\nif ckpt: state = torch.load(ckpt, map_location='cpu'); model.load_state_dict(state['model']); start = state['step'] + 1", "job-preemption"),
-        fix("Save on the preemption signal and let the scheduler requeue", "Slurm sends SIGTERM (or the signal set with --signal) before killing a "
-            "preempted job; spot VMs give a termination notice of seconds to minutes. Save in the handler and exit.",
-            "#SBATCH --requeue\n#SBATCH --signal=USR1@60\nsignal.signal(signal.SIGTERM, lambda *_: (save_checkpoint(), sys.exit(0)))", "job-preemption"),
-        fix("Run where you are not preempted", "If restarts cost more than the queue wait, submit to a partition/QOS that is not preemptible, or use on-demand instead of spot capacity.",
-            "sacctmgr show qos format=Name,Preempt,PreemptMode\nscontrol show partition <name> | grep -i preempt", "job-preemption"),
+        remedy("job-preemption#make-job-resumable"),
+        remedy("job-preemption#save-on-preemption-signal"),
+        remedy("job-preemption#run-where-not-preempted"),
     ]
     return hit("scheduler.preempted", "environment_error", "Job preempted" + (" and requeued" if requeue else ""), cause, fixes,
                ("job-preemption", "job-time-limit"), found, 0.88, "scheduler preemption requeue checkpoint",
@@ -399,12 +383,9 @@ def _cancelled(ctx: Context, raw: str, v: Verdict) -> RuleHit:
              + (" (here root, i.e. an administrator or the system)" if admin else "") + ". Nothing in the program failed"
              + (" at that point; the tasks were ended with SIGTERM" if terminated else "") + ".")
     fixes = [
-        fix("Find out who cancelled it", "The accounting record says whether the owner or someone else cancelled the job; map the user id to a name, "
-            "and ask the administrators if it was not you (maintenance, a node health check, a policy such as idle GPUs).",
-            "sacct -j <jobid> -o JobID,State,ExitCode,End     # State shows 'CANCELLED by <uid>'\ngetent passwd <uid>", "job-cancelled"),
-        fix("Check tools that cancel on your behalf", "Workflow managers (Snakemake, Nextflow, submitit, Lightning's SLURM plugin) cancel jobs when "
-            "the controlling process stops or another job fails; their own log says why.", None, "job-cancelled"),
-        fix("Resubmit from the last checkpoint", "A cancelled job does not requeue by itself; resume from the newest checkpoint.", None, "job-time-limit"),
+        remedy("job-cancelled#find-who-cancelled"),
+        remedy("job-cancelled#tools-that-cancel-for-you"),
+        remedy("job-time-limit#resubmit-from-last-checkpoint"),
     ]
     return hit("scheduler.cancelled", "environment_error", "Job cancelled" + (" by an administrator" if admin else ""), cause, fixes,
                ("job-cancelled", "job-time-limit"), found, 0.8, "scheduler job cancelled scancel",
@@ -436,14 +417,10 @@ def node_failure(ctx: Context) -> RuleHit | None:
              "scheduler ended the job" + (f"; the failed node is {', '.join(nodes)}" if nodes else "") + ". This is a fault of the machine, not of "
              "the program: the same job usually runs on other nodes. Errors printed by the other ranks at that moment (lost NCCL connections, "
              "a dead peer) are consequences.")
-    excl = nodes[0] if nodes else "<node>"
     fixes = [
-        fix("Resubmit, excluding the failed node", "Resume from the last checkpoint and keep the job off that node until the administrators have checked it.",
-            f"sbatch --exclude={excl} train.sbatch", "node-failure"),
-        fix("Report the node to the administrators", "Give the node name, job id and time; repeated failures on one node point at its hardware (GPU, memory, power).",
-            "sacct -j <jobid> -o JobID,State,NodeList,End\nsinfo -R                          # reasons for down/drained nodes", "node-failure"),
-        fix("Let the scheduler requeue on node failure", "With --requeue, Slurm puts a batch job that lost a node back in the queue; the job must resume from its checkpoint.",
-            "#SBATCH --requeue", "node-failure"),
+        remedy("node-failure#resubmit-excluding-node", node=nodes[0] if nodes else None),
+        remedy("node-failure#report-node-to-admins"),
+        remedy("node-failure#requeue-on-node-failure"),
     ]
     return hit("scheduler.node_failure", "hardware_error", "Node failure" + (f" ({nodes[0]})" if nodes else ""), cause, fixes,
                ("node-failure", "gpu-hardware-faults"), found, 0.85, "node failure slurm hardware requeue exclude",
@@ -527,22 +504,13 @@ def memory_limit(ctx: Context) -> RuleHit | None:
         cause += (" The limit is on virtual memory, which PyTorch, CUDA and threaded libraries reserve far beyond what they use: the job can be "
                   "killed with little resident memory in use.")
     fixes = [
-        fix("Request more memory for the job", "Ask for the peak the job needs plus a margin; the limit covers every process of the job on a node "
-            "(all ranks and DataLoader workers).",
-            {"PBS/Torque": "#PBS -l mem=64gb" + (",vmem=64gb" if vmem else ""), "LSF": "bsub -M 64000 -R 'rusage[mem=64000]' ...",
-             "Kubernetes (the container's memory limit)": "resources:\n  limits:\n    memory: 64Gi"}.get(system,
-             "#SBATCH --mem=64G            # per node; or --mem-per-cpu / --mem-per-gpu"), "job-memory-limit"),
-        fix("Measure the job's peak memory", "The accounting record gives the peak resident memory of each step; compare it with the request.",
-            {"PBS/Torque": "qstat -f <jobid> | grep resources_used.mem", "LSF": "bjobs -l <jobid> | grep -i -A2 'MEMLIMIT\\|MAX MEM'",
-             "Kubernetes (the container's memory limit)": "kubectl describe pod <pod> | grep -A3 'Last State'"}.get(system,
-             "sacct -j <jobid> -o JobID,ReqMem,MaxRSS,State\nseff <jobid>"), "job-memory-limit"),
-        fix("Reduce host memory per process", "Load checkpoints with mmap, read samples lazily in the Dataset instead of holding the data set in RAM, "
-            "and keep dataset metadata in numpy arrays rather than Python lists so forked workers do not copy it.",
-            "state = torch.load(path, map_location='cpu', mmap=True, weights_only=True)", "cpu-oom"),
+        remedy("job-memory-limit#request-more-memory-pbs-vmem" if system == "PBS/Torque" and vmem else
+               _MORE_MEMORY.get(system, "job-memory-limit#request-more-memory-slurm")),
+        remedy(_PEAK_MEMORY.get(system, "job-memory-limit#measure-peak-memory-slurm")),
+        remedy("cpu-oom#reduce-host-memory-per-process"),
     ]
     if loader:
-        fixes.insert(1, fix("Count the DataLoader workers", "Each worker is a separate process inside the same limit; fewer workers (or a smaller "
-                            "prefetch_factor) lowers the job's total.", "DataLoader(ds, num_workers=2, prefetch_factor=2, persistent_workers=True)", "cpu-oom"))
+        fixes.insert(1, remedy("cpu-oom#count-dataloader-workers"))
     return hit("scheduler.memory_limit", "cpu_oom", "Job killed at its memory limit", cause, fixes, _MEM_DOCS, found, 0.9,
                "job memory limit cgroup oom_kill slurm mem", facts=Facts(numbers=numbers, flags=frozenset({"host_memory", "job_memory_limit"})))
 
@@ -610,10 +578,8 @@ def _segfault(ctx: Context, raw: str, m: re.Match[str]) -> RuleHit:
         f, line, fn = frames[0]
         found.append(Fact("location", f"innermost Python frame at the crash: {f.rsplit('/', 1)[-1]}:{line} in {fn}"))
     diagnose = [
-        fix("Get the Python stack of the crash", "faulthandler prints every thread's Python stack when the process receives SIGSEGV; it costs "
-            "nothing, so leave it on for cluster jobs.", "PYTHONFAULTHANDLER=1 python train.py      # or: python -X faulthandler train.py", "native-crash-segfault"),
-        fix("Get the native stack with gdb", "The C/C++ frames name the library that crashed (a compiled extension, libcuda, an image decoder).",
-            "gdb -ex r -ex bt --args python train.py", "native-crash-segfault"),
+        remedy("native-crash-segfault#python-stack-faulthandler"),
+        remedy("native-crash-segfault#native-stack-gdb"),
     ]
     first = _native_import_before_torch(raw)
     if first and not mismatch:
@@ -629,12 +595,8 @@ def _segfault(ctx: Context, raw: str, m: re.Match[str]) -> RuleHit:
         if mismatch:
             found.append(Fact("evidence", _line_of(raw, mismatch.start())[:200]))
         fixes = [
-            fix("Reinstall torch and its extensions as one matching set", "Install the extensions built for your exact torch and CUDA version "
-                "(or rebuild them from source against the installed torch), in a fresh environment, with one package manager.",
-                "python -c 'import torch; print(torch.__version__, torch.version.cuda)'\npip install --force-reinstall --no-cache-dir <extension>   # the build for that torch/CUDA",
-                "library-version-mismatch"),
-            fix("Find which import crashes", "Import the packages one at a time; the one that crashes is the mismatched one. Import order can matter "
-                "when two packages bundle the same library.", "python -X faulthandler -c 'import torch'\npython -X faulthandler -c 'import torch, <your extension>'", "native-crash-segfault"),
+            remedy("library-version-mismatch#reinstall-torch-and-extensions-together"),
+            remedy("native-crash-segfault#find-crashing-import"),
             *diagnose,
         ]
         return hit("scheduler.segfault_at_import", "environment_error", "Segmentation fault " + ("at import" if at_import else "(binary mismatch)"),
@@ -646,20 +608,17 @@ def _segfault(ctx: Context, raw: str, m: re.Match[str]) -> RuleHit:
              "threads in native libraries.")
     fixes = [
         *diagnose,
-        fix("Rebuild or reinstall compiled extensions for the installed torch", "An extension built against another torch version crashes instead of "
-            "failing cleanly; reinstall it for the exact torch/CUDA pair.", "pip install --force-reinstall --no-cache-dir <extension>", "library-version-mismatch"),
+        remedy("library-version-mismatch#reinstall-extensions-for-installed-torch"),
     ]
     if not re.search(r"_utils[/\\]fetch\.py", raw):
         # fetch.py in the crashing process's stack means the batches are already loaded in the main process.
-        fixes.append(fix("Take the DataLoader workers out of the picture", "With num_workers=0 the data pipeline runs in the main process, and a crash there "
-                         "shows which decoder or transform is responsible.", "DataLoader(ds, batch_size=32, num_workers=0)", "native-crash-segfault"))
+        fixes.append(remedy("native-crash-segfault#segfault-without-dataloader-workers"))
     moving = _HW_RANDOM.search(raw)
     if moving:
         # A crash that moves around (after a varying time, in the garbage collector) is also what bad RAM looks like.
         cause += (" The text says it happens " + f"“{moving.group(0)}”" + ": a crash at varying points can also come from unstable hardware "
                   "(RAM errors, an overclocked or XMP/EXPO memory profile), worth ruling out if the native stack shows no single library.")
-        fixes.append(fix("Rule out unstable memory", "Run a memory test (memtest86+, or memtester under Linux), return RAM to stock JEDEC settings "
-                         "(no XMP/EXPO or overclock), and try the same job on another machine.", "sudo memtester 4G 1", "gpu-hardware-faults"))
+        fixes.append(remedy("gpu-hardware-faults#rule-out-unstable-memory"))
     return hit("scheduler.segfault", "unknown", "Segmentation fault (native crash)", cause, fixes, _SEGV_DOCS, found, 0.4,
                "segmentation fault native crash faulthandler gdb", facts=Facts(flags=frozenset({"native_crash", "segfault"})))
 
@@ -681,10 +640,8 @@ def _segfault_import_order(ctx: Context, package: str, found: list[Fact], diagno
              "which copy the process uses, and torch's kernels can then call into an incompatible one and crash. Changing the import order "
              "(import torch first) is the quick test.")
     fixes = [
-        fix("Import torch first", f"Move `import torch` above `import {package}` (in every entry point); if the crash goes away, the two "
-            "packages' bundled libraries clash.", f"import torch\nimport {package}", "native-crash-segfault"),
-        fix("Install versions built against the same libraries", f"Pick a {package} release built for the same CUDA and C++ runtime as your torch, "
-            "or keep them in separate processes.", None, "library-version-mismatch"),
+        remedy("native-crash-segfault#import-torch-first", package=package),
+        remedy("library-version-mismatch#same-native-libraries-as-torch", package=package),
         *diagnose,
     ]
     return hit("scheduler.segfault_import_order", "unknown", "Segmentation fault (native library clash from import order)", cause, fixes, _SEGV_DOCS,
@@ -704,11 +661,9 @@ def _segfault_hardware(ctx: Context, raw: str, found: list[Fact]) -> RuleHit:
              "XMP/EXPO memory profile), less often an unstable CPU overclock or power supply. Bit errors in RAM corrupt whatever happens to "
              "live there, so the crash moves around and other memory-heavy programs can fail too.")
     fixes = [
-        fix("Test the memory", "Run memtest86+ from boot (or memtester under Linux) for several passes; any error confirms it.",
-            "sudo memtester 4G 2", "gpu-hardware-faults"),
-        fix("Return memory and CPU to stock settings", "Disable XMP/EXPO and any overclock in the BIOS; if the crashes stop, keep stock settings "
-            "or replace the failing module (test the modules one at a time).", None, "gpu-hardware-faults"),
-        fix("Run the same job on another machine", "If it passes there with the same environment, the software is not at fault.", None, "gpu-hardware-faults"),
+        remedy("gpu-hardware-faults#test-the-memory"),
+        remedy("gpu-hardware-faults#stock-memory-cpu-settings"),
+        remedy("gpu-hardware-faults#same-job-another-machine"),
     ]
     return hit("scheduler.segfault_unstable_hardware", "hardware_error", "Segmentation faults at varying points (unstable hardware)", cause, fixes,
                ("gpu-hardware-faults", "native-crash-segfault"), found, 0.6, "segmentation fault random hardware RAM memtest",
@@ -733,12 +688,9 @@ def _bus_error(ctx: Context, raw: str, m: re.Match[str]) -> RuleHit:
              "torch.multiprocessing) live in /dev/shm, which containers limit to 64 MB by default. A memory-mapped file that was truncated "
              "or lives on a failing filesystem is the other cause.")
     fixes = [
-        fix("Give the container more shared memory", "Docker and Kubernetes default to a tiny /dev/shm; raise it or share the host's IPC namespace.",
-            "docker run --shm-size=16g ...        # or: --ipc=host\n# Kubernetes: mount an emptyDir with medium: Memory at /dev/shm\ndf -h /dev/shm", "bus-error"),
-        fix("Use less shared memory", "Fewer DataLoader workers or a smaller prefetch_factor keep fewer batches in /dev/shm; num_workers=0 removes it "
-            "from the DataLoader entirely (useful to confirm the cause).", "DataLoader(ds, num_workers=2, prefetch_factor=2)", "dataloader-shared-memory"),
-        fix("Switch the sharing strategy", "The file_system strategy uses files instead of file descriptors; it helps when the limit is on open files rather than space.",
-            "torch.multiprocessing.set_sharing_strategy('file_system')", "dataloader-shared-memory"),
+        remedy("bus-error#more-container-shared-memory"),
+        remedy("dataloader-shared-memory#use-less-shared-memory"),
+        remedy("dataloader-shared-memory#file-system-sharing-strategy"),
     ]
     return hit("scheduler.bus_error", "dataloader_error", "Bus error (shared memory exhausted)", cause, fixes, ("bus-error", "dataloader-shared-memory"),
                found, 0.6 if context else 0.5, "bus error shared memory shm docker", facts=Facts(flags=frozenset({"native_crash", "bus_error"})))
@@ -819,12 +771,9 @@ def task_exit(ctx: Context) -> RuleHit | None:
         conjecture = ("A SIGKILL that nobody sent by hand is most often the out-of-memory killer: the job exceeded its memory allowance (or the "
                       "node's RAM). Check the job's accounting before anything else.")
         fixes = [
-            fix("Check whether memory killed it", "The scheduler's accounting and the job's stderr say whether an oom-kill event happened; compare the "
-                "peak memory with what the job requested.", "sacct -j <jobid> -o JobID,State,ExitCode,ReqMem,MaxRSS\nseff <jobid>\ngrep -i -E 'oom|out of memory' slurm-<jobid>.out", "job-memory-limit"),
-            fix("If it was memory, request more or use less", "Raise --mem (or --mem-per-gpu), or lower the host memory per process: fewer DataLoader "
-                "workers, lazy data loading, checkpoints loaded with mmap.", "#SBATCH --mem=64G\nstate = torch.load(path, map_location='cpu', mmap=True, weights_only=True)", "cpu-oom"),
-            fix("Otherwise look for the first failure", "When one task fails, the launcher kills the others with SIGKILL: the earliest line about a task "
-                "(or the first rank's own error output) is the cause.", "grep -n -E 'Traceback|Error|error:' slurm-<jobid>.out | head", "launcher-exit-codes"),
+            remedy("job-memory-limit#check-whether-memory-killed-task"),
+            remedy("cpu-oom#request-more-or-use-less-memory"),
+            remedy("launcher-exit-codes#look-for-first-failure"),
         ]
         return hit("scheduler.task_killed", "cpu_oom", f"{who.capitalize()} killed (SIGKILL)", cause, fixes, ("launcher-exit-codes", "job-memory-limit", "cpu-oom"),
                    found, 0.45, "srun task killed sigkill oom", facts=facts, conjecture=conjecture)
@@ -861,16 +810,11 @@ def task_exit(ctx: Context) -> RuleHit | None:
              + (" The scheduler's later verdict is a consequence too: the remaining tasks waited for the failed one"
                 + (" until the time limit." if v.reason == "time_limit" else " until the step was torn down.") if after else ""))  # type: ignore[union-attr]
     fixes = [
-        fix("Read the failing task's own output", "srun merges or separates task output depending on --output/--error; search the job's output for "
-            "the first Traceback, or label each line with its task number to see which task printed what.",
-            "grep -n -B2 -A20 'Traceback' slurm-<jobid>.out | head -60\nsrun --label python train.py          # prefixes every line with its task id", "launcher-exit-codes"),
-        fix("Make every rank print its traceback", "Under torchrun, decorating main() with @record writes each failing rank's traceback into the "
-            "launcher's summary.", "from torch.distributed.elastic.multiprocessing.errors import record\n\n@record\ndef main(): ...", "debugging-workflow"),
+        remedy("launcher-exit-codes#read-failing-task-output"),
+        remedy("debugging-workflow#record-every-rank-traceback"),
     ]
     if category == "environment_error":
-        fixes.insert(0, fix("Set up the environment inside the batch script", "Batch jobs do not inherit an interactive shell's activated environment: "
-                            "load modules and activate the environment in the script, or call the interpreter by its full path.",
-                            "module load cuda\nsource ~/venvs/train/bin/activate\nwhich python && python -c 'import torch'", "launcher-exit-codes"))
+        fixes.insert(0, remedy("launcher-exit-codes#environment-in-batch-script"))
     title = f"{who.capitalize()} exited with code {code}" if first.how == "exit" else f"{who.capitalize()} {first.how.lower()}"
     return hit("scheduler.task_exit", category, title, cause, fixes, _EXIT_DOCS, found, {"python_error": 0.4, "environment_error": 0.55}.get(category, 0.35),
                "srun task exited with exit code", facts=facts)

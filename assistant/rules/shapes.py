@@ -7,7 +7,7 @@ import re
 
 from assistant.parse.messages import flatten_candidates, flatten_explanations, fmt_shape, int_hints, parse_shape
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import with_location as _with_location, Context, error_fact, fix, hit, lazy_re
+from assistant.rules.base import with_location as _with_location, Context, error_fact, fix, hit, lazy_re, remedy
 from assistant.types import Fact, Facts, Fix, RuleHit
 
 _MATMUL = (
@@ -79,8 +79,8 @@ def matmul_mismatch(ctx: Context) -> RuleHit | None:
                  f"Through addmm/linear this is {label} whose in_features differs from the number of features in its input — typically a "
                  "flattened feature map whose size changed with the input resolution, or a head sized for another backbone. This release does not print the sizes.")
         fixes = [
-            fix("Print the input shape and the layer's in_features", "The input's last dimension must equal in_features.", f"print(x.shape, model.{name or 'fc'}.in_features)", "matmul-shape-mismatch"),
-            fix("Let PyTorch infer in_features", "nn.LazyLinear sizes itself on the first forward pass.", f"self.{name or 'fc'} = nn.LazyLinear(out_features)", "matmul-shape-mismatch"),
+            remedy("matmul-shape-mismatch#print-input-in-features", layer=name),
+            remedy("matmul-shape-mismatch#lazy-linear-first-pass", layer=name),
         ]
         return hit("shapes.matmul_no_sizes", "shape_mismatch", "Matrix product inner dimensions differ", cause, fixes, ("matmul-shape-mismatch",),
                    _with_location(ctx, [error_fact(ctx)]), 0.88, facts=Facts(layer=name, layer_kind=kind, call="addmm"))
@@ -97,8 +97,8 @@ def matmul_mismatch(ctx: Context) -> RuleHit | None:
         if want_inner != got_inner:
             cause += " A missing transpose of the second operand (k instead of k.transpose(1, 2)) gives exactly this."
         fixes = [
-            fix("Print both operand shapes before the product", "Both must be 3-D with the same batch size, and the inner sizes must agree.", "print(a.shape, b.shape)", "matmul-shape-mismatch"),
-            fix("Transpose the second operand's last two axes if it is stored as B×p×m", "", "out = torch.bmm(a, b.transpose(1, 2))", "matmul-shape-mismatch"),
+            remedy("matmul-shape-mismatch#print-bmm-operands"),
+            remedy("matmul-shape-mismatch#bmm-transpose-second"),
         ]
         found = [error_fact(ctx), Fact("shape", f"second operand starts with [{got_batch}, {got_inner}], expected [{want_batch}, {want_inner}]")]
         values = Facts(numbers={"batch_expected": want_batch, "inner_expected": want_inner, "batch_got": got_batch, "inner_got": got_inner}, call="bmm")
@@ -111,8 +111,8 @@ def matmul_mismatch(ctx: Context) -> RuleHit | None:
         cause = (f"matmul got a {da}-D and a {db}-D operand: the {which} one is a 0-D scalar tensor (for example the result of a "
                  "full reduction such as .sum()/.mean(), or an element picked out by indexing), and a matrix product needs at least one dimension on both sides.")
         fixes = [
-            fix("Multiply element-wise if scaling by a scalar was intended", "`*` broadcasts a 0-D tensor over the other operand.", "out = s * v", "matmul-shape-mismatch"),
-            fix("Otherwise keep the dimension the reduction removed", "Reduce with keepdim=True, or unsqueeze the scalar back to the shape the product needs.", "s = x.sum(dim=-1, keepdim=True)", "matmul-shape-mismatch"),
+            remedy("matmul-shape-mismatch#scalar-elementwise"),
+            remedy("matmul-shape-mismatch#keepdim-reduction"),
         ]
         values = Facts(numbers={"ndim_a": da, "ndim_b": db}, call="matmul")
         return hit("shapes.matmul_scalar", "shape_mismatch", "matmul with a 0-D tensor", cause, fixes, ("matmul-shape-mismatch",),
@@ -124,12 +124,12 @@ def matmul_mismatch(ctx: Context) -> RuleHit | None:
         if r.group(1):
             cause = (f"torch.mm multiplies two 2-D matrices, but its {which} operand is not 2-D: a vector (1-D) or a batched tensor (3-D+) "
                      "reached a function that only takes matrices.")
-            fixes = [fix("Use torch.matmul (or @), which handles vectors and batches", "Or unsqueeze a vector into a 1×n matrix first.", "out = a @ b  # torch.matmul", "matmul-shape-mismatch")]
+            fixes = [remedy("matmul-shape-mismatch#mm-use-matmul")]
         else:
             cause = (f"torch.bmm multiplies two batches of matrices (B×n×m and B×m×p), but its {which} operand is not 3-D: a single matrix or a "
                      "tensor with extra axes reached it.")
-            fixes = [fix("Give both operands a batch axis, or use torch.matmul", "matmul broadcasts a single matrix against a batch.", "out = torch.matmul(a, b)  # or a.unsqueeze(0).expand(b.size(0), -1, -1)", "matmul-shape-mismatch")]
-        fixes.append(fix("Print both operand shapes", "", "print(a.shape, b.shape)", "matmul-shape-mismatch"))
+            fixes = [remedy("matmul-shape-mismatch#bmm-batch-axis")]
+        fixes.append(remedy("matmul-shape-mismatch#print-operand-shapes"))
         return hit("shapes.matmul_rank", "shape_mismatch", f"Operand `{arg}` has the wrong number of dimensions", cause, fixes, ("matmul-shape-mismatch",),
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(argument=arg, call="bmm" if r.group(2) else "mm"))
     return None
@@ -166,11 +166,9 @@ def _classifier_resolution(ctx: Context, head: str) -> RuleHit:
               "the network was designed for (224×224 for most ImageNet classifiers, 299×299 for Inception); another image size (or a "
               "replaced head with another flatten size) gives this error.")
     fixes = [
-        fix("Resize the inputs to the size the model expects", "Bring every image to the network's input size in the transform (224×224 for most ImageNet classifiers).",
-            "transforms.Compose([transforms.Resize((224, 224)), transforms.ToTensor()])", "matmul-shape-mismatch"),
-        fix("Or pool adaptively before the head", "An adaptive pooling layer gives a fixed-size output for any input resolution (current torchvision releases do this).",
-            "model.avgpool = nn.AdaptiveAvgPool2d((1, 1))", "matmul-shape-mismatch"),
-        fix("Print the input shape before the model", "Compare the height and width with the resolution the model was built for.", "print(images.shape)", "matmul-shape-mismatch"),
+        remedy("matmul-shape-mismatch#resize-to-model-input"),
+        remedy("matmul-shape-mismatch#adaptive-pool-head"),
+        remedy("matmul-shape-mismatch#print-input-images"),
     ]
     facts = Facts(shapes=((sizes[0], sizes[1]), (sizes[2], sizes[3])) if len(sizes) == 4 else (), layer=head, layer_kind="Linear", call="addmm")
     return hit("shapes.matmul_input_resolution", "shape_mismatch", f"Classifier head `{head}` got features of another input size", cause, fixes,
@@ -223,22 +221,19 @@ def _linear_mismatch(ctx: Context, rows: int, got: int, inner: int, out: int) ->
         ratio = got // inner if got % inner == 0 else inner // got
         cause += f" One size is exactly {ratio}× the other: a dimension was probably merged into the features (or split off) by a view/flatten — check which axes you flatten."
     fixes = [
-        fix(f"Make the layer match the data: nn.Linear({got}, {out})", f"The layer was built for {inner} features but receives {got}; if {got} per sample is correct, build it with in_features={got}.", f"self.{name or 'fc'} = nn.Linear({got}, {out})", "matmul-shape-mismatch"),
-        fix("Let PyTorch infer in_features", "nn.LazyLinear infers in_features on the first forward pass, so changing the input resolution no longer breaks the head.", f"self.{name or 'fc'} = nn.LazyLinear({out})", "matmul-shape-mismatch"),
-        fix("Or compute the flatten size from a dummy input", "Run the feature extractor once on a tensor of the real input size and read the flattened size instead of hard-coding it.", "with torch.no_grad():\n    n_features = self.features(torch.zeros(1, *input_shape)).flatten(1).shape[1]", "matmul-shape-mismatch"),
-        fix("Flatten only the non-batch dimensions", "x.flatten(1) (or x.view(x.size(0), -1)) keeps the batch axis intact; a hard-coded view can fold the batch into the features.", "x = torch.flatten(x, 1)", "matmul-shape-mismatch"),
+        remedy("matmul-shape-mismatch#linear-match-data", got=got, in_features=inner, out_features=out, layer=name),
+        remedy("matmul-shape-mismatch#lazy-linear", out_features=out, layer=name),
+        remedy("matmul-shape-mismatch#dummy-input-flatten-size"),
+        remedy("matmul-shape-mismatch#flatten-non-batch"),
     ]
     if got in _EMBED_WIDTHS and inner in _EMBED_WIDTHS and not explain:
         # Both sizes are common hidden widths of pretrained encoders (768 vs 1024 ...): two model variants were mixed.
         cause += (f" Both {got} and {inner} are typical embedding widths of pretrained encoders, so the features may come from a different "
                   "encoder variant (or checkpoint) than the one this layer was trained with.")
-        fixes.insert(0, fix(f"If the input is a pretrained encoder's embedding, load the encoder variant whose width is {inner}",
-                            f"A layer trained on {inner}-wide embeddings needs the same encoder (and its weights); a {got}-wide encoder is a different "
-                            "model size/family. Check which encoder checkpoint the configuration loads.", None, "matmul-shape-mismatch"))
+        fixes.insert(0, remedy("matmul-shape-mismatch#encoder-variant-width", in_features=inner, got=got))
     elif got % inner and inner % got:
         # Linear acts on the last axis, so the features may sit on another axis of the input (ranked lower when a flatten explains the sizes).
-        fixes.insert(len(fixes) if explain else 2, fix("If the features sit on another axis, move them last", "nn.Linear works on the last dimension; a channels-first or [batch, features, steps] "
-                            "tensor has to be transposed/permuted first (print the shape before the layer).", "x = x.transpose(1, 2)   # [B, F, T] -> [B, T, F]", "matmul-shape-mismatch"))
+        fixes.insert(len(fixes) if explain else 2, remedy("matmul-shape-mismatch#features-last-axis"))
     return hit("shapes.matmul", "shape_mismatch", f"Linear layer expects {inner} input features but got {got}", cause, fixes,
                ("matmul-shape-mismatch", "overfit-one-batch"), _with_location(ctx, found), 0.95,
                facts=_matmul_facts(ctx, rows, got, inner, out), conjecture=conjecture)
@@ -252,11 +247,11 @@ def _operand_mismatch(ctx: Context, rows: int, got: int, inner: int, out: int) -
     elif got == out:
         cause += " The second operand looks transposed: its last dimension matches instead of its first."
     fixes = [
-        fix(f"Find which operand is wrong: {rows}x{got} @ {inner}x{out}", f"The first operand's columns ({got}) must equal the second operand's rows ({inner}); check which layout differs from what the code assumes (transposed, batch-first vs sequence-first, a layer sized for another input).", "print(a.shape, b.shape)", "matmul-shape-mismatch"),
-        fix("Transpose or reorder the operands", "Use b.transpose(-2, -1) or swap a and b so the inner dimensions agree.", None, "matmul-shape-mismatch"),
+        remedy("matmul-shape-mismatch#find-wrong-operand", rows=rows, got=got, expected=inner, cols=out),
+        remedy("matmul-shape-mismatch#transpose-operands"),
     ]
     if out == inner:
-        fixes.insert(1, fix(f"If the second operand is a {inner}x{out} weight, size it for {got} inputs", f"A square {inner}x{out} weight built for {inner} features receives {got}-dimensional rows.", f"nn.Linear({got}, {out})", "matmul-shape-mismatch"))
+        fixes.insert(1, remedy("matmul-shape-mismatch#size-square-weight", expected=inner, cols=out, got=got))
     return hit("shapes.matmul_operands", "shape_mismatch", f"Matrix product inner dimensions differ ({got} vs {inner})", cause, fixes,
                ("matmul-shape-mismatch",), _with_location(ctx, found), 0.93, facts=_matmul_facts(ctx, rows, got, inner, out))
 
@@ -323,9 +318,8 @@ def conv_input(ctx: Context) -> RuleHit | None:
 def _conv_channels(ctx: Context, weight: tuple[int, ...], inp: tuple[int, ...], want: int, got: int) -> RuleHit:
     name, kind = ctx.layer
     label = f"`{name}`" if name else "the convolution"
-    attr = name or "conv"
-    out_ch = weight[0] if weight else "out_channels"
-    k = weight[-1] if weight else 3
+    # The conv's own out_channels and kernel size when the message printed its weight (the fix's defaults otherwise).
+    conv_values = {"layer": name, "out_features": weight[0] if weight else None, "kernel_size": weight[-1] if weight else None}
     found = [error_fact(ctx), Fact("shape", f"conv weight {fmt_shape(weight)}: expects {want} input channels"),
              Fact("shape", f"input {fmt_shape(inp)}: dimension 1 (channels) is {got}")]
     values = Facts(shapes=(weight, inp), numbers={"expected_channels": want, "got_channels": got}, layer=name, layer_kind=kind or "Conv")
@@ -333,21 +327,21 @@ def _conv_channels(ctx: Context, weight: tuple[int, ...], inp: tuple[int, ...], 
         outcome, title = "shapes.conv_channels_last", "Input is channels-last (N, H, W, C)"
         cause = (f"The input {fmt_shape(inp)} is channels-last: its last dimension is {inp[-1]} = the {want} channels "
                  f"{label} expects, but PyTorch convolutions read dimension 1 as channels (N, C, H, W), so it sees {got} channels.")
-        fixes = [fix("Permute the batch to N, C, H, W before the model", "Arrays from PIL/OpenCV/NumPy are H×W×C; convert them once in the Dataset or before the forward call.", "x = x.permute(0, 3, 1, 2).contiguous()", "conv-input-mismatch")]
+        fixes = [remedy("conv-input-mismatch#permute-to-nchw")]
     elif want == 3 and got == 1:
         outcome, title = "shapes.conv_gray_to_rgb", "Convolution expects 3 channels, got 1"
         cause = (f"{_cap(label)} expects 3-channel (RGB) images but received 1-channel (grayscale) input {fmt_shape(inp)}. "
                  "Models and pretrained weights built for RGB need 3 channels.")
         fixes = [
-            fix("Convert the images to 3 channels", "Repeat the gray channel (or convert at load time with PIL .convert('RGB') / torchvision Grayscale(num_output_channels=3)).", "x = x.repeat(1, 3, 1, 1)  # or x.expand(-1, 3, -1, -1)", "conv-input-mismatch"),
-            fix("Or build the first conv for 1 channel (in_channels=1)", "If you train from scratch on grayscale data, make the stem accept one channel.", f"self.{attr} = nn.Conv2d(1, {out_ch}, kernel_size={k})", "conv-input-mismatch"),
+            remedy("conv-input-mismatch#gray-to-rgb"),
+            remedy("conv-input-mismatch#stem-one-channel", **conv_values),
         ]
     elif want == 1 and got == 3:
         outcome, title = "shapes.conv_rgb_to_gray", "Convolution expects 1 channel, got 3"
         cause = f"{_cap(label)} was built for 1-channel (grayscale) input but received 3-channel images {fmt_shape(inp)}."
         fixes = [
-            fix("Convert the images to one channel", "Convert at load time (PIL .convert('L')), or average the channels.", "x = x.mean(dim=1, keepdim=True)", "conv-input-mismatch"),
-            fix("Or build the first conv for 3 channels", "If the data really has three channels, make the stem accept them.", f"self.{attr} = nn.Conv2d(3, {out_ch}, kernel_size={k})", "conv-input-mismatch"),
+            remedy("conv-input-mismatch#rgb-to-gray"),
+            remedy("conv-input-mismatch#stem-three-channels", **conv_values),
         ]
     else:
         outcome, title = "shapes.conv_channels", f"Convolution expects {want} input channels, got {got}"
@@ -355,8 +349,8 @@ def _conv_channels(ctx: Context, weight: tuple[int, ...], inp: tuple[int, ...], 
                  f"(shape {fmt_shape(inp)}). Either the layer before it outputs {got} channels (its out_channels does not match this conv's "
                  f"in_channels={want}), or the input is not laid out as N, C, H, W.")
         fixes = [
-            fix(f"Make the channel counts agree ({got} vs {want})", f"Set this conv's in_channels to {got}, or the previous layer's out_channels to {want}.", f"self.{attr} = nn.Conv2d({got}, {out_ch}, kernel_size={k})", "conv-input-mismatch"),
-            fix("Check the layout", "Print x.shape before the conv; channels must be dimension 1.", "print(x.shape)  # expect (N, C, H, W)", "conv-input-mismatch"),
+            remedy("conv-input-mismatch#match-channel-counts", got=got, expected=want, **conv_values),
+            remedy("conv-input-mismatch#check-layout"),
         ]
     return hit(outcome, "shape_mismatch", title, cause, fixes, _CONV_DOCS, _with_location(ctx, found), 0.95, facts=values)
 
@@ -372,30 +366,30 @@ def _conv_rank(ctx: Context, unbatched: int, batched: int, op: str, size: tuple[
         in_ch = weight[1] if len(weight) > 1 else None
         if in_ch is not None and size and size[0] == in_ch:
             detail = f"its first dimension ({size[0]}) equals the conv's in_channels, so this is one sample (C, H, W) without the batch axis"
-            code = "x = x.unsqueeze(0)  # (C, H, W) -> (1, C, H, W)"
+            ref = "conv-input-mismatch#add-batch-axis"
         elif in_ch == 1:
             detail = "the conv takes one channel, so this is probably a batch of single-channel images (N, H, W) without the channel axis"
-            code = "x = x.unsqueeze(1)  # (N, H, W) -> (N, 1, H, W)"
+            ref = "conv-input-mismatch#add-channel-axis"
         else:
             detail = "either the batch axis (a single sample) or the channel axis is missing"
-            code = "print(x.shape)  # restore (N, C, H, W) with unsqueeze"
+            ref = "conv-input-mismatch#add-missing-axis"
         cause = f"{op} needs a {batched}-D input (N, C, …) but got {fmt_shape(size)}, one dimension short: {detail}."
-        fixes = [fix("Add the missing axis", "", code, "conv-input-mismatch")]
+        fixes = [remedy(ref)]
         return hit("shapes.conv_missing_axis", "shape_mismatch", f"{op} input is missing a dimension", cause, fixes, _CONV_DOCS,
                    _with_location(ctx, found), 0.92, facts=values)
     if got < batched:
         if got == unbatched - 1:
             cause = f"{op} got a {got}-D tensor {fmt_shape(size)}: both the batch and the channel dimension are missing (e.g. a single H×W grayscale image)."
-            code = "x = x.unsqueeze(0).unsqueeze(0)  # (H, W) -> (1, 1, H, W)"
+            ref = "conv-input-mismatch#add-batch-channel-axes"
         else:
             cause = f"{op} got a {got}-D tensor {fmt_shape(size)} where it needs {accepts} (N, C, …): the data was flattened or indexed down too far."
-            code = "print(x.shape)  # restore (N, C, H, W) with view/unsqueeze"
-        fixes = [fix("Give the tensor the layout the layer expects", "Add the missing batch/channel axes.", code, "conv-input-mismatch")]
+            ref = "conv-input-mismatch#restore-layout"
+        fixes = [remedy(ref)]
         return hit("shapes.conv_rank", "shape_mismatch", f"{op} received a {got}-D input", cause, fixes, _CONV_DOCS,
                    _with_location(ctx, found), 0.92, facts=values)
     cause = (f"{op} got a {got}-D tensor {fmt_shape(size)}, more dimensions than the {batched}-D (N, C, …) it accepts: an extra axis "
              "(frames of a clip, crops or views per sample) must be merged into the batch first, or a 3-D layer used.")
-    fixes = [fix("Merge the extra axis into the batch", "Fold it in before the layer and unfold it after.", "n, t = x.shape[:2]\ny = layer(x.flatten(0, 1))        # (N*T, C, H, W)\ny = y.view(n, t, *y.shape[1:])", "conv-input-mismatch")]
+    fixes = [remedy("conv-input-mismatch#merge-extra-axis")]
     return hit("shapes.conv_rank_extra", "shape_mismatch", f"{op} received a {got}-D input", cause, fixes, _CONV_DOCS,
                _with_location(ctx, found), 0.92, facts=values)
 
@@ -408,12 +402,12 @@ def _norm_rank(ctx: Context, low: int, high: int, got: int) -> RuleHit:
     if got == low - 1:
         cause = (f"{_cap(layer)} expects a {want} batch but got a {got}-D tensor: the batch dimension is missing — "
                  "typically a single sample passed to the model without a batch axis.")
-        fixes = [fix("Add the batch dimension", "", "x = x.unsqueeze(0)  # a batch of one", "conv-input-mismatch")]
+        fixes = [remedy("conv-input-mismatch#norm-add-batch-dim")]
         return hit("shapes.norm_rank", "shape_mismatch", f"Layer expects {want} input, got {got}-D", cause, fixes, _CONV_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.92, facts=values)
     cause = (f"{_cap(layer)} expects {want} input but got {got}-D: the layer variant does not match the data (BatchNorm1d takes (N, C) or "
              "(N, C, L), BatchNorm2d (N, C, H, W), BatchNorm3d (N, C, D, H, W)), or the tensor was reshaped on the way.")
-    fixes = [fix("Use the normalization layer that matches the input rank, or reshape the input", "", "print(x.shape)  # then pick BatchNorm1d/2d/3d accordingly", "conv-input-mismatch")]
+    fixes = [remedy("conv-input-mismatch#norm-match-rank")]
     return hit("shapes.norm_rank_other", "shape_mismatch", f"Layer expects {want} input, got {got}-D", cause, fixes, _CONV_DOCS,
                _with_location(ctx, [error_fact(ctx)]), 0.9, facts=values)
 
@@ -429,8 +423,8 @@ def _conv_too_small(ctx: Context, m: re.Match[str] | None, m2: re.Match[str] | N
                  "The input is too small for this many downsampling stages.")
         values = Facts(names=(f"input {m2.group(1)}", f"output {m2.group(2)}"))
     fixes = [
-        fix("Feed larger inputs or downsample less", "Resize inputs to the resolution the architecture expects, or remove a pooling stage / add padding.", None, "conv-input-mismatch"),
-        fix("Print the shape after each stage", "A forward hook per layer shows where the spatial size collapses.", "for n, m in model.named_modules():\n    m.register_forward_hook(lambda mod, i, o, n=n: print(n, tuple(o.shape)) if torch.is_tensor(o) else None)", "overfit-one-batch"),
+        remedy("conv-input-mismatch#larger-inputs"),
+        remedy("overfit-one-batch#print-shape-per-stage"),
     ]
     return hit("shapes.conv_too_small", "shape_mismatch", "Input too small for the kernel", cause, fixes, _CONV_DOCS,
                _with_location(ctx, [error_fact(ctx)]), 0.9, facts=values)
@@ -469,7 +463,7 @@ def broadcast(ctx: Context) -> RuleHit | None:
         out, full = _shape_of(m.group(1)), _shape_of(m.group(2))
         cause = (f"An in-place operation writes into a tensor of shape {fmt_shape(out)}, but the result broadcasts to {fmt_shape(full)}. "
                  "In-place ops cannot grow their target.")
-        fixes = [fix("Use the out-of-place form", "Write `x = x + y` instead of `x += y` (or `x.add_(y)`), or make the smaller operand the other one.", "x = x + y", "broadcast-size-mismatch")]
+        fixes = [remedy("broadcast-size-mismatch#out-of-place")]
         return hit("shapes.inplace_broadcast", "shape_mismatch", "In-place result would need a larger shape", cause, fixes, _BCAST_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(out, full)))
     m = ctx.search(r"Sizes of tensors must match except in dimension (\d+)\. (?:Expected|Got) size (\d+) (?:but got|and) size (\d+) for tensor number (\d+) in the list")
@@ -480,9 +474,9 @@ def broadcast(ctx: Context) -> RuleHit | None:
         if abs(want - got) == 1:
             cause += (" The sizes differ by one: a spatial size that was odd before a pooling/strided conv comes back one pixel smaller after "
                       "upsampling, so skip connections no longer line up.")
-        fixes = [fix("Pad or crop to a common size, or concatenate along the dimension that differs", "Print [t.shape for t in tensors] to see which one is off.", "print([t.shape for t in tensors])", "broadcast-size-mismatch")]
+        fixes = [remedy("broadcast-size-mismatch#cat-pad-or-crop")]
         if abs(want - got) == 1:
-            fixes.insert(0, fix("Resize one tensor to the other's spatial size before concatenating", "Or feed inputs whose size is divisible by 2**(number of downsamplings).", "x = F.interpolate(x, size=skip.shape[-2:])\nx = torch.cat([x, skip], dim=1)", "broadcast-size-mismatch"))
+            fixes.insert(0, remedy("broadcast-size-mismatch#cat-resize-skip"))
         values = Facts(numbers={"dim": dim, "expected_size": want, "got_size": got, "tensor_index": idx}, call="torch.cat")
         return hit("shapes.cat", "shape_mismatch", "torch.cat inputs differ outside the concatenation dimension", cause, fixes, _BCAST_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.92, facts=values)
@@ -491,28 +485,28 @@ def broadcast(ctx: Context) -> RuleHit | None:
         a, b = int(m.group(1)), int(m.group(2))
         cause = (f"torch.cat joins tensors that all have the same number of dimensions, but the list mixes {a}-D and {b}-D tensors: one of them "
                  "lost or gained an axis (a squeeze, a missing batch/channel axis, or a per-sample tensor among batched ones).")
-        fixes = [fix("Bring every tensor to the same rank before concatenating", "unsqueeze the lower-rank one (or use torch.stack to create a new axis).", "print([t.shape for t in tensors])\nt = t.unsqueeze(-1)", "broadcast-size-mismatch")]
+        fixes = [remedy("broadcast-size-mismatch#cat-same-rank")]
         return hit("shapes.cat_rank", "shape_mismatch", f"torch.cat mixes {a}-D and {b}-D tensors", cause, fixes, _BCAST_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(numbers={"ndim_a": a, "ndim_b": b}, call="torch.cat"))
     m = ctx.search(r"zero-dimensional tensor \(at position (\d+)\) cannot be concatenated")
     if m:
         cause = ("torch.cat joins tensors along an existing dimension, but the list holds 0-D scalars (for example per-batch losses or "
                  "metrics collected in a list), which have no dimension to join along.")
-        fixes = [fix("Stack scalars into a 1-D tensor instead", "torch.stack creates the new axis; for plain numbers use torch.tensor(values).", "total = torch.stack(losses)  # shape (len(losses),)", "broadcast-size-mismatch")]
+        fixes = [remedy("broadcast-size-mismatch#stack-scalars")]
         return hit("shapes.cat_zero_dim", "shape_mismatch", "torch.cat on 0-D tensors", cause, fixes, _BCAST_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(numbers={"position": int(m.group(1))}, call="torch.cat"))
     m = ctx.search(r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry (\d+) and \[([\d, ]*)\] at entry (\d+)")
     if m:
         a, b = _shape_of(m.group(1)), _shape_of(m.group(3))
         cause = f"torch.stack needs identical shapes, but entry {m.group(2)} is {fmt_shape(a)} and entry {m.group(4)} is {fmt_shape(b)}."
-        fixes = [fix("Pad to a common size before stacking", "For sequences use torch.nn.utils.rnn.pad_sequence; for images resize/crop first.", "from torch.nn.utils.rnn import pad_sequence\nbatch = pad_sequence(seqs, batch_first=True)", "collate-size-mismatch")]
+        fixes = [remedy("collate-size-mismatch#pad-before-stack")]
         return hit("shapes.stack", "shape_mismatch", "torch.stack inputs have different shapes", cause, fixes, ("collate-size-mismatch", "broadcast-size-mismatch"),
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(a, b), call="torch.stack"))
     m = ctx.search(r"The expanded size of the tensor \((-?\d+)\) must match the existing size \((\d+)\) at non-singleton dimension (\d+)")
     if m:
         new, old, dim = (int(g) for g in m.groups())
         cause = f"expand() can only stretch dimensions of size 1; dimension {dim} has size {old} and cannot become {new}."
-        fixes = [fix("Expand only size-1 dimensions", "unsqueeze the tensor first, or use repeat() if you really need copies.", "t = t.unsqueeze(0).expand(n, -1)", "broadcast-size-mismatch")]
+        fixes = [remedy("broadcast-size-mismatch#expand-singleton")]
         return hit("shapes.expand", "shape_mismatch", "expand() on a non-singleton dimension", cause, fixes, _BCAST_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(numbers={"dim": dim, "existing_size": old, "target_size": new}, call="expand"))
     return None
@@ -527,17 +521,17 @@ def _elementwise(ctx: Context, a: int, b: int, dim: int) -> RuleHit:
     if src:
         cause += f" The failing expression is `{src}`."
     fixes = [
-        fix("Print both shapes right before the failing line", "Find which operand has the unexpected size at that dimension.", "print(a.shape, b.shape)", "broadcast-size-mismatch"),
-        fix("Align the dimensions explicitly", "Use unsqueeze/view/permute so the axes you mean line up; don't rely on implicit broadcasting.", "b = b.unsqueeze(1)  # (N,) -> (N, 1)", "broadcast-size-mismatch"),
+        remedy("broadcast-size-mismatch#print-both-shapes"),
+        remedy("broadcast-size-mismatch#align-dims"),
     ]
     if a != 1 and b != 1 and (a % b == 0 or b % a == 0):
-        fixes.append(fix("Check for a merged or split axis", f"{max(a, b)} is a multiple of {min(a, b)}: a reshape may have merged the batch with another axis.", None, "broadcast-size-mismatch"))
+        fixes.append(remedy("broadcast-size-mismatch#merged-split-axis", larger=max(a, b), smaller=min(a, b)))
     weight_name = _WEIGHT_NAMES.search(src)
     if weight_name:
         # The failing line multiplies a per-class weight (alpha, class_weight, …) with per-sample values.
         cause += (f" `{weight_name.group(0).removeprefix('self.')}` on that line looks like a per-class weight vector (one entry per class) being combined with "
                   "per-sample values (one per batch element): each sample's weight must be selected by its target class first.")
-        fixes.insert(0, fix("Index per-class weights by the target", "Gives one weight per sample, matching the per-sample loss.", f"w = {weight_name.group(0)}[target]   # (N,) from (num_classes,)", "broadcast-size-mismatch"))
+        fixes.insert(0, remedy("broadcast-size-mismatch#index-class-weights", variable=weight_name.group(0)))
         return hit("shapes.broadcast_class_weights", "shape_mismatch", f"Per-class weights combined with per-sample values ({a} vs {b})", cause, fixes,
                    _BCAST_DOCS, _with_location(ctx, found), 0.93, facts=values)
     if ctx.search(r"attn|attention|mask", re.I):
@@ -573,7 +567,7 @@ def view_reshape(ctx: Context) -> RuleHit | None:
         known = math.prod(d for d in dims if d != -1) or 1
         found = [error_fact(ctx), Fact("shape", f"requested shape {dims} for a tensor with {numel} elements")]
         values = Facts(shapes=(tuple(dims),), numbers={"numel": numel})
-        fixes = [fix("Derive sizes from the tensor, not constants", "Use the tensor's own batch size and let -1 infer one dimension.", "x = x.view(x.size(0), -1)  # or torch.flatten(x, 1)", "view-reshape-invalid")]
+        fixes = [remedy("view-reshape-invalid#derive-sizes")]
         readings = _view_readings(dims, numel)
         if readings:
             return _view_readings_hit(ctx, dims, numel, known, readings, found, fixes, values, docs)
@@ -583,14 +577,14 @@ def view_reshape(ctx: Context) -> RuleHit | None:
         else:
             cause = f"view/reshape to {dims} needs exactly {known} elements, but the tensor has {numel}."
         cause += " The sizes written in the call do not describe this tensor (a feature/sequence size changed upstream, or the wrong tensor is reshaped)."
-        fixes.append(fix("Print the tensor's shape right before the view", "Compare it with the sizes you pass.", "print(x.shape, x.numel())", "view-reshape-invalid"))
+        fixes.append(remedy("view-reshape-invalid#print-before-view"))
         return hit("shapes.view_invalid", "shape_mismatch", "Reshape to an incompatible size", cause, fixes, docs, _with_location(ctx, found), 0.93, facts=values)
     if ctx.search(r"view size is not compatible with input tensor's size and stride"):
         cause = ("view() needs memory laid out contiguously for the new shape, but this tensor is a non-contiguous view (after transpose, "
                  "permute, expand or slicing with steps), so its dimensions span separate memory regions.")
         fixes = [
-            fix("Use reshape (copies only if needed)", "reshape() returns a view when possible and a copy otherwise.", "y = x.reshape(n, -1)", "view-reshape-invalid"),
-            fix("Or make the tensor contiguous first", "", "y = x.contiguous().view(n, -1)", "view-reshape-invalid"),
+            remedy("view-reshape-invalid#use-reshape"),
+            remedy("view-reshape-invalid#contiguous-first"),
         ]
         return hit("shapes.view_stride", "shape_mismatch", "view() on a non-contiguous tensor", cause, fixes, docs,
                    _with_location(ctx, [error_fact(ctx)]), 0.93, facts=Facts(call="view"))
@@ -642,22 +636,21 @@ def _view_readings_hit(ctx: Context, dims: list[int], numel: int, known: int, re
             found.append(Fact("shape", f"{numel} = {lead} × {per} (the leading size as requested)"))
             texts.append(f"the leading size {lead} is right and each of its rows holds {per} elements, not {rest} (the per-sample size "
                          "changed upstream: another input resolution, sequence length, feature count or subsampling than the sizes in the call assume)")
-    check = fix("Print the tensor's shape right before the call", f"Compare x.shape with the sizes passed ({dims}): it shows which size is wrong.",
-                "print(x.shape, x.numel())", "view-reshape-invalid")
+    check = remedy("view-reshape-invalid#print-before-call", shape=dims)
     head = f"view/reshape to {dims} needs {known} elements, but the tensor has {numel}."
     if len(readings) > 1:
         cause = (f"{head} Several readings fit the numbers: " + "; or ".join(f"({i + 1}) {t}" for i, t in enumerate(texts))
                  + ". The message alone does not tell which one is true; the tensor's real shape does.")
         fixes = [check, *fixes, _per_sample_fix(lead)]
         if any(kind == "rows" and n < lead for kind, n, _ in readings):
-            fixes.append(_DROP_LAST)
+            fixes.append(remedy("view-reshape-invalid#drop-last"))
         return hit("shapes.view_ambiguous", "shape_mismatch", "Reshape sizes do not match the tensor", cause, fixes, docs,
                    _with_location(ctx, found), 0.9, facts=values)
     kind, n, per = readings[0]
     if kind == "rows":
         cause = (f"{head} Only one reading divides evenly: {numel} = {n} rows of {per}, so {texts[0]}.")
         if n < lead:
-            fixes.append(_DROP_LAST)
+            fixes.append(remedy("view-reshape-invalid#drop-last"))
         fixes.append(check)
         return hit("shapes.view_batch", "shape_mismatch", f"Reshape asks for {lead} rows, tensor holds {n}", cause, fixes, docs,
                    _with_location(ctx, found), 0.93, facts=values)
@@ -668,12 +661,7 @@ def _view_readings_hit(ctx: Context, dims: list[int], numel: int, known: int, re
 
 
 def _per_sample_fix(lead: int) -> Fix:
-    return fix("If the per-sample size changed, take it from the data", "Make the sizes in the call follow the data (its resolution, sequence "
-               "length, feature count or subsampling) instead of a constant, or let -1 infer the size that changed.",
-               f"x = x.reshape({lead}, -1)", "view-reshape-invalid")
-
-
-_DROP_LAST = fix("Or drop the incomplete last batch", "If the model really needs a fixed batch size.", "DataLoader(ds, batch_size=B, drop_last=True)", "view-reshape-invalid")
+    return remedy("view-reshape-invalid#per-sample-from-data", lead=lead)
 
 
 _LOSS_DOCS = ("loss-input-target-shape", "overfit-one-batch")
@@ -726,8 +714,8 @@ def loss_shapes(ctx: Context) -> RuleHit | None:
                  f"{fmt_shape(want)} but is {fmt_shape(got)}: the class dimension of the logits is not dimension 1 (for a sequence model "
                  "producing (N, T, C) the classes are last).")
         fixes = [
-            fix("Move the class dimension to position 1", "", "loss = F.cross_entropy(logits.permute(0, 2, 1), target)  # (N, C, T) vs (N, T)", "loss-input-target-shape"),
-            fix("Or flatten both", "", "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))", "loss-input-target-shape"),
+            remedy("loss-input-target-shape#class-dim-to-1"),
+            remedy("loss-input-target-shape#flatten-both"),
         ]
         return hit("shapes.ce_target_size", "shape_mismatch", "Cross-entropy target size mismatch", cause, fixes, _LOSS_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(want, got), argument="target"))
@@ -737,8 +725,8 @@ def loss_shapes(ctx: Context) -> RuleHit | None:
 def _loss_batch(ctx: Context, inp: int, tgt: int) -> RuleHit:
     found = [error_fact(ctx), Fact("shape", f"loss input has {inp} rows, target has {tgt}")]
     values = Facts(numbers={"input_batch": inp, "target_batch": tgt}, argument="target")
-    fix_view = fix("Check view/flatten inside the model", "A hard-coded view(-1, features) with the wrong features count silently changes the number of rows.", "x = x.flatten(1)  # keeps the batch axis", "loss-input-target-shape")
-    fix_seq = fix("Flatten predictions and targets the same way", "For per-position outputs, flatten both to (B·T, C) and (B·T,).", "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))", "loss-input-target-shape")
+    fix_view = remedy("loss-input-target-shape#check-view-flatten")
+    fix_seq = remedy("loss-input-target-shape#flatten-preds-targets")
     if inp > tgt and inp % tgt == 0:
         k = inp // tgt
         cause = (f"The loss received {inp} predictions but {tgt} targets: {inp} = {tgt} × {k}. Each sample produced {k} rows of predictions — "
@@ -751,13 +739,13 @@ def _loss_batch(ctx: Context, inp: int, tgt: int) -> RuleHit:
         cause = (f"The loss received {inp} predictions but {tgt} targets: {tgt} = {inp} × {k}. The targets hold {k} entries per prediction — "
                  "per-position or multi-column labels were flattened while the predictions kept one row per sample, or the model folded "
                  f"{k} samples into one row (a view with too many features per row).")
-        fixes = [fix_view, fix("Print both shapes before the loss", "Decide whether the targets or the predictions have the wrong layout.", "print(logits.shape, target.shape)", "loss-input-target-shape")]
+        fixes = [fix_view, remedy("loss-input-target-shape#print-before-loss")]
         return hit("shapes.loss_batch_target_larger", "shape_mismatch", f"Loss input batch {inp} vs target batch {tgt}", cause, fixes,
                    _LOSS_DOCS, _with_location(ctx, found), 0.92, facts=values)
     cause = (f"The loss received {inp} predictions but {tgt} targets, and neither is a multiple of the other: the model output and the "
              "labels went through different reshapes (a view(-1, N) whose N is not the real per-sample size), were truncated/padded to different "
              "lengths, or come from different batches.")
-    fixes = [fix_view, fix("Print the shapes along the forward pass", "The first place where the leading size stops being the batch size is the bug.", "print(x.shape)  # after each reshape in forward()", "loss-input-target-shape")]
+    fixes = [fix_view, remedy("loss-input-target-shape#print-along-forward")]
     return hit("shapes.loss_batch_other", "shape_mismatch", f"Loss input batch {inp} vs target batch {tgt}", cause, fixes,
                _LOSS_DOCS, _with_location(ctx, found), 0.9, facts=values)
 
@@ -770,15 +758,14 @@ def _loss_elementwise(ctx: Context, inp: tuple[int, ...], tgt: tuple[int, ...]) 
         who = "model output" if extra_on_input else "target"
         cause = (f"The loss compares an input of shape {fmt_shape(inp)} with a target of shape {fmt_shape(tgt)}: the same values, but the "
                  f"{who} carries a trailing dimension of size 1 (one logit per sample kept as a column).")
-        code = "loss = criterion(output.squeeze(-1), target.float())" if extra_on_input else "loss = criterion(output, target.squeeze(-1))"
-        fixes = [fix("Drop the trailing size-1 dimension", "squeeze(-1) the tensor that has it so both shapes are identical.", code, "loss-input-target-shape")]
+        fixes = [remedy("loss-input-target-shape#squeeze-output" if extra_on_input else "loss-input-target-shape#squeeze-target")]
         return hit("shapes.loss_trailing_one", "shape_mismatch", "Loss input and target differ by a trailing 1", cause, fixes,
                    _LOSS_DOCS, _with_location(ctx, found), 0.93, facts=values)
     cause = (f"The loss compares an input of shape {fmt_shape(inp)} with a target of shape {fmt_shape(tgt)}; element-wise losses "
              "(BCE, BCEWithLogits, MSE) need identical shapes.")
     if inp and tgt and len(inp) == len(tgt) and inp[0] == tgt[0] and inp[1:] != tgt[1:]:
         cause += f" The batch sizes agree, so the model's output width ({inp[1:]}) does not match the label width ({tgt[1:]}): the head has a different number of outputs than the labels have columns."
-    fixes = [fix("Make output and target the same shape", "Build the head with as many outputs as the target has columns, or fix how the targets are encoded.", "print(output.shape, target.shape)", "loss-input-target-shape")]
+    fixes = [remedy("loss-input-target-shape#head-matches-target")]
     return hit("shapes.loss_elementwise", "shape_mismatch", "Loss input and target shapes differ", cause, fixes, _LOSS_DOCS,
                _with_location(ctx, found), 0.92, facts=values)
 
@@ -789,12 +776,12 @@ def _loss_broadcast_warning(ctx: Context, inp: tuple[int, ...], tgt: tuple[int, 
              f"target {fmt_shape(tgt)}, broadcasts them to a common larger shape and averages over pairs that do not belong together, so the "
              "loss value and its gradients are wrong even though training runs.")
     if inp and tgt and len(tgt) == len(inp) + 1 and tgt[-1] == 1:
-        code = "loss = F.mse_loss(output, target.squeeze(-1))"
+        ref = "loss-input-target-shape#mse-squeeze-target"
     elif inp and tgt and len(inp) == len(tgt) + 1 and inp[-1] == 1:
-        code = "loss = F.mse_loss(output.squeeze(-1), target)"
+        ref = "loss-input-target-shape#mse-squeeze-output"
     else:
-        code = "assert output.shape == target.shape, (output.shape, target.shape)"
-    fixes = [fix("Give output and target exactly the same shape", "squeeze/unsqueeze or reshape the one that differs; an assert keeps it from coming back.", code, "loss-input-target-shape")]
+        ref = "loss-input-target-shape#assert-same-shape"
+    fixes = [remedy(ref)]
     return hit("shapes.loss_broadcast_warning", "shape_mismatch", "Loss broadcasts input and target of different shapes", cause, fixes,
                _LOSS_DOCS, _with_location(ctx, found), 0.9, facts=Facts(shapes=(inp, tgt), argument="target"))
 
@@ -803,16 +790,16 @@ def _multi_target(ctx: Context) -> RuleHit:
     if _frames_mention(ctx, r"cosine_embedding_loss|CosineEmbeddingLoss"):
         cause = ("cosine_embedding_loss takes a target with one entry per pair (+1 similar, -1 dissimilar), shape (N,) or a scalar, but it "
                  "received a target with more dimensions — typically a per-element or per-feature tensor passed where one label per pair is meant.")
-        fixes = [fix("Pass one ±1 label per pair", "", "target = torch.ones(x1.size(0), device=x1.device)  # (N,) of +1/-1\nloss = F.cosine_embedding_loss(x1, x2, target)", "loss-input-target-shape")]
+        fixes = [remedy("loss-input-target-shape#cosine-one-label")]
         return hit("shapes.cosine_target", "shape_mismatch", "cosine_embedding_loss target has too many dimensions", cause, fixes, _LOSS_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(argument="target", call="cosine_embedding_loss"))
     cause = ("cross_entropy/nll_loss with class-index targets expects one integer class per sample (shape (N,)), but the target has a second "
              "dimension. Either it keeps a trailing column of size 1, it is one-hot encoded (N, C), or it holds several labels per sample "
              "(multi-label data, which this loss does not model).")
     fixes = [
-        fix("If the target is (N, 1): squeeze the column", "", "loss = F.cross_entropy(logits, target.squeeze(1))", "cross-entropy-target-format"),
-        fix("If the target is one-hot (N, C) with C = number of classes: pass class indices", "argmax over the class axis recovers the index; or pass it as float probabilities.", "loss = F.cross_entropy(logits, target.argmax(dim=1))  # or target.float()", "cross-entropy-target-format"),
-        fix("If each sample really has several labels: use a multi-label loss", "BCEWithLogitsLoss takes a float (N, C) target of 0/1.", "loss = F.binary_cross_entropy_with_logits(logits, target.float())", "loss-input-target-shape"),
+        remedy("cross-entropy-target-format#squeeze-target-column"),
+        remedy("cross-entropy-target-format#one-hot-to-index"),
+        remedy("loss-input-target-shape#multi-label-bce"),
     ]
     return hit("shapes.multi_target", "shape_mismatch", "Class-index loss got a multi-column target", cause, fixes,
                ("cross-entropy-target-format", "loss-input-target-shape"), _with_location(ctx, [error_fact(ctx)]), 0.92, facts=Facts(argument="target"))
@@ -856,11 +843,11 @@ def spatial_target(ctx: Context) -> RuleHit | None:
             cause = (f"The logits reaching the loss are a spatial map (N, C, H, W) — which makes cross entropy expect per-pixel targets — but the "
                      f"target is {shown}: one class per sample. For image classification the model output still has spatial axes: "
                      "it needs global pooling/flatten before the classifier so the logits become (N, C).")
-            fixes = [fix("Reduce the spatial axes before the classifier", "", "x = F.adaptive_avg_pool2d(x, 1).flatten(1)  # (N, C, H, W) -> (N, C)\nlogits = self.fc(x)", "segmentation-target-shape")]
+            fixes = [remedy("segmentation-target-shape#pool-before-classifier")]
         else:
             cause = (f"The logits are a spatial map (N, C, H, W), so the target must be an (N, H, W) map of class indices, but it is {shown}: "
                      "the masks were flattened (or only part of the spatial axes survived).")
-            fixes = [fix("Keep the masks as (N, H, W)", "Reshape them to the logits' spatial size, or flatten both the same way.", "target = target.view(logits.size(0), *logits.shape[2:])", "segmentation-target-shape")]
+            fixes = [remedy("segmentation-target-shape#keep-masks-nhw")]
         return hit("shapes.seg_target_low_rank", "shape_mismatch", "Spatial logits, but targets have too few dimensions", cause, fixes,
                    _SEG_DOCS, _with_location(ctx, found), 0.9, facts=values)
     if len(size) == 4:
@@ -868,7 +855,7 @@ def spatial_target(ctx: Context) -> RuleHit | None:
             axis = 1 if size[1] == 1 else -1
             cause = (f"Per-pixel cross entropy needs a target of shape (N, H, W) holding class indices, but the masks are {fmt_shape(size)}: "
                      f"they keep a channel axis of size 1 (dimension {axis}), as masks loaded as single-channel images usually do.")
-            fixes = [fix(f"Drop the size-1 channel axis (dim {axis})", "Do it in the Dataset or right before the loss; keep the dtype int64.", f"loss = criterion(logits, masks.squeeze({axis}).long())", "segmentation-target-shape")]
+            fixes = [remedy("segmentation-target-shape#squeeze-channel-axis", dim=axis)]
             return hit("shapes.seg_target_singleton", "shape_mismatch", "Segmentation target has a channel axis of size 1", cause, fixes,
                        _SEG_DOCS, _with_location(ctx, found), 0.93, facts=values)
         axis = -1 if size[-1] <= size[1] else 1
@@ -878,16 +865,16 @@ def spatial_target(ctx: Context) -> RuleHit | None:
                  f"{fmt_shape(size)} with {k} values per pixel along dimension {axis}: "
                  + ("an RGB/RGBA colour-coded mask (each class painted as a colour), or a one-hot encoding of the classes." if colour
                     else f"a one-hot (or multi-channel) encoding with {k} channels."))
-        fixes = [fix(f"One-hot masks: take the class index along dimension {axis}", "", f"target = masks.argmax(dim={axis})  # (N, H, W), int64", "segmentation-target-shape")]
+        fixes = [remedy("segmentation-target-shape#one-hot-argmax", dim=axis)]
         if colour:
-            fixes.insert(0, fix("Colour masks: map each colour to its class id when loading", "Or save/load the masks as single-channel index images (PIL mode 'L' or 'P').", "ids = torch.zeros(mask.shape[:2], dtype=torch.long)\nfor cls, rgb in enumerate(palette):\n    ids[(mask[..., :3] == torch.tensor(rgb)).all(-1)] = cls", "segmentation-target-shape"))
+            fixes.insert(0, remedy("segmentation-target-shape#colour-to-class"))
         return hit("shapes.seg_target_multichannel", "shape_mismatch", f"Segmentation target has {k} channels per pixel", cause, fixes,
                    _SEG_DOCS, _with_location(ctx, found), 0.92, facts=values)
     shown = f"{ndim}-D targets" if ndim else "targets of another shape"
     cause = (f"The logits are a spatial map (N, C, H, W), so cross entropy needs an (N, H, W) target of class indices, but it got {shown}: "
              "the masks carry an extra axis — a channel axis of size 1 from loading them as images, or a one-hot/colour axis.")
     fixes = [
-        fix("Print the mask shape and remove the extra axis", "A (N, 1, H, W) mask needs squeeze(1); a one-hot (N, C, H, W) mask needs argmax(dim=1).", "print(masks.shape)\ntarget = masks.squeeze(1).long()  # or masks.argmax(dim=1)", "segmentation-target-shape"),
+        remedy("segmentation-target-shape#print-mask-remove-axis"),
     ]
     return hit("shapes.seg_target_extra_dim", "shape_mismatch", "Segmentation target has an extra dimension", cause, fixes,
                _SEG_DOCS, _with_location(ctx, found), 0.9, facts=values)
@@ -913,9 +900,9 @@ def norm_layers(ctx: Context) -> RuleHit | None:
         cause = (f"BatchNorm in training mode computes statistics over the batch, and got input {fmt_shape(shape)} — a single value per channel. "
                  "This usually happens on the last, incomplete batch (dataset size not divisible by the batch size) or when running one sample through a model still in train mode.")
         fixes = [
-            fix("Drop the incomplete last batch", "", "DataLoader(ds, batch_size=B, shuffle=True, drop_last=True)", "batchnorm-batch-size-one"),
-            fix("Switch to eval mode for single-sample inference", "BatchNorm then uses its running statistics.", "model.eval()\nwith torch.no_grad():\n    y = model(x)", "batchnorm-batch-size-one"),
-            fix("For tiny batches use GroupNorm/LayerNorm", "They do not depend on the batch dimension.", "nn.GroupNorm(num_groups=8, num_channels=C)", "batchnorm-batch-size-one"),
+            remedy("batchnorm-batch-size-one#drop-last"),
+            remedy("batchnorm-batch-size-one#eval-single-sample"),
+            remedy("batchnorm-batch-size-one#groupnorm-tiny-batches"),
         ]
         return hit("shapes.batchnorm_one", "shape_mismatch", "BatchNorm got a batch of one", cause, fixes, ("batchnorm-batch-size-one",),
                    _with_location(ctx, [error_fact(ctx)]), 0.95, facts=Facts(shapes=(shape,), layer_kind="BatchNorm"))
@@ -924,7 +911,7 @@ def norm_layers(ctx: Context) -> RuleHit | None:
         norm, inp = _shape_of(m.group(1)), _shape_of(m.group(3))
         cause = (f"LayerNorm was built for trailing shape {fmt_shape(norm)} but the input is {fmt_shape(inp)}: its last "
                  f"{len(norm)} dimension(s) differ, so the feature size changed between the layer's construction and this input.")
-        fixes = [fix("Build LayerNorm with the real feature size", "normalized_shape must equal the input's last dimension(s).", "self.norm = nn.LayerNorm(x.shape[-1])", "broadcast-size-mismatch")]
+        fixes = [remedy("broadcast-size-mismatch#layernorm-real-size")]
         return hit("shapes.layernorm", "shape_mismatch", "LayerNorm normalized_shape mismatch", cause, fixes, ("broadcast-size-mismatch",),
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(norm, inp), layer_kind="LayerNorm"))
     return None
@@ -971,8 +958,8 @@ def rnn(ctx: Context) -> RuleHit | None:
                  f"the feature axis (whatever batch_first says): either the features feeding it now have {got} values (a different embedding or "
                  "encoder width than the layer was configured for), or a transpose/permute put another axis last.")
         fixes = [
-            fix(f"Build the RNN for {got} input features", "If the upstream width is right, configure the recurrent layer to match it.", f"self.{name or 'rnn'} = nn.{cls}(input_size={got}, hidden_size=H, batch_first=True)", "rnn-shape-mismatch"),
-            fix(f"Or project the features to {want} first", "Keeps a pretrained recurrent layer usable.", f"self.proj = nn.Linear({got}, {want})", "rnn-shape-mismatch"),
+            remedy("rnn-shape-mismatch#rnn-input-size", got=got, layer=name, layer_kind=cls),
+            remedy("rnn-shape-mismatch#project-features", got=got, expected=want),
         ]
         return hit("shapes.rnn_input", "shape_mismatch", f"RNN input_size is {want}, input has {got} features", cause, fixes, _RNN_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.92, facts=Facts(numbers={"input_size": want, "got_features": got}, layer=name, layer_kind="RNN/LSTM/GRU"))
@@ -981,7 +968,7 @@ def rnn(ctx: Context) -> RuleHit | None:
         got = int(m.group(2))
         cause = (f"{m.group(1)} accepts (L, H_in) for one sequence or (L, N, H_in) / (N, L, H_in) for a batch, but received a {got}-D tensor: "
                  "an extra axis (channels of an image/feature map, or several sequences per sample) must be merged or removed first.")
-        fixes = [fix("Reshape to (batch, time, features) before the recurrent layer", "For a CNN feature map (N, C, H, W) read as a sequence over W, for example: permute and merge C and H into the features.", "x = x.permute(0, 3, 1, 2).flatten(2)  # (N, W, C*H)\nout, _ = self.rnn(x)  # batch_first=True", "rnn-shape-mismatch")]
+        fixes = [remedy("rnn-shape-mismatch#reshape-batch-time-features")]
         return hit("shapes.rnn_input_rank", "shape_mismatch", f"{m.group(1)} got a {got}-D input", cause, fixes, _RNN_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(numbers={"got_ndim": got}, layer_kind=m.group(1)))
     m = ctx.search(_HIDDEN.pattern)
@@ -990,7 +977,7 @@ def rnn(ctx: Context) -> RuleHit | None:
     if ctx.search(r"rnn: hx is not contiguous|rnn: cx is not contiguous"):
         cause = ("The initial hidden (or cell) state passed to the recurrent layer is a non-contiguous view: it was sliced along the batch axis "
                  "(h[:, :batch]), selected with index_select, or transposed/permuted from another layer's state. The cuDNN RNN path needs a contiguous state tensor.")
-        fixes = [fix("Make the state contiguous before the call", "For an LSTM do it for both h and c.", "h = h.contiguous()            # GRU/RNN\nout, (h, c) = self.lstm(x, (h.contiguous(), c.contiguous()))  # LSTM", "rnn-shape-mismatch")]
+        fixes = [remedy("rnn-shape-mismatch#hx-contiguous")]
         return hit("shapes.rnn_hx_contiguous", "shape_mismatch", "RNN hidden state is not contiguous", cause, fixes, _RNN_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.92, facts=Facts(layer=name, layer_kind="RNN/LSTM/GRU", argument="hx"))
     return None
@@ -1003,7 +990,7 @@ def _rnn_hidden(ctx: Context, want: tuple[int, ...], got: tuple[int, ...]) -> Ru
     if len(got) != len(want):
         cause = (f"The initial hidden state has {len(got)} dimension(s) {fmt_shape(got)} but must be {fmt_shape(want)}: "
                  "(num_layers × num_directions, batch, hidden_size) — the leading layer axis is missing even for a single-layer RNN.")
-        fixes = [fix("Give the state its layer axis", "", "h0 = h0.unsqueeze(0)  # (batch, hidden) -> (1, batch, hidden)", "rnn-shape-mismatch")]
+        fixes = [remedy("rnn-shape-mismatch#h0-layer-axis")]
         return hit("shapes.rnn_hidden_rank", "shape_mismatch", "RNN hidden state has the wrong number of dimensions", cause, fixes, _RNN_DOCS,
                    _with_location(ctx, found), 0.9, facts=values)
     if want[1] != got[1]:
@@ -1014,8 +1001,8 @@ def _rnn_hidden(ctx: Context, want: tuple[int, ...], got: tuple[int, ...]) -> Ru
                  f"the layer assumes: without batch_first=True the batch is dimension 1 of the input, so if {want[1]} is your sequence length "
                  "the layer and the data disagree on batch_first.")
         fixes = [
-            fix("Create the hidden state from the current input", "Use the real batch size of this input (and its device) every time.", "h0 = torch.zeros(num_layers * num_directions, x.size(0 if batch_first else 1), hidden_size, device=x.device)", "rnn-shape-mismatch"),
-            fix("Make batch_first agree with the data layout", "(batch, seq, features) needs batch_first=True; (seq, batch, features) needs False.", f"self.{name or 'rnn'} = nn.{cls}(input_size, hidden_size, batch_first=True)", "rnn-shape-mismatch"),
+            remedy("rnn-shape-mismatch#h0-from-input"),
+            remedy("rnn-shape-mismatch#batch-first-agree", layer=name, layer_kind=cls),
         ]
         return hit("shapes.rnn_hidden", "shape_mismatch", f"RNN hidden state is for batch {got[1]}, input batch is {want[1]}", cause, fixes, _RNN_DOCS,
                    _with_location(ctx, found), 0.92, facts=values)
@@ -1024,7 +1011,7 @@ def _rnn_hidden(ctx: Context, want: tuple[int, ...], got: tuple[int, ...]) -> Ru
                  "built for a different number of layers or directions than this recurrent layer has.")
         if max(want[0], got[0]) == 2 * min(want[0], got[0]):
             cause += " One is twice the other: a bidirectional layer on one side and a unidirectional one on the other, or num_layers 2 vs 1."
-        fixes = [fix("Size the state from the layer itself", "", f"rnn = self.{name or 'rnn'}\nh0 = torch.zeros(rnn.num_layers * (2 if rnn.bidirectional else 1), batch, rnn.hidden_size, device=x.device)", "rnn-shape-mismatch")]
+        fixes = [remedy("rnn-shape-mismatch#h0-from-layer", layer=name)]
         return hit("shapes.rnn_hidden_layers", "shape_mismatch", f"RNN hidden state has {got[0]} layers, layer expects {want[0]}", cause, fixes, _RNN_DOCS,
                    _with_location(ctx, found), 0.9, facts=values)
     cause = (f"The last axis of the hidden state must equal the layer's hidden_size = {want[2]}, but it is {got[2]}: the state comes from a "
@@ -1033,7 +1020,7 @@ def _rnn_hidden(ctx: Context, want: tuple[int, ...], got: tuple[int, ...]) -> Ru
         cause += " It is exactly twice as wide: forward and backward states of a bidirectional encoder concatenated and passed to a unidirectional decoder."
     fixes = [
         fix(f"Build the receiving layer with hidden_size={got[2]}", "", None, "rnn-shape-mismatch"),
-        fix(f"Or project the state to {want[2]}", "A Linear layer (or summing the two directions) maps the state to the receiving width.", f"h0 = self.bridge(h0)  # nn.Linear({got[2]}, {want[2]})", "rnn-shape-mismatch"),
+        remedy("rnn-shape-mismatch#project-state", got=got[2], expected=want[2]),
     ]
     return hit("shapes.rnn_hidden_size", "shape_mismatch", f"RNN hidden state width {got[2]}, layer expects {want[2]}", cause, fixes, _RNN_DOCS,
                _with_location(ctx, found), 0.9, facts=values)
@@ -1041,7 +1028,7 @@ def _rnn_hidden(ctx: Context, want: tuple[int, ...], got: tuple[int, ...]) -> Ru
 
 def _generic_shape(ctx: Context, outcome: str, what: str, docs: tuple[str, ...]) -> RuleHit:
     cause = f"A {what} operation received tensors whose shapes do not fit together. The error names the sizes that disagree."
-    fixes = [fix("Print the shapes of the operands on the failing line", "Compare them with what the operation requires.", "print(a.shape, b.shape)", docs[0])]
+    fixes = [remedy(f"{docs[0]}#print-operands-failing-line")]
     return hit(outcome, "shape_mismatch", "Tensor shapes do not fit together", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.8)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from assistant.rules.base import Context, LazyPattern, fix, hit, lazy_re
+from assistant.rules.base import Context, LazyPattern, hit, lazy_re, remedy
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, RuleHit
 
@@ -351,13 +351,10 @@ def nan_loss(ctx: Context) -> RuleHit | None:
                  "in backward, an empty mean), or an initialisation/custom layer that already produces Inf. When the first step is finite "
                  "and the second is NaN, the first update itself blew up: the learning rate is far too large for this model." + half)
         fixes = [
-            fix("Check the first batch before the model sees it", "Assert that inputs and targets are finite and in the expected range; print min/max of each tensor of the batch.",
-                "x, y = next(iter(loader))\nassert torch.isfinite(x).all(), 'non-finite input'\nprint(x.min(), x.max(), y.min(), y.max())", "nan-loss-during-training"),
-            fix("Find the operation that first produces NaN", "Run one step with anomaly detection: backward then fails at the first op whose gradient is NaN and prints the forward line that created it (paste that traceback if the op is not obvious). For the forward pass, check each layer's output with a hook.",
-                "torch.autograd.set_detect_anomaly(True)\nfor name, m in model.named_modules():\n    m.register_forward_hook(lambda mod, i, o, name=name: print(name) if torch.is_tensor(o) and not torch.isfinite(o).all() else None)", "anomaly-detection"),
-            fix("Guard logs, divisions and square roots", "Add an eps or clamp away from 0, and prefer fused stable forms: log_softmax / cross_entropy instead of log(softmax), BCEWithLogitsLoss instead of sigmoid + BCELoss.",
-                "loss = F.cross_entropy(logits, target)\nlog_p = torch.log(p.clamp_min(1e-8))\ny = a / (b + 1e-8)", "nan-loss-during-training"),
-            fix("Try a much smaller learning rate for a few steps", "If the NaN disappears with lr / 10, the first update was too large: keep the smaller rate or add warmup.", None, "exploding-gradients"),
+            remedy("nan-loss-during-training#check-first-batch"),
+            remedy("anomaly-detection#find-first-nan-op"),
+            remedy("nan-loss-during-training#guard-log-div-sqrt"),
+            remedy("exploding-gradients#try-much-smaller-lr"),
         ]
     elif timing.kind == "later":
         flags.add("after_training_steps")
@@ -373,16 +370,12 @@ def nan_loss(ctx: Context) -> RuleHit | None:
                  + (" Lowering the learning rate, as you tried, often only delays a divergence; clipping, warmup or a numerics fix addresses it." if lr_tried else ""))
         fixes = []
         if fp16:
-            fixes.append(fix("Use GradScaler with fp16, or switch to bf16", "GradScaler scales the loss so small gradients survive and skips steps whose gradients overflow; bf16 has fp32's range and needs no scaling. Keep the loss and softmax/normalisation in fp32.",
-                             "scaler = torch.amp.GradScaler('cuda')\nwith torch.autocast('cuda', dtype=torch.float16):\n    loss = criterion(model(x), y)\nscaler.scale(loss).backward()\nscaler.unscale_(optimizer)\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(optimizer); scaler.update()", "nan-loss-during-training"))
+            fixes.append(remedy("nan-loss-during-training#gradscaler-or-bf16"))
         fixes += [
-            fix("Clip gradients and log their norm", "clip_grad_norm_ returns the norm before clipping: log it every step to see whether it grows before the NaN.",
-                "total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)\nprint(step, loss.item(), total_norm.item())", "exploding-gradients"),
-            fix("Lower the learning rate or add warmup", "A peak learning rate that is too high for the batch size or model depth drives the weights to overflow; warmup lets adaptive optimisers settle first.",
-                "scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 1000))", "exploding-gradients"),
-            fix("Stop at the first non-finite loss and keep the batch", "Check every step, save the batch and the step number when the loss is not finite, and inspect that batch (and whether it fails again alone). Paste the loss and gradient-norm lines of the steps before the NaN: a steady climb and a single jump have different fixes.",
-                "if not torch.isfinite(loss):\n    torch.save({'step': step, 'batch': batch}, 'nan_batch.pt')\n    raise FloatingPointError(f'non-finite loss at step {step}')", "nan-loss-during-training"),
-            fix("Guard logs, divisions and square roots", "An eps or clamp keeps a rare zero from producing Inf/NaN; fused losses (cross_entropy, BCEWithLogitsLoss) are stable.", "y = a / (b + 1e-8)", "nan-loss-during-training"),
+            remedy("exploding-gradients#clip-and-log-grad-norm"),
+            remedy("exploding-gradients#lower-lr-or-warmup"),
+            remedy("nan-loss-during-training#stop-at-first-nonfinite-keep-batch"),
+            remedy("nan-loss-during-training#guard-log-div-sqrt-eps"),
         ]
     else:
         outcome = "symptoms.nan_unknown_onset"
@@ -394,26 +387,21 @@ def nan_loss(ctx: Context) -> RuleHit | None:
                  "or met a rare bad batch." + half)
         fixes = []
         if fp16:
-            fixes.append(fix("Check whether it is the half precision", "Run the same steps in fp32 (or bf16): if the NaN disappears, keep autocast with GradScaler, or use bf16, and keep the loss in fp32.",
-                             "scaler = torch.amp.GradScaler('cuda')\nwith torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)", "nan-loss-during-training"))
+            fixes.append(remedy("nan-loss-during-training#check-half-precision"))
         fixes += [
-            fix("Say when the NaN first appears", "Print the loss every step and stop at the first non-finite one: the step number (first step vs after many) and the loss/grad-norm history before it decide between bad data and divergence. Paste those log lines.",
-                "if not torch.isfinite(loss):\n    raise FloatingPointError(f'non-finite loss at step {step}')", "nan-loss-during-training"),
-            fix("Check the inputs and labels", "Assert that every batch is finite and in range before the forward pass.", "assert torch.isfinite(x).all() and torch.isfinite(y).all()", "nan-loss-during-training"),
-            fix("Locate the first NaN with anomaly detection", "Backward then raises at the first operation whose gradient is NaN and shows the forward line that created it; paste that traceback.", "torch.autograd.set_detect_anomaly(True)", "anomaly-detection"),
-            fix("Stabilise the run", "Clip gradients, lower the learning rate or add warmup, and guard log/div/sqrt with an eps.", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", "exploding-gradients"),
+            remedy("nan-loss-during-training#say-when-nan-appears"),
+            remedy("nan-loss-during-training#check-inputs-and-labels"),
+            remedy("anomaly-detection#locate-first-nan-anomaly"),
+            remedy("exploding-gradients#stabilise-the-run"),
         ]
         if not fp16:
-            fixes.append(fix("Rule out mixed precision if the script uses it", "Many training scripts enable fp16 autocast (AMP) by default; a run that overflows only in fp16 is finite with bf16 autocast or with autocast disabled.",
-                             "with torch.autocast('cuda', dtype=torch.bfloat16):   # or enabled=False to compare in fp32\n    loss = criterion(model(x), y)", "nan-loss-during-training"))
+            fixes.append(remedy("nan-loss-during-training#rule-out-mixed-precision"))
     log_call = _LOG_CALL.search(text)
     if log_call:
         found.append(Fact("operation", f"a logarithm is named: \"{log_call.group(0)}\""))
-        fixes.insert(0, fix("Keep the log's input strictly positive", "log(0) is -inf and its gradient is infinite, so any input that can be exactly 0 (a probability, a softmax score, a count) turns the loss into -inf/NaN. Clamp it to a small epsilon or add one, or work in log space (log_softmax) from the start.",
-                            "out = torch.log(x.clamp_min(1e-8))   # or torch.log(x + 1e-8)\nlog_p = F.log_softmax(logits, dim=-1)", "nan-loss-during-training"))
+        fixes.insert(0, remedy("nan-loss-during-training#log-input-strictly-positive"))
     if timing.kind == "start" and fp16:
-        fixes.insert(1, fix("Rule out fp16 overflow", "Run the first steps in fp32 or bf16; if they are finite there, use autocast with GradScaler (or bf16) and keep the loss in fp32.",
-                            "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = criterion(model(x), y)", "nan-loss-during-training"))
+        fixes.insert(1, remedy("nan-loss-during-training#rule-out-fp16-overflow"))
     facts = Facts(numbers=numbers, dtypes=("float16",) if fp16 else (), flags=frozenset(flags))
     return hit(outcome, "nan_inf", title, cause, fixes, _NAN_DOCS, found, 0.7 if timing.kind != "unknown" else 0.62,
                "nan loss during training", facts=facts)
@@ -499,11 +487,9 @@ def memory(ctx: Context) -> RuleHit | None:
                  "ran out, and it ends the largest process with SIGKILL (exit status 137). Typical sources are a dataset or replay buffer "
                  "held in RAM, DataLoader workers that each copy Python objects, or memory that grows every step.")
         fixes = [
-            fix("Confirm it was the OOM killer", "The kernel log names the killed process; watch the process's resident memory while training to see whether it grows or starts high.",
-                "sudo dmesg -T | grep -i -E 'killed process|out of memory'\nwatch -n 5 free -g", "cpu-oom"),
-            fix("Measure memory per step", "Print the resident set size every N steps; compare num_workers=0 with your setting.",
-                "import psutil, os\nprint(step, psutil.Process(os.getpid()).memory_info().rss / 2**30, 'GiB')", "cpu-oom"),
-            fix("Keep data out of RAM", "Read samples lazily, memory-map large arrays, and store per-sample metadata in numpy arrays instead of lists of Python objects.", "arr = np.load('features.npy', mmap_mode='r')", "cpu-oom"),
+            remedy("cpu-oom#confirm-oom-killer-described"),
+            remedy("cpu-oom#measure-memory-per-step"),
+            remedy("cpu-oom#keep-data-out-of-ram"),
         ]
         return hit("symptoms.process_killed", "cpu_oom", "Process killed without an error (host out of memory)", cause, fixes, _CPU_DOCS, found, 0.62,
                    "process killed oom killer ram", facts=Facts(flags=frozenset({"killed_without_error"})))
@@ -532,20 +518,16 @@ def memory(ctx: Context) -> RuleHit | None:
                  + " Note that nvidia-smi shows what the caching allocator has reserved, which can also creep up with varying input sizes "
                  "without any leak; torch.cuda.memory_allocated() printed every step is the measure that proves a leak.")
         fixes = [
-            fix("Measure allocated memory per step", "If memory_allocated() keeps rising after the first optimizer step, live tensors accumulate; if only reserved memory rises, it is allocator caching or varying shapes.",
-                "print(step, torch.cuda.memory_allocated() / 2**20, 'MiB allocated', torch.cuda.memory_reserved() / 2**20, 'MiB reserved')", "memory-profiling"),
-            fix("Store numbers, not graph-carrying tensors", "Accumulate loss.item(); append out.detach().cpu() to lists; never keep the loss tensor itself across steps.",
-                "running_loss += loss.item()\npreds.append(out.detach().cpu())", "memory-growth-training-loop"),
-            fix("Run evaluation without autograd", "Validation or testing inside torch.no_grad()/inference_mode() keeps no graph.", "with torch.inference_mode():\n    out = model(x)", "memory-growth-training-loop"),
-            fix("Find what holds the memory", "Record an allocation history over a few steps and open it in the memory viewer; the growing allocations point at the line that creates them. Paste the out-of-memory message if the run ends in one.",
-                "torch.cuda.memory._record_memory_history()\n# ... run some steps ...\ntorch.cuda.memory._dump_snapshot('growth.pickle')  # open at pytorch.org/memory_viz", "memory-profiling"),
+            remedy("memory-profiling#measure-allocated-per-step"),
+            remedy("memory-growth-training-loop#store-numbers-not-graphs"),
+            remedy("memory-growth-training-loop#evaluate-without-autograd"),
+            remedy("memory-profiling#find-what-holds-memory"),
         ]
         input_grads = _INPUT_GRADS.search(text)
         if input_grads:
             # Gradient penalties / normalisation differentiate w.r.t. the inputs with create_graph=True: those graphs must not outlive the step.
             found.append(Fact("description", f"gradients with respect to inputs are involved: \"{input_grads.group(0)}\""))
-            fixes.insert(1, fix("Release the graphs built for input gradients", "Gradient penalties and gradient normalisation make the batch require grad and call autograd.grad(..., create_graph=True); the batch, the gradients and anything computed from them then carry a graph. Set requires_grad on a fresh copy of the inputs inside the step, detach what you log, and `del` those tensors (the input batch included) before the next step.",
-                                "x = real.detach().requires_grad_(True)\ngrad, = torch.autograd.grad(out.sum(), x, create_graph=True)\n...\ndel x, grad, real   # nothing graph-carrying survives the step", "memory-growth-training-loop"))
+            fixes.insert(1, remedy("memory-growth-training-loop#release-input-gradient-graphs"))
         return hit("symptoms.gpu_memory_growth", "cuda_oom", "GPU memory grows during training", cause, fixes, _GPU_DOCS, found, 0.66,
                    "gpu memory leak grows every iteration", facts=Facts(numbers=numbers, flags=frozenset(flags)))
 
@@ -564,13 +546,11 @@ def memory(ctx: Context) -> RuleHit | None:
                 "metrics or losses kept as tensors (with their graph), or DataLoader workers that copy the dataset's Python objects. ")
              + "Measuring resident memory per step with num_workers=0 and with your setting tells which it is.")
     fixes = [
-        fix("Measure resident memory per step", "Print RSS every N steps (main process and workers); repeat with num_workers=0 to see whether the workers are the source.",
-            "import psutil, os\nproc = psutil.Process(os.getpid())\nrss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))\nprint(step, rss / 2**30, 'GiB')", "cpu-oom"),
-        fix("Make the dataset copy-friendly", "Keep file lists and annotations in numpy arrays or tensors (one object, no per-item reference counts) instead of Python lists of dicts/strings; open files lazily in __getitem__.",
-            "self.paths = np.array(paths).astype(np.bytes_)  # instead of a list of str", "cpu-oom"),
-        fix("Don't keep per-step objects", "Accumulate loss.item() instead of tensors, bound caches and histories, and turn off dataset memoisation for large data.", "history.append(loss.item())", "memory-growth-training-loop"),
-        fix("Lower DataLoader pressure", "Fewer workers, a smaller prefetch_factor, persistent_workers=True instead of re-forking every epoch.", "DataLoader(ds, num_workers=2, prefetch_factor=2, persistent_workers=True)", "cpu-oom"),
-        fix("If the process disappears, check the kernel log", "A process killed by the OOM killer leaves a line in the kernel log; paste it with the memory curve.", "sudo dmesg -T | grep -i 'killed process'", "cpu-oom"),
+        remedy("cpu-oom#measure-rss-per-step"),
+        remedy("cpu-oom#copy-friendly-dataset"),
+        remedy("memory-growth-training-loop#no-per-step-objects"),
+        remedy("cpu-oom#lower-dataloader-pressure"),
+        remedy("cpu-oom#check-kernel-log"),
     ]
     return hit("symptoms.ram_growth", "cpu_oom", "Host RAM grows during training", cause, fixes, _CPU_DOCS, found, 0.66,
                "cpu ram memory leak grows dataloader workers", facts=Facts(numbers=numbers, flags=frozenset(flags)))
@@ -617,21 +597,17 @@ def _barrier_wait(text: str, m: re.Match[str]) -> RuleHit:
         cause = (f"init_process_group is stuck in its start-up barrier, and more processes ({count}) than world_size ({world}) have checked in "
                  "with the same store. Two runs share one rendezvous: another job, or processes left over from an earlier run, use the same "
                  "MASTER_ADDR:MASTER_PORT, or world_size is set lower than the number of processes actually launched.")
-        first = fix("Give each run its own rendezvous and clear stale processes", "Kill leftover training processes (nvidia-smi / ps), pick a free MASTER_PORT per job, and let torchrun set WORLD_SIZE from what it launches.",
-                    "ps aux | grep train.py   # kill the PIDs left from earlier runs\ntorchrun --nproc_per_node=4 --master_port=29533 train.py", "process-group-init")
+        first = remedy("process-group-init#own-rendezvous-clear-stale")
     else:
         cause = (f"init_process_group is stuck in its start-up barrier: only {count} of the {world} expected processes have arrived, so the ones "
                  f"waiting will block until the timeout ({m.group('timeout')}). {world - count} rank(s) never started or died before reaching "
                  "init_process_group (an exception or OOM on that rank, a launcher that started fewer processes, a node that cannot reach "
                  "MASTER_ADDR), or world_size is larger than the number of processes launched.")
-        first = fix("Find the rank that did not arrive", "Look at the log of every rank (or node) for an earlier error, check that the launcher starts world_size processes in total (nnodes x nproc_per_node), and that every node can reach MASTER_ADDR:MASTER_PORT.",
-                    "torchrun --nnodes=2 --nproc_per_node=4 --rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:29500 train.py", "process-group-init")
+        first = remedy("process-group-init#find-rank-that-did-not-arrive")
     fixes = [
         first,
-        fix("Turn on distributed debug output", "Rerun with these set and paste the start-up lines of every rank: they show which ranks connect to the store and NCCL's setup.",
-            "NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ... train.py", "distributed-hang"),
-        fix("Use a short start-up timeout while debugging", "A missing rank then ends in an error naming the wait instead of 30 minutes of silence.",
-            "dist.init_process_group('nccl', timeout=datetime.timedelta(minutes=5))", "process-group-init"),
+        remedy("distributed-hang#debug-output-at-startup"),
+        remedy("process-group-init#short-startup-timeout-debugging"),
     ]
     return hit("symptoms.init_barrier_count", "ddp_error", "init_process_group waits for ranks that do not arrive", cause, fixes,
                ("process-group-init", "distributed-hang"), found, 0.74, "init_process_group store based barrier world_size worker_count",
@@ -753,20 +729,16 @@ def hang(ctx: Context) -> RuleHit | None:
                  + (" Your text mentions CUDA being set up before iterating: that state is inherited by forked workers; start workers with "
                     "the 'spawn' context or create the loader's iterator before touching CUDA." if cuda_first else ""))
         fixes = [
-            fix("Run with num_workers=0 to isolate", "The same code then loads in the main process: an exception or a slow/never-returning sample shows up directly, with its traceback.",
-                "loader = DataLoader(ds, batch_size=bs, num_workers=0)", "dataloader-hang"),
-            fix("Make a stuck worker fail instead of hanging", "A timeout raises an error naming the wait instead of blocking forever.", "DataLoader(ds, num_workers=4, timeout=120)", "dataloader-hang"),
-            fix("See where it is stuck", "Dump the Python stacks of the main process and of a worker while it hangs (or press Ctrl+C once and paste the traceback).",
-                "py-spy dump --pid <main pid>\npy-spy dump --pid <worker pid>", "dataloader-hang"),
-            fix("Avoid fork + threads", "Limit library threads in workers, or start workers with spawn so they do not inherit locks and CUDA state.",
-                "cv2.setNumThreads(0)\nloader = DataLoader(ds, num_workers=4, multiprocessing_context='spawn', persistent_workers=True)", "dataloader-hang"),
-            fix("Give workers enough shared memory", "In Docker, the default 64 MB /dev/shm is too small for batches passed between workers.", "docker run --shm-size=8g ...", "dataloader-shared-memory"),
+            remedy("dataloader-hang#isolate-with-num-workers-0"),
+            remedy("dataloader-hang#worker-timeout"),
+            remedy("dataloader-hang#see-where-stuck"),
+            remedy("dataloader-hang#avoid-fork-with-threads"),
+            remedy("dataloader-shared-memory#enough-worker-shared-memory"),
         ]
         return hit("symptoms.dataloader_hang", "dataloader_error", "Training hangs with DataLoader workers", cause, fixes, _LOADER_DOCS, found, 0.66,
                    "dataloader hang num_workers deadlock", facts=Facts(numbers=numbers, flags=frozenset(flags)))
 
-    debug = fix("Turn on distributed debug output", "Run again with these set and paste the output of every rank around the point where it stops: it shows which rank is waiting in which collective, and NCCL's transport setup.",
-                "NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --nproc_per_node=2 train.py", "distributed-hang")
+    debug = remedy("distributed-hang#debug-output-hang")
     if kind == "init":
         cause = ("The distributed job blocks while the process group is being set up (init_process_group or the DDP constructor): "
                  "the rendezvous never completes, so every process waits for peers that do not arrive. Usual causes: fewer processes than "
@@ -775,11 +747,9 @@ def hang(ctx: Context) -> RuleHit | None:
                  "path that does not work on this machine, or a barrier that only some ranks reach.")
         fixes = [
             debug,
-            fix("Check that every rank gets its own rank and the same world size", "Print them at start-up in every process; launch with torchrun so RANK, LOCAL_RANK, WORLD_SIZE and MASTER_* are set consistently.",
-                "print(os.environ.get('RANK'), os.environ.get('LOCAL_RANK'), os.environ.get('WORLD_SIZE'), os.environ.get('MASTER_ADDR'), os.environ.get('MASTER_PORT'))\ndist.init_process_group('nccl', timeout=datetime.timedelta(minutes=5))", "process-group-init"),
-            fix("Test the transport", "A two-line all_reduce script isolates the setup from the training code; if it hangs too, try NCCL_P2P_DISABLE=1 (broken GPU peer-to-peer) or NCCL_SOCKET_IFNAME=<interface> on multi-node runs.",
-                "NCCL_P2P_DISABLE=1 torchrun --nproc_per_node=2 check.py  # check.py: init_process_group('nccl'); dist.all_reduce(torch.ones(1, device='cuda'))", "distributed-hang"),
-            fix("Give the set-up a short timeout", "With a timeout of a few minutes, a rank that never joins ends in an error that names the store wait instead of an endless hang.", None, "process-group-init"),
+            remedy("process-group-init#check-rank-and-world-size"),
+            remedy("distributed-hang#test-the-transport"),
+            remedy("process-group-init#short-setup-timeout"),
         ]
         return hit("symptoms.distributed_init_hang", "ddp_error", "Distributed job hangs at start-up", cause, fixes, ("process-group-init", "distributed-hang", "nccl-timeout"), found, 0.64,
                    "init_process_group hangs rendezvous", facts=Facts(numbers=numbers, flags=frozenset({"hang", "distributed_init"})))
@@ -793,12 +763,9 @@ def hang(ctx: Context) -> RuleHit | None:
              "loading data, or an unstable interconnect.")
     fixes = [
         debug,
-        fix("Find the rank that stopped first", "Dump the stacks of every rank while it hangs: the odd one out (a different line, not in a collective) is the cause; the others only wait.",
-            "py-spy dump --pid <pid of each rank>", "distributed-hang"),
-        fix("Keep ranks in step", "Give every rank the same number of batches (DistributedSampler, drop_last=True; any random per-rank data selection seeded identically), and call collectives on all ranks: run the rank-0-only part without barriers/all_reduce inside it. When ranks must see different amounts of data, wrap the loop in DDP's join() context manager, which lets finished ranks shadow the collectives of the others.",
-            "sampler = DistributedSampler(ds, drop_last=True)\nloader = DataLoader(ds, batch_size=bs, sampler=sampler, drop_last=True)\n# uneven inputs on purpose:\nwith model.join():   # model is the DistributedDataParallel wrapper\n    for batch in loader: ...", "nccl-timeout"),
-        fix("Make the hang end with a report", "A shorter timeout and the NCCL flight recorder make the watchdog print which collective each rank was in.",
-            "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 torchrun ...\ndist.init_process_group('nccl', timeout=datetime.timedelta(minutes=10))", "nccl-timeout"),
+        remedy("distributed-hang#find-rank-stopped-first"),
+        remedy("nccl-timeout#keep-ranks-in-step"),
+        remedy("nccl-timeout#hang-ends-with-report"),
     ]
     return hit("symptoms.distributed_hang", "nccl_error", "Distributed training hangs mid-run", cause, fixes, _DIST_DOCS, found, 0.64,
                "distributed training hangs nccl collective", facts=Facts(numbers=numbers, flags=frozenset({"hang", "distributed_train"})))

@@ -1,0 +1,93 @@
+"""Answer from the knowledge documents when the decision names a family no rule read.
+
+The document of the decided category that retrieval ranked highest (a document quoting the error's
+exact signature first) supplies the causes, each with its check and its fixes, ranked by the order the
+document gives and by the cues the user's own text carries. Older prose documents without structured
+entries still give their Causes and Fixes sections.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from assistant.compose.deterministic import extract_fixes, first_sentences
+from assistant.kb.remedies import DocCause, DocFix, Remedies, fill, find_fix, remedies_of
+from assistant.types import Fact, Failure, Fix, Hypothesis, Passage
+
+CUE_WEIGHT = 4.0  # a cause whose telling words are in the user's text is this much more likely than its rank alone says
+MAX_CAUSES = 4
+MAX_FIXES = 5
+
+
+def document_remedies(doc_id: str) -> Remedies | None:
+    """The structured causes and fixes of a built-in document."""
+    return remedies_of(doc_id)
+
+
+def pick_document(category: str, passages: Sequence[Passage], signed: Sequence[str], categories: Mapping[str, str]) -> str | None:
+    """The document to answer from: a signed one of the category first, else the best retrieved one of the category."""
+    for doc in signed:
+        if categories.get(doc) == category:
+            return doc
+    return next((p.doc_id for p in passages if p.category == category), None)
+
+
+def _cue_hit(cause: DocCause, text: str) -> str | None:
+    low = text.lower()
+    for cue in cause.cues:
+        if re.search(r"(?<![a-z0-9])" + re.escape(cue.lower()) + r"(?![a-z0-9])", low):
+            return cue
+    return None
+
+
+def _fix(fx: DocFix, values: Mapping[str, object]) -> Fix:
+    code = fill(fx.code, values) if fx.code else None
+    return Fix(fill(fx.title, values), fill(fx.detail, values), code, (fx.doc_id,))
+
+
+def ranked_causes(rem: Remedies, text: str, likelihood: float, values: Mapping[str, object]) -> list[Hypothesis]:
+    """The document's causes as hypotheses: order prior times cue evidence, sharing ``likelihood``."""
+    scored = []
+    for i, cause in enumerate(rem.causes):
+        cue = _cue_hit(cause, text)
+        scored.append((1.0 / (i + 1) * (CUE_WEIGHT if cue else 1.0), i, cause, cue))
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    total = sum(s for s, *_ in scored) or 1.0
+    out = []
+    for score, _, cause, cue in scored[:MAX_CAUSES]:
+        fixes = tuple(_fix(fx, values) for fx in (find_fix(r) for r in cause.fix_refs) if fx is not None)
+        text_ = f"{cause.title}: {cause.text}" if cause.text else cause.title
+        supports = (f"your text mentions “{cue}”",) if cue else ()
+        out.append(Hypothesis(cause.ref, text_, round(likelihood * score / total, 4), cause.check, fixes, supports, (), guess=not cue))
+    return out
+
+
+def compose_fixes(lead: Hypothesis | None, rem: Remedies, values: Mapping[str, object]) -> tuple[Fix, ...]:
+    """The leading cause's fixes, then the document's other fixes, without repeats."""
+    fixes = list(lead.fixes) if lead else []
+    seen = {f.title for f in fixes}
+    for fx in rem.fixes:
+        if len(fixes) >= MAX_FIXES:
+            break
+        f = _fix(fx, values)
+        if f.title not in seen:
+            fixes.append(f)
+            seen.add(f.title)
+    return tuple(fixes)
+
+
+def prose_answer(doc_id: str, passages: Sequence[Passage]) -> tuple[str, tuple[Fix, ...]]:
+    """(cause, fixes) from a document written as prose sections only."""
+    doc_passages = [p for p in passages if p.doc_id == doc_id]
+    causes = "\n".join(p.text.split("\n", 1)[-1] for p in doc_passages if p.section.lower().startswith("cause"))
+    fix_text = "\n".join(p.text.split("\n", 1)[-1] for p in doc_passages if p.section.lower().startswith("fix"))
+    fixes = tuple(Fix(f.title, f.detail, f.code, (doc_id,)) for f in extract_fixes(fix_text))[:MAX_FIXES]
+    return first_sentences(causes, 2) if causes else "", fixes
+
+
+def facts_for(failure: Failure, doc_title: str, basis: Sequence[str]) -> tuple[Fact, ...]:
+    facts = [Fact("error", failure.headline[:400] or "(no error line found)")]
+    facts.append(Fact("match", f"closest knowledge: “{doc_title}” (from {', '.join(basis) or 'retrieval'})"))
+    return tuple(facts)
+

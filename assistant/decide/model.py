@@ -1,0 +1,70 @@
+"""The fitted decision: a logistic score per candidate, shared out, then calibrated.
+
+The weights, the calibration table and the abstention threshold live in ``fitted.json`` beside this
+module, written by ``scripts/fit_decision.py`` from the dev split only (with the numbers it measured).
+Inference is plain Python: no NumPy or scikit-learn at run time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from assistant.decide.features import FEATURES, Candidate
+from assistant.errors import KnowledgeError
+
+FITTED = Path(__file__).with_name("fitted.json")
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """What the fit produced: a weight per feature, a monotone calibration table, an abstention threshold."""
+
+    weights: tuple[float, ...]
+    calib_x: tuple[float, ...]
+    calib_y: tuple[float, ...]
+    abstain_below: float
+    meta: dict
+
+    def calibrate(self, raw: float) -> float:
+        """The calibrated probability for a raw share (piecewise linear through the fitted table)."""
+        xs, ys = self.calib_x, self.calib_y
+        if not xs:
+            return raw
+        if raw <= xs[0]:
+            return ys[0]
+        if raw >= xs[-1]:
+            return ys[-1]
+        i = bisect.bisect_right(xs, raw)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 if x1 == x0 else y0 + (y1 - y0) * (raw - x0) / (x1 - x0)
+
+
+@lru_cache(maxsize=4)
+def load_fitted(path: str | None = None) -> Fitted:
+    """The fitted decision (read once per process)."""
+    file = Path(path) if path else FITTED
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise KnowledgeError(f"the fitted decision is missing or unreadable ({file}): {exc}") from None
+    names = tuple(data["features"])
+    if names != FEATURES:
+        raise KnowledgeError(f"{file} was fitted for other features ({', '.join(names)}); run scripts/fit_decision.py")
+    return Fitted(tuple(float(w) for w in data["weights"]), tuple(data["calibration"]["x"]), tuple(data["calibration"]["y"]),
+                  float(data["abstain_below"]), dict(data.get("meta", {})))
+
+
+def raw_scores(cands: Sequence[Candidate], fitted: Fitted) -> list[tuple[str, float]]:
+    """Each candidate's share: its logistic probability, normalised so the shares sum to at most one."""
+    probs = []
+    for c in cands:
+        z = sum(w * x for w, x in zip(fitted.weights, c.values, strict=True))
+        probs.append(1.0 / (1.0 + math.exp(-max(min(z, 30.0), -30.0))))
+    total = max(1.0, sum(probs))
+    return sorted(((c.category, p / total) for c, p in zip(cands, probs, strict=True)), key=lambda cp: -cp[1])
