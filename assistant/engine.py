@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from assistant.errors import KnowledgeError
 from assistant.parse.reader import InputText, read_data, read_text
@@ -55,6 +55,26 @@ class Proposals:
     query: str = ""
 
 
+def _referenced_docs(doc_id: str | None) -> tuple[str, ...]:
+    """Other documents whose fixes a document's causes name (retrieved too, so the answer can cite them)."""
+    if not doc_id:
+        return ()
+    from assistant.kb.remedies import remedies_of
+
+    rem = remedies_of(doc_id)
+    if rem is None:
+        return ()
+    return tuple(dict.fromkeys(ref.partition("#")[0] for c in rem.causes for ref in c.fix_refs if not ref.startswith(f"{doc_id}#")))
+
+
+def related_documents(decision: Decision, proposals: Proposals, limit: int = 3) -> tuple[str, ...]:
+    """The best retrieved documents of the decided family (their fixes may add to the answer's)."""
+    if decision.abstained:
+        return ()
+    docs = [p.doc_id for p in proposals.passages if p.category == decision.category]
+    return tuple(dict.fromkeys(docs))[:limit]
+
+
 def build_query_text(proposals: Proposals) -> str:
     """The query the proposals were retrieved with."""
     return proposals.query
@@ -63,6 +83,9 @@ def build_query_text(proposals: Proposals) -> str:
 def build_query(failure: Failure, hit: RuleHit | None) -> str:
     """The retrieval query: the error line(s), kernel assertions, and the rule's own words."""
     parts = [failure.exc_type or "", failure.message[:500]]
+    # Where in torch or a library it failed says what kind of failure it is (collate.py, conv.py, distributed_c10d.py).
+    library = [f for f in failure.frames if not f.is_user][-2:]
+    parts.extend(f"{f.file.replace(chr(92), '/').rsplit('/', 1)[-1].removesuffix('.py')} {f.function or ''}" for f in library)
     parts.extend(f"{a.kernel} Assertion {a.condition}" for a in failure.cuda_asserts[:2])
     parts.extend(failure.nccl_lines[:2])
     if failure.wrapper:
@@ -112,7 +135,7 @@ class Engine:
         use_dense = self.settings.dense if dense is None else dense
         return get_retriever(self.settings.home, dense=use_dense, encoder_kind=self.settings.encoder)
 
-    def retrieve(self, failure: Failure, hit: RuleHit | None, answer_doc: str | None = None) -> Retrieval:
+    def retrieve(self, failure: Failure, hit: RuleHit | None, answer_doc: str | None = None, extra_docs: Sequence[str] = ()) -> Retrieval:
         """Hybrid retrieval for the answer: led by the rule's documents, or by ``answer_doc`` when the
         decision answers from a document no rule named.
 
@@ -125,7 +148,8 @@ class Engine:
         from assistant.differential.families import family_docs
 
         # The documents behind the family's other causes are fetched too, so those hypotheses' fixes can cite them.
-        must_include = (*hints, *family_docs(hit.category)) if hit else hints
+        must_include = (*hints, *family_docs(hit.category)) if hit else (*hints, *_referenced_docs(answer_doc))
+        must_include = (*must_include, *extra_docs)  # documents whose fixes the answer may add
         confident = hit is not None and hit.confidence >= CONFIDENT_RULE
         use_dense = self.settings.dense_policy == "always" or not confident
         try:
@@ -164,31 +188,38 @@ class Engine:
             doc = next(iter(family_docs(decision.category)), None)
         return doc
 
-    def propose(self, failure: Failure, exclude_cases: Sequence[str] = ()) -> Proposals:
+    def propose(self, failure: Failure, exclude_cases: Sequence[str] = (), exclude_docs: Collection[str] = ()) -> Proposals:
         """Every source's proposal, independent of the rule: unhinted retrieval, signatures, similar resolved reports.
 
-        ``exclude_cases`` names case ids or links to leave out (the eval scores a dev report without its own case).
+        ``exclude_cases`` names case ids or links to leave out (the eval scores a dev report without its own case);
+        ``exclude_docs`` leaves documents out (fitting the decision simulates a family the knowledge base lacks).
         """
         from assistant.kb.cases import load_casebase
 
         query = build_query(failure, None)
+        k = 8 + (16 if exclude_docs else 0)
         try:
             retriever = self.retriever()
-            passages = retriever.search(query, k=8, signature_text=failure.search_text, use_dense=True)
+            passages = retriever.search(query, k=k, signature_text=failure.search_text, use_dense=True)
         except KnowledgeError:
             retriever = self.retriever(dense=False)
-            passages = retriever.search(query, k=8, signature_text=failure.search_text, use_dense=False)
-        signed = tuple(d for d in retriever.signature_hits(failure.search_text) if retriever.docs[d].category in CATEGORIES)
+            passages = retriever.search(query, k=k, signature_text=failure.search_text, use_dense=False)
+        passages = [p for p in passages if p.doc_id not in exclude_docs][:8]
+        signed = tuple(d for d in retriever.signature_hits(failure.search_text) if retriever.docs[d].category in CATEGORIES and d not in exclude_docs)
         similar = tuple(load_casebase().search(failure.text or failure.search_text, k=5, exclude=exclude_cases))
         categories = tuple(dict.fromkeys(retriever.docs[d].category for d in signed))
         return Proposals(tuple(passages), categories, similar, signed, query)
 
-    @staticmethod
-    def decide(failure: Failure, hit: RuleHit | None, proposals: Proposals) -> Decision:
+    def decide(self, failure: Failure, hit: RuleHit | None, proposals: Proposals) -> Decision:
         """The calibrated decision over the rule's reading and every proposal."""
         from assistant.decide import decide
 
-        return decide(failure, hit, proposals.passages, proposals.signature_categories, proposals.similar)
+        try:
+            retriever = self.retriever()
+        except KnowledgeError:  # the dense index is unavailable: the lexical one weighs words the same way
+            retriever = self.retriever(dense=False)
+        mode = "hybrid" if retriever.dense_available else "lexical"
+        return decide(failure, hit, proposals.passages, proposals.signature_categories, proposals.similar, idf=retriever.idf, mode=mode)
 
     @staticmethod
     def _runbooks(retriever: Retriever, failure: Failure) -> list[RunbookMatch]:
@@ -202,7 +233,7 @@ class Engine:
 
     def compose(
         self, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, notes: Sequence[str] = (),
-        decision: Decision | None = None, similar: Sequence[SimilarCase] = (),
+        decision: Decision | None = None, similar: Sequence[SimilarCase] = (), related: Sequence[str] = (),
     ) -> Diagnosis:
         """The deterministic answer: led by the rule when the decision agrees with it, else by the decided
         category's document, else an honest unknown; the similar resolved reports and the decision attached."""
@@ -218,8 +249,21 @@ class Engine:
             diagnosis = compose_unknown(failure, evidence, passages, notes)
         from assistant.differential import differentiate
 
-        diagnosis = with_decision(diagnosis, decision, similar)
-        return with_runbooks(differentiate(diagnosis, failure, passages), retrieval.runbooks)
+        diagnosis = differentiate(with_decision(diagnosis, decision, similar), failure, passages)
+        if hit is None:  # a rule chose its fixes from the values it read; documents answered in general terms get more
+            diagnosis = self._with_related_fixes(diagnosis, failure, related, passages)
+        return with_runbooks(diagnosis, retrieval.runbooks)
+
+    def _with_related_fixes(self, d: Diagnosis, failure: Failure, related: Sequence[str], passages: Sequence[Passage]) -> Diagnosis:
+        """The answer's fixes, then the decided family's other documented fixes that share the user's words."""
+        from assistant.compose.documents import related_fixes
+
+        retrieved = {p.doc_id for p in passages}
+        docs = [doc for doc in related if doc in retrieved]
+        if d.category == "unknown" and not d.decision or not docs:
+            return d
+        extra = related_fixes(failure.text or failure.search_text, docs, d.fixes, self.retriever().idf)
+        return replace(d, fixes=(*d.fixes, *extra)) if extra else d
 
     def verify(self, diagnosis: Diagnosis, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, on_token: Any = None) -> Diagnosis:
         """Let the configured LLM write the answer; it is used only if it passes verification."""
@@ -264,12 +308,13 @@ class Engine:
         # The rule leads when the decision agrees with its family; otherwise the decided family's document does.
         hit = found.hit if found.hit is not None and found.hit.category == decision.category else None
         answer_doc = self.answer_document(decision, proposals) if hit is None else None
-        retrieval = self.retrieve(failure, hit, answer_doc)
+        related = related_documents(decision, proposals)
+        retrieval = self.retrieve(failure, hit, answer_doc, related)
         t_retrieve = time.perf_counter()
         all_notes = [*inp.notes, *notes, *evidence.notes, *found.notes, *retrieval.notes]
         if found.hit is not None and hit is None and not decision.abstained:
             all_notes.append(f"A rule read this as {found.hit.category}, but the knowledge base and similar resolved reports point to {decision.category}.")
-        diagnosis = self.compose(failure, evidence, hit, retrieval, all_notes, decision, proposals.similar)
+        diagnosis = self.compose(failure, evidence, hit, retrieval, all_notes, decision, proposals.similar, related)
         t_compose = time.perf_counter()
         diagnosis = self.verify(diagnosis, failure, evidence, found.hit, retrieval, on_token=on_token)
         t_end = time.perf_counter()

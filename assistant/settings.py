@@ -29,7 +29,9 @@ class Settings:
     # (a rule's documents plus lexical search ground its answer; embedding costs ~25 ms per query);
     # "always" = every query.
     dense_policy: str = "auto"
-    encoder: str = "numpy"  # "numpy" (fast start) or "sentence-transformers" (reference)
+    # Query and document embeddings: "static" (MiniLM distilled to static word vectors: ~0.1 ms a query),
+    # "numpy" (the full MiniLM forward in NumPy: 10-100+ ms a query) or "sentence-transformers" (reference, imports torch).
+    encoder: str = "static"
     top_k: int = 5
     window_bytes: int = 1 << 20
     llm: str = "auto"  # auto | none | local | openai | any registered backend name

@@ -66,7 +66,7 @@ def test_oom_ranking_moves_with_a_resume_cue(oom: str, settings) -> None:  # typ
     assert _ids(plain)[0] != "oom.resume_checkpoint" and "oom.resume_checkpoint" not in _ids(plain)[:2]
     assert _ids(resumed)[0] == "oom.resume_checkpoint"
     lead = resumed.hypotheses[0]
-    assert resumed.cause == lead.cause and resumed.fixes == lead.fixes  # the leading hypothesis is the answer
+    assert resumed.cause == lead.cause and resumed.fixes[: len(lead.fixes)] == lead.fixes  # the leading hypothesis leads the answer
     assert any('map_location="cpu"' in (f.code or "") for f in lead.fixes)
     assert any("resuming from a checkpoint" in s for s in lead.supports)
     assert lead.check  # every hypothesis says how to confirm it
@@ -108,7 +108,7 @@ def test_likelihoods_are_probabilities_that_leave_room(oom: str, settings) -> No
 
 
 def test_unknown_failures_have_no_hypotheses(settings) -> None:  # type: ignore[no-untyped-def]
-    d = diagnose("something odd happened and the job stopped", settings=settings)
+    d = diagnose("the zorbulator refused to frobnicate the widget", settings=settings)
     assert d.category == "unknown" and d.hypotheses == ()
 
 

@@ -76,7 +76,8 @@ def test_context_moves_the_lead(settings, category: str, rel: str, sentence: str
     before, after = _ranked(plain), _ranked(told)
     assert after[cued_lead][1] > before[cued_lead][1]
     lead = told.hypotheses[0]
-    assert told.cause == lead.cause and told.fixes == lead.fixes
+    # The answer leads with the leading hypothesis's fixes (the family's other documented fixes may follow).
+    assert told.cause == lead.cause and told.fixes[: len(lead.fixes)] == lead.fixes
     assert lead.check and lead.fixes and all(f.sources for f in lead.fixes)  # every fix keeps a citation after grounding
     assert any("the text says" in s for s in lead.supports)  # the sentence is shown as the evidence for the lead
 

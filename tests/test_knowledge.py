@@ -54,3 +54,15 @@ def test_fill_uses_values_then_defaults_then_names() -> None:
     assert fill(template, {"layer": "classifier", "got": 2048}) == "self.classifier = nn.Linear(2048, num_classes)"
     assert fill(template, {}) == "self.fc = nn.Linear(<got>, num_classes)"
     assert readable(template) == "self.fc = nn.Linear(<got>, num_classes)"
+
+
+def test_every_differential_cause_and_fix_is_documented() -> None:
+    """The differential tables hold wiring only: each cause's words, check and fixes are a document's entries."""
+    from assistant.differential.families import FAMILIES
+    from assistant.kb.remedies import find_cause, find_fix
+
+    for category, family in FAMILIES.items():
+        for alt in family.alternatives:
+            cause = find_cause(alt.ref)
+            assert cause is not None, f"{category}/{alt.id}: no cause {alt.ref}"
+            assert all(find_fix(ref) is not None for ref in cause.fix_refs), f"{category}/{alt.id}: a fix of {alt.ref} is missing"

@@ -294,7 +294,7 @@ def test_category_may_change_only_without_rule_or_retrieval_support(lexical) -> 
     det, hit = diagnose(log, settings=lexical), match(parse_failure(log)).hit
     assert hit is not None and hit.confidence < 0.9  # the old check let any category through below 0.9
     assert protected_category(det, hit, []) is not None
-    unknown = diagnose("Traceback (most recent call last):\n  File \"/home/u/x.py\", line 3, in <module>\n    frob()\nFrobError: the frobnicator stalled\n", settings=lexical)
+    unknown = diagnose("Traceback (most recent call last):\n  File \"/home/u/x.py\", line 3, in <module>\n    frob()\nFrobError: the zorbulator refused to frobnicate the widget\n", settings=lexical)
     assert unknown.rule is None and unknown.category == "unknown"
     assert protected_category(unknown, None, []) is None
 

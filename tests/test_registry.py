@@ -17,7 +17,8 @@ import pytest
 from assistant import rules
 from assistant.eval.examples import example_text
 from assistant.parse import parse_failure
-from assistant.rules.registry import Example, RuleDefinitionError, all_rules, rule
+from assistant.rules.dispatch import ANY, FAMILY_NAMES, families, family, family_of_type
+from assistant.rules.registry import Example, RuleDefinitionError, all_rules, ambiguous_priorities, family_rules, rule
 from assistant.types import CATEGORIES
 from conftest import CAPTURES, ROOT
 
@@ -87,12 +88,13 @@ def test_no_rule_raises_on_any_real_text() -> None:
 def test_a_raising_rule_is_skipped_logged_and_noted(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     from assistant.rules import registry
 
-    @rule("test.broken", category="unknown", docs=("debugging-workflow",), priority=1)
+    text = example_text(SPECS[0].examples[0].source) if SPECS[0].examples else CAPTURES[0]["stderr"]
+
+    @rule("test.broken", category="unknown", docs=("debugging-workflow",), reads=(family(parse_failure(text)),), priority=0)
     def broken(ctx):  # type: ignore[no-untyped-def]
         raise ZeroDivisionError("boom")
 
     try:
-        text = example_text(SPECS[0].examples[0].source) if SPECS[0].examples else CAPTURES[0]["stderr"]
         found = rules.match(parse_failure(text))
         assert found.hit is not None and found.hit.rule_id != "test.broken"
         assert any("test.broken" in n for n in found.notes)
@@ -107,7 +109,7 @@ def test_undeclared_outcome_is_a_definition_error() -> None:
     from assistant.rules import registry
     from assistant.rules.base import hit
 
-    @rule("test.sloppy", category="unknown", docs=("debugging-workflow",), priority=1)
+    @rule("test.sloppy", category="unknown", docs=("debugging-workflow",), reads=("RuntimeError",), priority=0)
     def sloppy(ctx):  # type: ignore[no-untyped-def]
         return hit("test.other", "unknown", "t", "c", [])
 
@@ -130,7 +132,7 @@ def test_corpus_files_name_their_origin() -> None:
 
 
 def test_rule_modules_are_discovered_without_a_central_list() -> None:
-    modules = {p.stem for p in (ROOT / "assistant" / "rules").glob("*.py")} - {"__init__", "base", "registry", "evidence", "autograd_source"}  # evidence refiners, not rules
+    modules = {p.stem for p in (ROOT / "assistant" / "rules").glob("*.py")} - {"__init__", "base", "registry", "evidence", "autograd_source", "dispatch"}  # evidence refiners, dispatch, not rules
     assert modules <= {s.module for s in SPECS}, "a rule module declares no rule or is not discovered"
 
 
@@ -146,3 +148,143 @@ def test_corpus_paths_are_relative(tmp_path: Path) -> None:
         example_text("realworld/test/anything")
     with pytest.raises(EvalError):
         example_text("nowhere/x")
+
+
+# --- dispatch by exception family ------------------------------------------------------------------
+
+_ALWAYS = ("debugging-workflow",)
+
+
+def _register(rule_id: str, reads: tuple[str, ...], priority: int, module: str | None = None):  # type: ignore[no-untyped-def]
+    """A test rule that answers every failure it is shown (its module name may be set, as if declared elsewhere)."""
+    from assistant.rules.base import hit
+
+    def answer(ctx):  # type: ignore[no-untyped-def]
+        return hit(rule_id, "unknown", "t", "c", [])
+
+    if module:
+        answer.__module__ = module
+    rule(rule_id, category="unknown", docs=_ALWAYS, reads=reads, priority=priority)(answer)
+    return answer
+
+
+def _unregister(*ids: str) -> None:
+    from assistant.rules import registry
+
+    for rule_id in ids:
+        registry._REGISTRY.pop(rule_id, None)
+
+
+def test_every_rule_declares_the_families_it_reads() -> None:
+    for spec in SPECS:
+        assert spec.reads, spec.id
+        assert set(spec.reads) <= {*FAMILY_NAMES, ANY}, f"{spec.id} reads unknown families {set(spec.reads) - {*FAMILY_NAMES, ANY}}"
+        assert ANY not in spec.reads or spec.reads == (ANY,), spec.id
+    with pytest.raises(TypeError):
+        rule("test.undeclared", category="unknown", docs=_ALWAYS)  # type: ignore[call-arg]
+    with pytest.raises(RuleDefinitionError):
+        rule("test.unknown_family", category="unknown", docs=_ALWAYS, reads=("CudaError",))
+    with pytest.raises(RuleDefinitionError):
+        rule("test.any_and_more", category="unknown", docs=_ALWAYS, reads=(ANY, "KeyError"))
+
+
+def test_family_map() -> None:
+    assert family_of_type(None) == family_of_type("") == "text"
+    assert {family_of_type(t) for t in ("RuntimeError", "torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError", "torch.AcceleratorError",
+                                         "torch.distributed.DistBackendError", "c10::DistBackendError", "ncclUnhandledCudaError",
+                                         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError", "RecursionError")} == {"RuntimeError"}
+    assert {family_of_type(t) for t in ("torch._dynamo.exc.BackendCompilerFailed", "torch._dynamo.exc.Unsupported", "TorchRuntimeError",
+                                         "torch._inductor.exc.InductorError", "torch.onnx.errors.UnsupportedOperatorError",
+                                         "triton.runtime.errors.PTXASError", "torch.fx.experimental.symbolic_shapes.ConstraintViolationError")} == {"CompileError"}
+    assert family_of_type("ModuleNotFoundError") == "ImportError"
+    assert family_of_type("FileNotFoundError") == family_of_type("PermissionError") == "OSError"
+    assert family_of_type("_pickle.UnpicklingError") == family_of_type("EOFError") == "PickleError"
+    assert family_of_type("numpy.core._exceptions._ArrayMemoryError") == "MemoryError"
+    assert family_of_type("UserWarning") == "Warning"
+    assert family_of_type("mylib.SomethingWrong") == "other"
+
+
+def test_every_exception_type_of_the_real_texts_has_a_family() -> None:
+    """The map covers what the examples and captures hold; only words the parser took for a type fall to 'other'."""
+    texts = [example_text(ex.source) for _, ex in EXAMPLES] + [c["stderr"] for c in CAPTURES]
+    unmapped = set()
+    for text in texts:
+        failure = parse_failure(text)
+        for t in {failure.exc_type, *(r.exc_type for r in failure.chain)} - {None}:
+            if family_of_type(t) == "other" and t.rsplit(".", 1)[-1].endswith(("Error", "Exception", "Warning")) and t != "Error":
+                unmapped.add(t)
+    assert not unmapped, f"exception types with no family: {sorted(unmapped)}"
+
+
+def test_a_wrapped_error_is_read_as_the_original_then_as_its_wrapper() -> None:
+    text = """Traceback (most recent call last):
+  File "main.py", line 9, in <module>
+    mp.spawn(worker, nprocs=2)
+  File "/usr/lib/python3/site-packages/torch/multiprocessing/spawn.py", line 160, in join
+    raise ProcessRaisedException(msg, error_index, failed_process.pid)
+torch.multiprocessing.spawn.ProcessRaisedException:
+
+-- Process 0 terminated with the following error:
+Traceback (most recent call last):
+  File "/usr/lib/python3/site-packages/torch/multiprocessing/spawn.py", line 69, in _wrap
+    fn(i, *args)
+  File "/home/u/main.py", line 5, in worker
+    print(CONFIG)
+NameError: name 'CONFIG' is not defined
+"""
+    failure = parse_failure(text)
+    assert family(failure) == "NameError"
+    assert families(failure) == ("NameError", "RuntimeError")
+    # A type that says nothing about the message is also read as a bare message.
+    assert families(parse_failure("mylib.errors.WrapperError: CUDA out of memory. Tried to allocate 2.00 GiB")) == ("other", "text")
+
+
+def test_dispatch_uses_the_family() -> None:
+    """A rule is shown only failures of the families it reads: a KeyError is never answered by a rule that does not read KeyError."""
+    _register("test.runtime_reader", ("RuntimeError",), 0)
+    _register("test.key_reader", ("KeyError",), 0)
+    try:
+        key_error = parse_failure("Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\n    x = d['lr']\nKeyError: 'lr'")
+        runtime = parse_failure("RuntimeError: something torch said")
+        assert rules.match(key_error, strict=True).hit.rule_id == "test.key_reader"
+        assert rules.match(runtime, strict=True).hit.rule_id == "test.runtime_reader"
+        assert all("KeyError" in s.reads or s.reads == (ANY,) for s in rules.candidates(key_error))
+    finally:
+        _unregister("test.runtime_reader", "test.key_reader")
+    # On every real text, the answering rule reads one of the text's families (or any).
+    by_id = {s.id: s for s in SPECS}
+    for _, ex in EXAMPLES:
+        failure = parse_failure(example_text(ex.source))
+        found = rules.match(failure, strict=True).hit
+        if found is not None and not by_id[found.rule_id].wraps:
+            reads = by_id[found.rule_id].reads
+            assert reads == (ANY,) or set(reads) & set(families(failure)), (ex.source, found.rule_id, families(failure))
+
+
+def test_priorities_are_compared_only_within_a_family() -> None:
+    """Rules of different families may share a number; within a family, rules of different modules may not."""
+    _register("test.key_first", ("KeyError",), 5, module="assistant.rules.test_one")
+    _register("test.import_first", ("ImportError",), 5, module="assistant.rules.test_two")
+    try:
+        assert ambiguous_priorities() == []
+        assert rules.match(parse_failure("KeyError: 'lr'"), strict=True).hit.rule_id == "test.key_first"
+        assert rules.match(parse_failure("ModuleNotFoundError: No module named 'nope_xyz'"), strict=True).hit.rule_id == "test.import_first"
+        _register("test.key_second", ("KeyError",), 5, module="assistant.rules.test_two")
+        clash = ambiguous_priorities()
+        assert [(fam, {a.id, b.id}) for fam, a, b in clash] == [("KeyError", {"test.key_first", "test.key_second"})]
+    finally:
+        _unregister("test.key_first", "test.import_first", "test.key_second")
+    # A family's order is by its own numbers only.
+    for fam in (*FAMILY_NAMES, ANY):
+        specs = family_rules(fam)
+        assert [s.priority for s in specs] == sorted(s.priority for s in specs), fam
+
+
+def test_no_rule_module_needs_a_globally_unique_priority() -> None:
+    """The registry's numbers are local: the same number is used by rules that share no family, and no family has a cross-module tie."""
+    assert ambiguous_priorities() == [], [(f, a.id, b.id) for f, a, b in ambiguous_priorities()]
+    answering = [s for s in SPECS if not s.wraps]
+    shared = [(a.id, b.id) for i, a in enumerate(answering) for b in answering[i + 1:]
+              if a.priority == b.priority and a.module != b.module and not set(a.reads) & set(b.reads)]
+    assert shared, "expected rules of different families to reuse priority numbers"
+    assert max(s.priority for s in answering) < 100, "priorities are local bands (EARLY/NORMAL/FALLBACK), not a global sequence"

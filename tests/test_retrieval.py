@@ -28,12 +28,12 @@ def test_right_document_in_top3(capture: dict, retriever) -> None:  # type: igno
 
 def test_knowledge_base_covers_every_category() -> None:
     docs = load_builtin()
-    assert len(docs) >= 35
+    assert len(docs) >= 250
     covered = {d.category for d in docs}
     assert set(CATEGORIES) <= covered, set(CATEGORIES) - covered
     for d in docs:
         sections = {c.section.lower() for c in chunk_document(d)}
-        assert {"symptoms", "causes", "fixes", "example"} <= sections, d.id
+        assert {"symptoms", "causes", "fixes"} <= sections, d.id  # an Example section is welcome, not required
 
 
 def test_numpy_encoder_matches_sentence_transformers() -> None:

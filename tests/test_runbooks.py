@@ -121,7 +121,7 @@ def test_short_or_unrelated_fragments_do_not_match(tmp_path: Path, overlap_error
 
 def test_runbook_for_an_error_no_rule_knows_leads_the_answer(tmp_path: Path, overlap_error: str) -> None:
     bare = diagnose(overlap_error, settings=_settings(tmp_path / "bare"))
-    assert bare.category == "unknown" and bare.rule is None  # no built-in knowledge: the case the runbook is for
+    assert bare.rule is None  # no rule reads this message: the case the runbook is for
     home = _home_with(tmp_path, expanded_tensor_writes=OVERLAP_RUNBOOK, nccl=UNRELATED_RUNBOOK)
     d = diagnose(overlap_error, settings=_settings(home))
     assert d.title == "Writing into an expanded tensor"
@@ -164,4 +164,5 @@ def test_terminal_and_markdown_mark_team_fixes(tmp_path: Path, overlap_error: st
         assert out.returncode == 0, out.stderr
         first_fix = next(ln for ln in out.stdout.splitlines() if "Materialise the view before writing" in ln)
         assert marker in first_fix, out.stdout
-        assert all(len(ln) <= 80 for ln in out.stdout.splitlines()) or fmt == "markdown"
+        # Prose wraps at the width; code lines (indented six or more) are printed whole and may run past it.
+        assert all(len(ln) <= 80 or ln.startswith(" " * 6) for ln in out.stdout.splitlines()) or fmt == "markdown"

@@ -123,7 +123,6 @@ def compose_from_documents(failure: Failure, evidence: Evidence, decision: Decis
     """
     from assistant.compose.documents import compose_fixes, document_remedies, facts_for, prose_answer, ranked_causes
 
-    sources = sources_from(passages, keep=[doc_id])
     title = next((p.title for p in passages if p.doc_id == doc_id), doc_id)
     rem = document_remedies(doc_id)
     text = failure.text or failure.search_text
@@ -135,6 +134,12 @@ def compose_from_documents(failure: Failure, evidence: Evidence, decision: Decis
     else:
         prose, fixes = prose_answer(doc_id, passages)
         cause = f"The error matches “{title}”. " + (prose or "See the cited document for its causes.")
+    cited = [s for f in (*fixes, *(f for h in hypotheses for f in h.fixes)) for s in f.sources]
+    sources = sources_from(passages, keep=[doc_id, *cited])
+    available = {s.id for s in sources}
+    # A fix whose document was not retrieved cannot be cited; it is dropped rather than shown unbacked.
+    fixes = tuple(f for f in fixes if all(s in available for s in f.sources))
+    hypotheses = tuple(replace(h, fixes=tuple(f for f in h.fixes if all(s in available for s in f.sources))) for h in hypotheses)
     basis = " and ".join(decision.basis) or "retrieval"
     return Diagnosis(
         category=decision.category, title=title, summary=f"{title}. {split_cause(cause)[0]}", cause=cause,
@@ -215,7 +220,10 @@ def extract_fixes(text: str) -> list[Fix]:
         return []
     starts = [m.start() for m in _ITEM.finditer(text)]
     if not starts:
-        return [Fix("Apply the documented fix", first_sentences(text, 2), None)]
+        from assistant.kb.remedies import as_fix
+
+        generic = as_fix(f"{GENERAL_GUIDE}#apply-documented-fix", {"summary": first_sentences(text, 2)})
+        return [replace(generic, sources=())] if generic else []
     out: list[Fix] = []
     for i, start in enumerate(starts):
         block = text[start : starts[i + 1] if i + 1 < len(starts) else len(text)]

@@ -9,7 +9,7 @@ entries still give their Causes and Fixes sections.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from assistant.compose.deterministic import extract_fixes, first_sentences
 from assistant.kb.remedies import DocCause, DocFix, Remedies, fill, find_fix, remedies_of
@@ -91,3 +91,37 @@ def facts_for(failure: Failure, doc_title: str, basis: Sequence[str]) -> tuple[F
     facts.append(Fact("match", f"closest knowledge: “{doc_title}” (from {', '.join(basis) or 'retrieval'})"))
     return tuple(facts)
 
+
+
+_UNFILLED = re.compile(r"<[a-z_]+>")
+RELATED_FIXES = 3
+RELATED_MIN_SCORE = 1.2  # below this the overlap is a common word or two, not the user's situation
+
+
+def related_fixes(
+    text: str, doc_ids: Sequence[str], shown: Sequence[Fix], idf: Callable[[str], float], limit: int = RELATED_FIXES,
+) -> tuple[Fix, ...]:
+    """Further documented fixes from the decided family's best documents, ranked by the words they share with the
+    user's text (rare words count more): breadth from retrieval, at the level of single fixes."""
+    from assistant.kb.lexical import tokenize
+
+    words = set(tokenize(text[:4000]))
+    seen = {f.title for f in shown}
+    scored: list[tuple[float, Fix]] = []
+    for doc_id in dict.fromkeys(doc_ids):
+        rem = remedies_of(doc_id)
+        if rem is None:
+            continue
+        for fx in rem.fixes:
+            filled = _fix(fx, {})
+            if _UNFILLED.search(f"{filled.title} {filled.detail} {filled.code or ''}"):
+                continue  # it needs a value no reader supplied
+            tokens = set(tokenize(f"{fx.title} {fx.title} {fx.detail} {fx.code or ''}"))
+            if not tokens:
+                continue
+            score = sum(idf(t) for t in tokens & words) / (len(tokens) ** 0.5)
+            if score >= RELATED_MIN_SCORE and fx.title not in seen:
+                scored.append((score, filled))
+                seen.add(fx.title)
+    scored.sort(key=lambda sf: -sf[0])
+    return tuple(f for _, f in scored[:limit])

@@ -167,8 +167,8 @@ def _dedent_common(text: str) -> str:
     return "\n".join(ln[cut:] for ln in lines)
 
 
-def split_sections(doc_id: str, doc_title: str, body: str, suffix: str = ".md") -> list[Section]:
-    """A document's sections at its headings (Markdown ``#`` or reStructuredText underlines), outside code."""
+def split_sections(doc_id: str, doc_title: str, body: str, suffix: str = ".md", max_level: int = 6) -> list[Section]:
+    """A document's sections at its headings (Markdown ``#`` up to ``max_level``, or reStructuredText underlines), outside code."""
     lines = body.splitlines()
     heads: list[tuple[int, int, str]] = []  # (first line of the heading, first line of the body, title)
     fence = ""
@@ -186,7 +186,7 @@ def split_sections(doc_id: str, doc_title: str, body: str, suffix: str = ".md") 
                 heads.append((i - 1, i + 1, lines[i - 1].strip()))
             continue
         h = _ATX_HEADING.match(line)
-        if h:
+        if h and len(h.group(1)) <= max_level:
             heads.append((i, i + 1, h.group(2)))
     out: list[Section] = []
     lead_end = heads[0][0] if heads else len(lines)
@@ -204,15 +204,19 @@ def split_sections(doc_id: str, doc_title: str, body: str, suffix: str = ".md") 
 def read_sections(doc_id: str, doc_title: str, path: str) -> list[Section]:
     """The sections of one knowledge document, read from disk (built-in paths are relative to the package)."""
     from assistant.errors import KnowledgeError
-    from assistant.kb.documents import builtin_knowledge_dir, read_user_doc
+    from assistant.kb.documents import builtin_knowledge_dir, read_user_doc, readable
 
     p = Path(path)
+    builtin = not p.is_absolute()
     try:
-        if not p.is_absolute():
+        if builtin:
             p = builtin_knowledge_dir().parent / p
         body = read_user_doc(p).body  # front matter dropped; the id it derives is not used
     except (OSError, KnowledgeError):
         return []
+    if builtin:
+        # Our documents: sections are the `##` ones (their `###` cause and fix entries stay inside), shown as read.
+        return split_sections(doc_id, doc_title, readable(body), p.suffix.lower(), max_level=2)
     return split_sections(doc_id, doc_title, body, p.suffix.lower())
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import replace
 from collections.abc import Sequence
 
+from assistant.kb.remedies import as_fix
 from assistant.compose.deterministic import first_sentences
 from assistant.kb.runbooks import RunbookMatch, read_advice
 from assistant.types import CATEGORIES, Diagnosis, Fact, Fix, Source
@@ -36,7 +37,8 @@ def with_runbooks(d: Diagnosis, matches: Sequence[RunbookMatch]) -> Diagnosis:
     advice = read_advice(top)
     team_fixes = tuple(Fix(title, detail, code, (top.doc_id,)) for title, detail, code in advice.fixes)
     if not team_fixes:
-        team_fixes = (Fix(f"Follow the team runbook “{top.title}”", "Your team documented this error; its steps come before the general advice below.", None, (top.doc_id,)),)
+        generic = as_fix("debugging-workflow#follow-team-runbook", {"title": top.title})
+        team_fixes = (replace(generic, sources=(top.doc_id,)),) if generic else ()
     others = tuple(s for s in d.sources if s.id != top.doc_id)
     best = max((s.score for s in d.sources), default=1.0)
     sources = (Source(top.doc_id, top.title, top.path, best), *others)

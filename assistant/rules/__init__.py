@@ -1,6 +1,11 @@
 """Matching a failure against the registered rules (see :mod:`assistant.rules.registry`).
 
-Rules are tried in priority order and the first answer wins; wrapper rules may then re-frame it.
+Dispatch is by exception family first (:mod:`assistant.rules.dispatch`): the rules that read the
+family of the failure's effective exception are tried in that family's priority order, and the first
+answer wins. If none answers, the families of the chain's other exceptions follow (the wrapper of a
+re-raised error, the other links of a chain; a type that names no known family is also read as a bare
+message), then the rules that read any failure. Wrapper rules may then re-frame the answer.
+
 A rule that raises is a bug in that rule, not in the user's input: at run time it is logged,
 skipped and named in the match's notes (so the diagnosis says an answer may be missing); with
 ``strict=True`` (the registry test) it propagates.
@@ -12,7 +17,8 @@ import logging
 from dataclasses import dataclass
 
 from assistant.rules.base import Context
-from assistant.rules.registry import RuleSpec, answer_rules, wrapper_rules
+from assistant.rules.dispatch import ANY, families
+from assistant.rules.registry import RuleSpec, family_rules, wrapper_rules
 from assistant.types import Evidence, Failure, RuleHit
 
 log = logging.getLogger(__name__)
@@ -38,12 +44,21 @@ def _run(spec: RuleSpec, args: tuple, strict: bool, notes: list[str]) -> RuleHit
         return None
 
 
+def candidates(failure: Failure) -> tuple[RuleSpec, ...]:
+    """The answering rules tried for ``failure``, in order: its families' rules, then the rules that read any failure."""
+    seen: dict[str, RuleSpec] = {}
+    for fam in (*families(failure), ANY):
+        for spec in family_rules(fam):
+            seen.setdefault(spec.id, spec)
+    return tuple(seen.values())
+
+
 def match(failure: Failure, evidence: Evidence | None = None, *, strict: bool = False) -> Match:
-    """Run the rules in order; the first answer, re-framed by any wrapper rule that applies."""
+    """Run the failure's rules (:func:`candidates`) in order; the first answer, re-framed by any wrapper rule that applies."""
     ctx = Context(failure, evidence or Evidence())
     notes: list[str] = []
     found: RuleHit | None = None
-    for spec in answer_rules():
+    for spec in candidates(failure):
         found = _run(spec, (ctx,), strict, notes)
         if found is not None:
             break
@@ -68,4 +83,4 @@ def with_evidence(hit: RuleHit | None, failure: Failure, evidence: Evidence | No
         return hit
 
 
-__all__ = ["Context", "Match", "match", "with_evidence"]
+__all__ = ["Context", "Match", "candidates", "match", "with_evidence"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
 from assistant.types import Fact, Facts, Fix, RuleHit
@@ -138,7 +139,8 @@ def _library(ctx: Context) -> str | None:
     'amp.gradscaler',
     category='amp_error',
     docs=_DOCS,
-    priority=230,
+    reads=(*TORCH_OP, "ValueError", "AssertionError"),
+    priority=30,
     outcomes=('amp.fp16_params', 'amp.unscale_twice', 'amp.unscale_after_step', 'amp.no_inf_checks', 'amp.order', 'amp.update_without_step', 'amp.no_scale'),
     examples=(
         Example("captured/cpu/gradscaler-fp16-params-cpu", "amp.fp16_params"),
@@ -241,7 +243,8 @@ def gradscaler(ctx: Context) -> RuleHit | None:
     'amp.autocast_misc',
     category='amp_error',
     docs=(*_DOCS[::-1], "autocast-mixed-reduced-types"),
-    priority=231,
+    reads=TORCH_OP,
+    priority=31,
     outcomes=('amp.bce_unsafe', 'amp.overflow_constant', 'amp.no_bf16', 'amp.custom_op_half', 'amp.prioritize_mixed', 'amp.prioritize_backward'),
     examples=(
         Example("corpus/amp/prioritize_half_in_bf16_roma.txt", "amp.prioritize_mixed"),

@@ -9,6 +9,7 @@ from assistant.parse.messages import tensor_type_parts
 from assistant.rules.autograd_source import failing_line_fix
 from assistant.rules.base import Context, error_fact, hit, lazy_re, remedy
 from assistant.rules.base import with_location as _loc
+from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, RuleHit
 
@@ -80,7 +81,8 @@ def _looks_like_weight(shape: tuple[int, ...], op: str | None) -> bool:
     'autograd.inplace_modified',
     category='inplace_autograd',
     docs=("inplace-modification", "anomaly-detection"),
-    priority=280,
+    reads=TORCH_OP,
+    priority=48,
     outcomes=('autograd.inplace', 'autograd.inplace_weight', 'autograd.leaf_inplace', 'autograd.view_inplace', 'autograd.inplace_bare',
               'autograd.inplace_prose', 'autograd.inplace_gan_prose', 'autograd.inplace_error_prose'),
     examples=(
@@ -296,7 +298,8 @@ _RUNNING_TOTAL = lazy_re(r"\b(?=\w*?(?:total|running|sum|acc|accum|epoch))(\w+)\
     'autograd.backward_twice',
     category='backward_twice',
     docs=("backward-twice",),
-    priority=281,
+    reads=TORCH_OP,
+    priority=49,
     outcomes=('autograd.backward_twice', 'autograd.backward_twice_accumulated', 'autograd.backward_twice_prose'),
     examples=(
         Example("captured/cpu/char-rnn-hidden-not-detached", "autograd.backward_twice"),
@@ -367,7 +370,8 @@ def _backward_twice_prose(ctx: Context) -> RuleHit:
     'autograd.no_grad_fn',
     category='no_grad_fn',
     docs=("no-grad-fn", "detach-numpy"),
-    priority=282,
+    reads=TORCH_OP,
+    priority=50,
     outcomes=('autograd.no_grad_fn', 'autograd.non_scalar', 'autograd.numpy', 'autograd.unused_input', 'autograd.inference_tensor'),
     examples=(
         Example("captured/cpu/forward-under-no-grad-training", "autograd.no_grad_fn"),
@@ -523,7 +527,8 @@ def _nan_anomaly(ctx: Context, node: str, output: str | None, docs: tuple[str, .
     'autograd.nan_inf',
     category='nan_inf',
     docs=("nan-inf-anomaly", "exploding-gradients", "anomaly-detection"),
-    priority=283,
+    reads=(*TORCH_OP, "ArithmeticError"),
+    priority=52,
     outcomes=('autograd.nan_anomaly', 'autograd.nan_anomaly_fp16', 'autograd.nonfinite_norm', 'autograd.nan_generic'),
     examples=(
         Example("corpus/autograd/nan_anomaly_prose_fp16_fairseq.txt", "autograd.nan_anomaly_fp16"),
@@ -599,7 +604,8 @@ def _size(text: str) -> tuple[int, ...]:
     'autograd.autograd_misuse',
     category='no_grad_fn',
     docs=("autograd-misuse", "no-grad-fn"),
-    priority=284,
+    reads=(*TORCH_OP, "TypeError", "Warning"),
+    priority=53,
     outcomes=('autograd.requires_grad_nonleaf', 'autograd.grad_shape_scalar', 'autograd.grad_shape', 'autograd.no_derivative', 'autograd.no_double_backward',
               'autograd.hook_no_grad', 'autograd.grad_none_nonleaf'),
     examples=(

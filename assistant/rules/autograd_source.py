@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Mapping, Sequence
 
+from assistant.rules.base import remedy
 from assistant.types import Fact, Fix, ModuleSummary
 
 DOC_TWICE = "backward-twice"
@@ -64,10 +65,8 @@ def backward_twice_from_source(source: Mapping[str, Any] | None) -> SourceFindin
              "and freed the tensors the forward pass saved. Neither call sits in a loop, so nothing is carried across iterations: the two losses "
              "share part of one graph, and the first backward released it.")
     fixes = (
-        Fix("Add the losses and call backward once", "One pass through the shared graph gives the same gradients as two, with no graph kept alive.",
-            f"({a} + {b}).backward()", (DOC_TWICE,)),
-        Fix("Or keep the graph for the second pass", "retain_graph=True on every backward but the last through the shared part keeps its saved tensors until then.",
-            f"{a}.backward(retain_graph=True)\n{b}.backward()", (DOC_TWICE,)),
+        remedy(f"{DOC_TWICE}#add-losses-backward-once-named", first_loss=a, second_loss=b),
+        remedy(f"{DOC_TWICE}#retain-graph-second-pass-named", first_loss=a, second_loss=b),
     )
     return SourceFinding(facts, fixes, cause=cause)
 
@@ -88,6 +87,29 @@ def out_of_place(text: str, kind: str) -> str | None:
             recv = m.group("recv").strip()
             return f"{recv} = {recv}.{m.group('name')}({m.group('args')})"
     return None
+
+
+def _out_of_place_values(text: str, kind: str) -> tuple[str, dict[str, str]] | None:
+    """The pieces of the user's in-place statement that its out-of-place spelling (``out_of_place``) is written from,
+    with the name of the document fix that spells it: ("augmented" | "method" | "inplace-flag", values)."""
+    text = text.strip()
+    if kind == "inplace_flag":
+        before, _, after = text.partition("inplace=True")
+        return "inplace-flag", {"before": before, "after": after.replace("inplace=True", "inplace=False")}
+    if kind == "augmented":
+        m = _AUG.match(text)
+        if m:
+            return "augmented", {"variable": m.group("target").strip(), "operator": m.group("op"), "rhs": m.group("rhs").strip()}
+    if kind == "method":
+        m = _METHOD.match(text)
+        if m:
+            return "method", {"variable": m.group("recv").strip(), "method": m.group("name"), "args": m.group("args")}
+    return None
+
+
+_SITE_FIXES = {"augmented": "site-out-of-place-augmented", "method": "site-out-of-place-method", "inplace-flag": "site-inplace-flag-off"}
+_FAILING_LINE_FIXES = {"augmented": "failing-line-out-of-place-augmented", "method": "failing-line-out-of-place-method",
+                       "inplace-flag": "failing-line-inplace-flag-off"}
 
 
 def _inplace_layers(modules: Sequence[ModuleSummary]) -> list[str]:
@@ -114,9 +136,10 @@ def inplace_from_source(source: Mapping[str, Any] | None, modules: Sequence[Modu
     # Operations first (they run in forward), then flags set where layers are built.
     for s in sorted(sites, key=lambda s: s["kind"] == "inplace_flag"):
         spelled = out_of_place(s["text"], s["kind"])
-        if spelled and len(fixes) < 2:
-            fixes.append(Fix(f"Make `{s['text'][:60]}` out of place", f"{s['file']}:{s['line']}: the out-of-place form leaves the saved tensor as autograd recorded it.",
-                             f"{spelled}   # was: {s['text']}", (DOC_INPLACE,)))
+        pieces = _out_of_place_values(s["text"], s["kind"]) if spelled else None
+        if pieces and len(fixes) < 2:
+            form, values = pieces
+            fixes.append(remedy(f"{DOC_INPLACE}#{_SITE_FIXES[form]}", statement=s["text"][:60], path=s["file"], lineno=s["line"], line=s["text"], **values))
     sentence = "Your code modifies tensors in place at " + "; ".join(named) + ": one of them changes the tensor backward needs."
     return SourceFinding(facts, tuple(fixes), sentence=sentence)
 
@@ -145,7 +168,8 @@ def failing_line_fix(line: str) -> Fix | None:
     line = line.strip()
     kind = statement_kind(line) if line and not _HARMLESS.search(line) else None
     spelled = out_of_place(line, kind) if kind else None
-    if not spelled or spelled == line:
+    pieces = _out_of_place_values(line, kind) if spelled and spelled != line and kind else None
+    if pieces is None:
         return None
-    return Fix(f"Make `{line[:60]}` out of place", "The failing line changes a tensor in place; the out-of-place form leaves the saved one as autograd recorded it.",
-               f"{spelled}   # was: {line}", (DOC_INPLACE,))
+    form, values = pieces
+    return remedy(f"{DOC_INPLACE}#{_FAILING_LINE_FIXES[form]}", statement=line[:60], line=line, **values)

@@ -135,11 +135,6 @@ class Context:
         return f"{loc} (`{fr.source}`)" if fr.source else loc
 
 
-def fix(title: str, detail: str, code: str | None = None, *sources: str) -> Fix:
-    """Shorthand for a Fix; ``sources`` are knowledge document ids."""
-    return Fix(title=title, detail=detail, code=code, sources=tuple(sources))
-
-
 class UnknownRemedy(LookupError):
     """A rule named a document fix that does not exist: a bug in the rule or the document, never user input."""
 

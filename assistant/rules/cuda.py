@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from assistant.rules.base import Context, error_fact, hit, location_fact, lazy_re, remedy
+from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import EARLY, Example, rule
 from assistant.types import CudaAssert, Fact, Facts, Fix, RuleHit
 
@@ -112,7 +113,8 @@ _EMBED_LINE = lazy_re(r"embed|emb\b|tok_emb|pos_emb|wte|wpe", re.I)
     'cuda.device_side_assert',
     category='device_side_assert',
     docs=("device-side-assert", "async-cuda-errors"),
-    priority=212,
+    reads=TORCH_OP,
+    priority=24,
     outcomes=('cuda.device_side_assert', 'cuda.assert_label', 'cuda.assert_bce_range', 'cuda.assert_multinomial', 'cuda.assert_gather_index',
               'cuda.assert_scatter_gather', 'cuda.assert_index', 'cuda.assert_other'),
     examples=(
@@ -192,7 +194,8 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
     'cuda.illegal_memory_access',
     category='illegal_memory_access',
     docs=("illegal-memory-access", "async-cuda-errors"),
-    priority=213,
+    reads=TORCH_OP,
+    priority=25,
     outcomes=('cuda.illegal_memory_access', 'cuda.illegal_memory_access_custom', 'cuda.misaligned_address', 'cuda.illegal_memory_access_device',
               'cuda.illegal_memory_access_library'),
     examples=(
@@ -363,7 +366,8 @@ def _status_story(table: tuple[StatusStory, ...], status: str) -> StatusStory:
     'cuda.cudnn_error',
     category='cudnn_error',
     docs=("cudnn-errors", "async-cuda-errors", "cuda-oom"),
-    priority=210,
+    reads=TORCH_OP,
+    priority=22,
     outcomes=('cuda.cudnn_no_memory', 'cuda.cudnn_execution_failed', 'cuda.cudnn_bad_param', 'cuda.cudnn_not_supported', 'cuda.cudnn_mapping_error',
               'cuda.cudnn_arch_mismatch', 'cuda.cudnn_version_mismatch', 'cuda.cudnn_internal_error', 'cuda.cudnn_no_algorithm', 'cuda.cudnn_rnn_eval'),
     examples=(
@@ -466,7 +470,8 @@ _CUBLAS_STATUSES = (
     'cuda.cublas_error',
     category='cublas_error',
     docs=("cublas-errors", "async-cuda-errors", "device-side-assert"),
-    priority=211,
+    reads=TORCH_OP,
+    priority=23,
     outcomes=('cuda.cublas_no_memory', 'cuda.cublas_execution_failed', 'cuda.cublas_invalid_value', 'cuda.cublas_not_supported',
               'cuda.cublas_arch_mismatch', 'cuda.cublas_internal_error'),
     examples=(
@@ -560,6 +565,7 @@ def _first_cuda_call(ctx: Context) -> bool:
     'cuda.hardware_error',
     category='hardware_error',
     docs=("gpu-hardware-faults",),
+    reads=TORCH_OP,
     priority=EARLY,
     also=('cuda_unavailable',),
     outcomes=('cuda.hardware', 'cuda.hardware_ecc', 'cuda.hardware_launch_timeout', 'cuda.hardware_unknown_error', 'cuda.unknown_error_at_start',
@@ -651,7 +657,8 @@ _NO_GPU_SYMPTOM = lazy_re(r"CUDNN_STATUS_\w+|CUBLAS_STATUS_\w+|No CUDA GPUs are 
     'cuda.visible_devices_invalid',
     category='cuda_unavailable',
     docs=("cuda-unavailable", "cudnn-errors"),
-    priority=125,
+    reads=TORCH_OP,
+    priority=15,
     also=('cudnn_error', 'cublas_error'),
     outcomes=('cuda.visible_devices_invalid',),
     examples=(
@@ -689,7 +696,8 @@ _SYSTEM_NOT_READY = lazy_re(r"system not yet initiali[sz]ed|cudaErrorSystemNotRe
     'cuda.system_not_ready',
     category='cuda_unavailable',
     docs=("cuda-unavailable",),
-    priority=120,
+    reads=TORCH_OP,
+    priority=13,
     outcomes=('cuda.system_not_ready',),
     examples=(
         Example('corpus/cuda/system_not_yet_initialized_802_thc.txt', 'cuda.system_not_ready'),

@@ -53,7 +53,8 @@ def _worker_found(ctx: Context) -> list[Fact]:
     'data.collate',
     category='dataloader_error',
     docs=_DOCS[1::-1],
-    priority=260,
+    reads=("RuntimeError", "TypeError", "text"),
+    priority=36,
     outcomes=('data.collate_sizes', 'data.collate_image_sizes', 'data.collate_channels', 'data.collate_resize_storage', 'data.collate_type', 'data.collate_pil', 'data.collate_none',
               'data.collate_lists'),
     examples=(
@@ -204,7 +205,8 @@ def _collate_type(ctx: Context, found_type: str, found: list[Fact]) -> RuleHit:
     'data.worker_died',
     category='dataloader_error',
     docs=("dataloader-worker-crash", "dataloader-worker-oom", "dataloader-shared-memory"),
-    priority=261,
+    reads=("RuntimeError", "OSError", "text"),
+    priority=37,
     also=('cpu_oom',),
     outcomes=('data.worker_crash', 'data.worker_segfault', 'data.shm', 'data.too_many_files', 'data.timeout', 'data.worker_oom', 'data.win_pagefile',
               'data.pin_memory_thread'),
@@ -394,7 +396,8 @@ def _worker_crash(ctx: Context, found: list[Fact], facts: Facts, sig: str, code:
     'data.dataset_misc',
     category='dataloader_error',
     docs=("dataloader-options", "files-and-permissions"),
-    priority=262,
+    reads=("ValueError", "text"),
+    priority=38,
     outcomes=('data.empty', 'data.iterable_options', 'data.sampler_conflict', 'data.worker_options'),
     examples=(
         Example("corpus/data/empty_dataset_shuffle.txt", "data.empty"),
@@ -446,7 +449,8 @@ _LOADING = lazy_re(r"data ?loader|data loading|load(?:s|ing)? (?:the |train(?:in
     'data.input_bottleneck',
     category='dataloader_error',
     docs=("dataloader-input-bottleneck", "dataloader-options"),
-    priority=263,
+    reads=("text",),
+    priority=39,
     outcomes=('data.input_bottleneck',),
     examples=(
         Example("realworld/dev/ge2e-gpu-util-zero-compressed-feats", "data.input_bottleneck"),
@@ -484,6 +488,7 @@ _WORKER_GENERIC = {"python_error", "index_error", "environment_error", "unknown"
     "data.worker_exception",
     category="dataloader_error",
     docs=("dataloader-worker-crash",),
+    reads=("any",),  # it re-frames the answer to any failure raised inside a DataLoader worker
     wraps=True,
     outcomes=("data.worker_exception",),
     examples=(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from assistant.parse.messages import tensor_type_parts
 from assistant.rules.base import Context, error_fact, hit, lazy_re, remedy
 from assistant.rules.base import with_location as _loc
+from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
@@ -123,7 +124,8 @@ _BUFFERS = "device-mismatch#register-constant-buffers"
     'devices.device_mismatch',
     category='device_mismatch',
     docs=("device-mismatch", "cuda-unavailable"),
-    priority=240,
+    reads=(*TORCH_OP, "TypeError"),
+    priority=32,
     outcomes=('devices.mismatch', 'devices.mismatch_other', 'devices.move_not_assigned', 'devices.created_in_forward', 'devices.two_gpus', 'devices.generator',
               'devices.dataparallel', 'devices.meta', 'devices.embedding_index', 'devices.index_device', 'devices.loss_target',
               'devices.rnn_hidden', 'devices.optimizer_state', 'devices.cuda_numpy'),
@@ -476,7 +478,8 @@ def _checkpoint_gpu_index(ctx: Context, index: int, count: int) -> RuleHit:
     'devices.cuda_unavailable',
     category='cuda_unavailable',
     docs=("cuda-unavailable", "cuda-arch-mismatch"),
-    priority=130,
+    reads=(*TORCH_OP, "AssertionError"),
+    priority=16,
     outcomes=tuple(case[0] for case in _CUDA_CASES) + ('devices.checkpoint_gpu_index',),
     examples=(
         Example("captured/cpu/hardcoded-cuda-device-cpu-build", "devices.cuda_unavailable"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.parse.messages import normalize_dtype, tensor_type_parts
+from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import with_location as _loc, Context, error_fact, hit, lazy_re, remedy
 from assistant.types import Fact, Facts, RuleHit
@@ -49,7 +50,8 @@ _TARGET_DOCS = ("loss-target-dtype", "cross-entropy-target-format", "dtype-misma
     'dtypes.loss_target_dtype',
     category='dtype_mismatch',
     docs=_TARGET_DOCS,
-    priority=250,
+    reads=TORCH_OP,
+    priority=33,
     outcomes=('dtypes.loss_target', 'dtypes.loss_target_int', 'dtypes.ce_prob_target'),
     examples=(
         Example("captured/cpu/cross-entropy-float-class-labels", "dtypes.loss_target"),
@@ -116,7 +118,8 @@ def loss_target_dtype(ctx: Context) -> RuleHit | None:
     'dtypes.not_implemented_for',
     category='dtype_mismatch',
     docs=("half-not-implemented", "dtype-mismatch"),
-    priority=251,
+    reads=(*TORCH_OP, "NotImplementedError", "AttributeError"),
+    priority=34,
     outcomes=('dtypes.half_cpu', 'dtypes.half_kernel', 'dtypes.not_implemented_int', 'dtypes.not_implemented'),
     examples=(
         Example("captured/cpu/half-model-cdist-on-cpu", "dtypes.half_cpu"),
@@ -190,7 +193,8 @@ _INDEX_ARG = lazy_re(r"Expected tensor for argument #\d+ '(\w+)' to have (?:one 
     'dtypes.dtype_pair',
     category='dtype_mismatch',
     docs=("dtype-mismatch", "half-not-implemented"),
-    priority=252,
+    reads=TORCH_OP,
+    priority=35,
     outcomes=('dtypes.pair', 'dtypes.pair_half', 'dtypes.pair_int_float', 'dtypes.pair_int_target', 'dtypes.result_cast', 'dtypes.pair_other',
               'dtypes.index_dtype', 'dtypes.index_int32'),
     examples=(

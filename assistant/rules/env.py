@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
 from assistant.types import Fact, Facts, Fix, RuleHit
@@ -40,7 +41,8 @@ def _named_gpu(ctx: Context) -> tuple[str, str] | None:
     'env.arch_mismatch',
     category='environment_error',
     docs=("cuda-arch-mismatch", "library-version-mismatch"),
-    priority=120,
+    reads=(*TORCH_OP, "Warning"),
+    priority=14,
     outcomes=('env.arch_mismatch', 'env.no_kernel_image'),
     examples=(
         Example("corpus/env/arch_sm120_not_compatible.txt", "env.arch_mismatch"),
@@ -99,7 +101,8 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
     'env.missing_module',
     category='environment_error',
     docs=("module-not-found", "library-version-mismatch"),
-    priority=330,
+    reads=("ImportError", "AttributeError", "text"),
+    priority=65,
     outcomes=('env.module_not_found', 'env.local_module_not_found', 'env.torch_not_installed', 'env.torch_submodule_missing',
               'env.torch_source_tree', 'env.apex_missing', 'env.cannot_import_name', 'env.missing_attribute'),
     examples=(
@@ -304,7 +307,8 @@ _BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, li
     'env.binary_mismatch',
     category='environment_error',
     docs=("library-version-mismatch", "module-not-found"),
-    priority=331,
+    reads=("ImportError", "OSError", "RuntimeError", "text"),
+    priority=66,
     outcomes=tuple(outcome for _, outcome, _ in _BINARY_ROWS),
     examples=(
         Example("realworld/dev/deepsort-old-no-such-operator-nms", "env.torchvision_ops"),
@@ -346,7 +350,8 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
     'env.files_and_disk',
     category='environment_error',
     docs=("files-and-permissions",),
-    priority=332,
+    reads=("OSError", "RuntimeError", "text"),
+    priority=67,
     outcomes=('env.file_not_found', 'env.save_parent_missing', 'env.path_kind', 'env.permission', 'env.disk_full', 'env.network', 'env.illegal_instruction'),
     examples=(
         Example("captured/cpu/dataset-relative-path-not-found", "env.file_not_found"),

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import Example, rule
-from assistant.rules.base import basic_facts as _found, Context, fix, hit, remedy
+from assistant.rules.base import basic_facts as _found, Context, hit, remedy
 from assistant.types import Fact, Facts, Fix, RuleHit
 
 _DOCS = ("index-out-of-range", "device-side-assert")
@@ -21,7 +22,8 @@ def _mentions(ctx: Context, pattern: str, flags: int = 0) -> bool:
     'indexing.tensor_index',
     category='index_error',
     docs=_DOCS,
-    priority=290,
+    reads=(*TORCH_OP, "IndexError"),
+    priority=54,
     outcomes=('index.embedding', 'index.out_of_range_self', 'index.out_of_bounds', 'index.empty_tensor', 'index.small_batch', 'index.off_by_one', 'index.negative', 'index.dim_out_of_range',
               'index.target_oob', 'index.target_void_label', 'index.target_negative', 'index.too_many', 'index.zero_dim', 'index.gather_shape', 'index.select_vector',
               'index.float_indices'),
@@ -148,7 +150,7 @@ def _out_of_bounds(ctx: Context, idx: int, dim: int, size: int) -> RuleHit:
         fixes = [check, remedy("index-out-of-range#mask-sentinels")]
         return hit("index.negative", "index_error", f"Negative index {idx} out of bounds for size {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.92, facts=values)
     cause = base + f" The index is {idx - size + 1} beyond the last position: it refers to a larger tensor than this one (a different vocabulary, class count or sequence length)."
-    fixes = [check, fix("Build the indexed tensor for the full index range, or remap the indices", "", None, "index-out-of-range")]
+    fixes = [check, remedy("index-out-of-range#build-for-full-range")]
     return hit("index.out_of_bounds", "index_error", f"Index {idx} out of bounds for size {size}", cause, fixes, _DOCS, _found(ctx, fact), 0.92, facts=values)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from assistant.parse.messages import fmt_bytes, parse_bytes
 from assistant.rules.base import Context, error_fact, hit, location_fact, lazy_re, remedy
+from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
 
@@ -145,7 +146,8 @@ def _measure_fix() -> Fix:
     'memory.cuda_oom',
     category='cuda_oom',
     docs=_DOCS,
-    priority=200,
+    reads=TORCH_OP,
+    priority=20,
     outcomes=('memory.cuda_oom', 'memory.cuda_oom_impossible', 'memory.cuda_oom_other_processes', 'memory.cuda_oom_fragmented',
               'memory.cuda_oom_bare', 'memory.cuda_oom_batch_one', 'memory.cuda_oom_growth', 'memory.cuda_oom_eval', 'memory.mps_oom',
               'memory.cuda_oom_visible_devices'),
@@ -457,7 +459,8 @@ _HOST_WORDS = lazy_re(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
     'memory.cpu_oom',
     category='cpu_oom',
     docs=("cpu-oom", "memory-profiling"),
-    priority=201,
+    reads=(*TORCH_OP, "MemoryError"),
+    priority=21,
     outcomes=('memory.cpu_oom', 'memory.cpu_oom_absurd_size', 'memory.cpu_oom_numpy', 'memory.cpu_oom_killed', 'memory.cpu_oom_memoryerror',
               'memory.cpu_oom_growth', 'memory.cpu_oom_allocator'),
     examples=(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from assistant.rules.base import Context, error_fact, fix, hit, location_fact, lazy_re, remedy
+from assistant.rules.base import Context, error_fact, hit, location_fact, lazy_re, remedy
 from assistant.rules.registry import Example, rule
 from assistant.types import Fact, Facts, RuleHit
 
@@ -71,7 +71,8 @@ def _in_loader(ctx: Context) -> bool:
     'multiproc.cuda_fork',
     category='multiprocessing_error',
     docs=("cuda-fork-reinit", "dataloader-worker-crash"),
-    priority=110,
+    reads=("RuntimeError", "text"),
+    priority=12,
     outcomes=('mp.cuda_fork', 'mp.cuda_fork_process'),
     examples=(
         Example("captured/cuda/mp-dataloader-cuda-in-getitem-fork", "mp.cuda_fork"),
@@ -111,7 +112,8 @@ def cuda_fork(ctx: Context) -> RuleHit | None:
     'multiproc.pickling',
     category='multiprocessing_error',
     docs=_DOCS,
-    priority=320,
+    reads=("RuntimeError", "PickleError", "AttributeError", "NameError", "TypeError", "AssertionError", "text"),
+    priority=64,
     also=('cpu_oom',),
     outcomes=('mp.unpicklable', 'mp.unpicklable_handle', 'mp.unpicklable_lock', 'mp.unpicklable_object', 'mp.spawn_global', 'mp.main_attribute', 'mp.main_attribute_guarded', 'mp.bootstrap',
               'mp.daemonic', 'mp.child_died', 'mp.child_killed', 'mp.context_already_set'),
@@ -180,7 +182,7 @@ def pickling(ctx: Context) -> RuleHit | None:
                  "num_workers > 0, or a library that parallelises with processes cannot be used inside __getitem__ or a transform.")
         fixes = [
             remedy("spawn-pickling#no-processes-in-dataset"),
-            fix("Or precompute the expensive part before training", "", None, "spawn-pickling"),
+            remedy("spawn-pickling#precompute-before-training"),
         ]
         # Innermost user line first: that is the code running inside the worker.
         pool = next((m for f in reversed(ctx.failure.user_frames) if (m := re.search(r"\b(Pool|ProcessPoolExecutor|Process|DataLoader)\(", f.source or ""))), None)

@@ -20,7 +20,8 @@ _BUILTIN = {
     'python.module_misuse',
     category='python_error',
     docs=_DOCS[::-1],
-    priority=340,
+    reads=("TypeError", "ValueError", "AttributeError", "NotImplementedError", "text", "other"),
+    priority=68,
     outcomes=('python.super_init', 'python.missing_argument', 'python.too_many_args', 'python.wrapper_attribute', 'python.empty_params', 'python.no_forward',
               'python.module_not_callable'),
     examples=(
@@ -124,7 +125,9 @@ def _module_not_callable(ctx: Context) -> RuleHit:
     'python.python_exception',
     category='python_error',
     docs=_DOCS,
-    priority=FALLBACK + 10,
+    reads=("KeyError", "TypeError", "AttributeError", "NameError", "ValueError", "ArithmeticError", "AssertionError",
+           "NotImplementedError", "IndexError", "RuntimeError", "text", "other"),
+    priority=FALLBACK + 1,
     outcomes=('python.builtin', 'python.key_error', 'python.reader_none', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
               'python.index_error', 'python.name_error', 'python.recursion'),
     examples=(

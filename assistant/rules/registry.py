@@ -3,6 +3,7 @@
 A rule module declares each rule with :func:`rule`::
 
     @rule("amp.gradscaler", category="amp_error", docs=("gradscaler-misuse",),
+          reads=(*TORCH_OP, "ValueError", "AssertionError"), priority=30,
           outcomes=("amp.fp16_params", "amp.unscale_twice"),
           examples=(Example("captured/cpu/amp_fp16_unscale", "amp.fp16_params"),
                     Example("corpus/amp/unscale_twice.txt", "amp.unscale_twice")))
@@ -14,8 +15,21 @@ A rule module declares each rule with :func:`rule`::
   ``realworld/dev/<id>``, ``corpus/<path>``: see ``assistant.eval.examples``); the registry test
   runs every one through the whole rule set and requires that every declared outcome is produced
   by at least one.
-- ``priority`` orders rules: lower runs first, and the first answer wins. Declaration order breaks
-  ties within a module.
+- ``reads`` (required) names the exception families the rule reads (:mod:`assistant.rules.dispatch`:
+  ``"RuntimeError"``, ``"KeyError"``, ``"text"`` for a message with no exception type, ...). Matching
+  dispatches by family first: a failure is shown only to the rules that read its family. Declare every
+  family the rule's messages arrive in (a CUDA OOM comes as ``RuntimeError``/``OutOfMemoryError``, inside
+  a compiler's error, or as a bare pasted line: ``TORCH_OP``). ``("any",)`` declares a reader of every
+  failure whatever its type (a launcher's summary, a native crash's signal line, a symptom told in
+  prose); such rules are tried after the rules of the failure's families.
+- ``priority`` orders rules *within a family*: among the rules that read the failure's family, lower
+  runs first and the first answer wins. Numbers are compared only between rules that share a family
+  (the ``"any"`` rules form a group of their own), so rules of different families may use the same
+  number; two rules of different modules that share a family must not (their order would rest on
+  module import order). Within a module, declaration order breaks ties. The bands below are local:
+  :data:`EARLY` for messages that a more generic reader of the same family would take,
+  :data:`NORMAL` for the family's own messages, :data:`FALLBACK` for its generic catch-alls.
+  :func:`family_rules` lists a family's rules in order (what a new rule's number is placed among).
 - ``wraps=True`` declares a wrapper rule: it runs after the first answer, takes ``(ctx, inner)``
   and may re-frame it (an ordinary error raised inside a DataLoader worker is a Dataset bug).
 
@@ -31,16 +45,18 @@ import pkgutil
 from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Iterable
 
+from assistant.rules.dispatch import ANY, FAMILY_NAMES
 from assistant.types import CATEGORIES, Fix, RuleHit
 
 log = logging.getLogger(__name__)
 
-EARLY = 100  # messages that would otherwise be mistaken for a more generic family
-NORMAL = 500
-FALLBACK = 900  # generic catch-alls, tried when nothing specific answered
+# Local priority bands: numbers are compared only among the rules that read the same family.
+EARLY = 10  # 10-19: messages that a more generic reader of the same family would otherwise take
+NORMAL = 20  # 20-89: the family's own messages
+FALLBACK = 90  # 90-: generic catch-alls, tried when nothing specific in the family answered
 
 # Modules of this package that hold infrastructure, not rules.
-_NOT_RULE_MODULES = {"base", "registry", "evidence", "examples"}
+_NOT_RULE_MODULES = {"base", "registry", "evidence", "examples", "dispatch"}
 
 
 class RuleDefinitionError(Exception):
@@ -69,6 +85,7 @@ class RuleSpec:
     sequence: int
     wraps: bool = False
     categories: frozenset[str] = field(default_factory=frozenset)
+    reads: tuple[str, ...] = (ANY,)
 
     @property
     def module(self) -> str:
@@ -97,6 +114,7 @@ def rule(
     *,
     category: str,
     docs: Iterable[str],
+    reads: Iterable[str],
     examples: Iterable[Example] = (),
     outcomes: Iterable[str] | None = None,
     priority: int = NORMAL,
@@ -106,12 +124,18 @@ def rule(
     """Register a rule. ``outcomes`` defaults to the rule id itself (a rule with one answer).
 
     ``also`` lists further categories the rule may answer with (rare: one message family whose
-    outcomes belong to different taxonomy ids).
+    outcomes belong to different taxonomy ids). ``reads`` names the exception families the rule reads
+    (see the module docstring).
     """
     cats = frozenset({category, *also})
     unknown = cats - set(CATEGORIES)
     if unknown:
         raise RuleDefinitionError(f"rule {id}: unknown categories {sorted(unknown)}")
+    families = tuple(dict.fromkeys([reads] if isinstance(reads, str) else reads))
+    if not families or set(families) - {*FAMILY_NAMES, ANY}:
+        raise RuleDefinitionError(f"rule {id}: reads must name families of {FAMILY_NAMES} (or 'any'), not {families}")
+    if ANY in families and len(families) > 1:
+        raise RuleDefinitionError(f"rule {id}: 'any' already reads every family; it takes no others")
 
     def register(func: Callable[..., RuleHit | None]) -> Callable[..., RuleHit | None]:
         global _sequence
@@ -123,39 +147,72 @@ def rule(
         stray = [e.outcome for e in exs if e.outcome not in outs]
         if stray:
             raise RuleDefinitionError(f"rule {id}: examples name undeclared outcomes {stray}")
-        _REGISTRY[id] = RuleSpec(id, category, tuple(docs), func, outs, exs, priority, _sequence, wraps, cats)
+        _REGISTRY[id] = RuleSpec(id, category, tuple(docs), func, outs, exs, priority, _sequence, wraps, cats, families)
         return func
 
     return register
 
 
-_ordered: dict[int, tuple[tuple[RuleSpec, ...], tuple[RuleSpec, ...], tuple[RuleSpec, ...]]] = {}
+@dataclass(frozen=True)
+class _Orders:
+    every: tuple[RuleSpec, ...]  # answering rules by (family-free) listing order, then wrappers
+    answering: tuple[RuleSpec, ...]
+    wrapping: tuple[RuleSpec, ...]
+    by_family: dict[str, tuple[RuleSpec, ...]]  # family (or "any") -> its answering rules, in local order
 
 
-def _orders() -> tuple[tuple[RuleSpec, ...], tuple[RuleSpec, ...], tuple[RuleSpec, ...]]:
-    """(all, answering, wrapping) rules in order; recomputed only when a rule was registered or removed."""
+_ordered: dict[int, _Orders] = {}
+
+
+def _local(spec: RuleSpec) -> tuple[int, int]:
+    return spec.priority, spec.sequence
+
+
+def _orders() -> _Orders:
+    """The rules grouped and ordered; recomputed only when a rule was registered or removed."""
     _import_rule_modules()
     key = hash(tuple(_REGISTRY))
     if key not in _ordered:
-        ordered = tuple(sorted(_REGISTRY.values(), key=lambda s: (s.priority, s.sequence)))
+        specs = sorted(_REGISTRY.values(), key=lambda s: s.sequence)
+        answering = tuple(s for s in specs if not s.wraps)
+        wrapping = tuple(sorted((s for s in specs if s.wraps), key=_local))
+        by_family = {fam: tuple(sorted((s for s in answering if fam in s.reads), key=_local)) for fam in (*FAMILY_NAMES, ANY)}
         _ordered.clear()
-        _ordered[key] = (ordered, tuple(s for s in ordered if not s.wraps), tuple(s for s in ordered if s.wraps))
+        _ordered[key] = _Orders(answering + wrapping, answering, wrapping, by_family)
     return _ordered[key]
 
 
 def all_rules() -> tuple[RuleSpec, ...]:
-    """Every registered rule (importing every rule module once), in the order they are tried."""
-    return _orders()[0]
+    """Every registered rule (importing every rule module once): answering rules in declaration order, then wrappers.
+
+    There is no global order: a failure's rules are those of its family (:func:`family_rules`).
+    """
+    return _orders().every
 
 
 def answer_rules() -> tuple[RuleSpec, ...]:
-    """The rules that answer a failure, in order."""
-    return _orders()[1]
+    """The rules that answer a failure (in declaration order: which of them run, and when, depends on the family)."""
+    return _orders().answering
+
+
+def family_rules(family: str) -> tuple[RuleSpec, ...]:
+    """The answering rules that read ``family`` (a family of :mod:`assistant.rules.dispatch`, or ``"any"``), in local priority order."""
+    return _orders().by_family.get(family, ())
 
 
 def wrapper_rules() -> tuple[RuleSpec, ...]:
     """The rules that may re-frame an answer, in order."""
-    return _orders()[2]
+    return _orders().wrapping
+
+
+def ambiguous_priorities() -> list[tuple[str, RuleSpec, RuleSpec]]:
+    """(family, a, b) for rules of different modules that read one family with the same priority: their order would be import order."""
+    out = []
+    for fam, specs in _orders().by_family.items():
+        for a, b in zip(specs, specs[1:], strict=False):
+            if a.priority == b.priority and a.module != b.module:
+                out.append((fam, a, b))
+    return out
 
 
 def get(rule_id: str) -> RuleSpec:

@@ -8,8 +8,8 @@ dies in native code (``Segmentation fault (core dumped)``, ``Bus error``).
 
 Where such a line sits beside a real Python error, the Python error wins: the verdict rules decline
 when the text holds an exception that is not itself fallout of the signal (``SignalException``,
-``KeyboardInterrupt``, a peer's broken connection), and the launcher and crash rules run late, after
-every rule that reads an exception.
+``KeyboardInterrupt``, a peer's broken connection), and the launcher and crash rules read any failure
+(``reads=("any",)``), so they run late, after every rule of the failure's exception family.
 """
 
 from __future__ import annotations
@@ -21,8 +21,14 @@ from datetime import datetime
 
 from assistant.parse.messages import fmt_bytes
 from assistant.rules.base import Context, hit, lazy_re, remedy
-from assistant.rules.registry import Example, rule
+from assistant.rules.registry import NORMAL, Example, rule
 from assistant.types import Fact, Facts, Fix, RuleHit
+
+# The families a job log that ends in a scheduler's line arrives as: no exception at all, or only the
+# fallout of the stop (a peer's NCCL/store error, torchrun's ChildFailedError: RuntimeError; a broken
+# connection: OSError; SIGTERM/Ctrl+C: Interrupt; a library's own type, a job name taken for a type: other).
+# The verdict rules read these before the family's own rules: the scheduler's line says why it all stopped.
+JOB_LOG = ("text", "RuntimeError", "OSError", "Interrupt", "other")
 
 # --- the scheduler's own verdict lines ---------------------------------------------------------------
 
@@ -255,7 +261,8 @@ _TIME_DOCS = ("job-time-limit", "distributed-hang")
     "scheduler.verdict",
     category="environment_error",
     docs=_TIME_DOCS,
-    priority=150,
+    reads=JOB_LOG,
+    priority=17,
     outcomes=("scheduler.time_limit", "scheduler.preempted", "scheduler.cancelled"),
     examples=(
         Example("corpus/scheduler/time_limit_lightning_step_sigterm.txt", "scheduler.time_limit"),
@@ -396,7 +403,8 @@ def _cancelled(ctx: Context, raw: str, v: Verdict) -> RuleHit:
     "scheduler.node_failure",
     category="hardware_error",
     docs=("node-failure", "gpu-hardware-faults"),
-    priority=105,
+    reads=JOB_LOG,
+    priority=11,
     examples=(
         Example("corpus/scheduler/node_failure_step_cancelled_after_validation.txt", "scheduler.node_failure"),
         Example("corpus/scheduler/node_failure_interactive_session.txt", "scheduler.node_failure"),
@@ -434,7 +442,8 @@ _MEM_DOCS = ("job-memory-limit", "cpu-oom")
     "scheduler.memory_limit",
     category="cpu_oom",
     docs=_MEM_DOCS,
-    priority=199,
+    reads=(*JOB_LOG, "MemoryError"),
+    priority=18,
     examples=(
         Example("corpus/scheduler/memory_limit_slurm_oom_kill_bash_killed.txt", "scheduler.memory_limit"),
         Example("corpus/scheduler/memory_limit_slurm_oom_kill_srun_out_of_memory.txt", "scheduler.memory_limit"),
@@ -530,7 +539,8 @@ _SEGV_DOCS = ("native-crash-segfault", "library-version-mismatch")
     "scheduler.native_crash",
     category="unknown",
     docs=_SEGV_DOCS,
-    priority=870,
+    reads=("any",),
+    priority=NORMAL,  # after every rule that reads an exception: a Python error printed before the crash wins
     also=("environment_error", "dataloader_error", "hardware_error"),
     outcomes=("scheduler.segfault", "scheduler.segfault_at_import", "scheduler.bus_error", "scheduler.segfault_import_order",
               "scheduler.segfault_unstable_hardware"),
@@ -740,7 +750,8 @@ _EXIT_DOCS = ("launcher-exit-codes", "debugging-workflow")
     "scheduler.task_exit",
     category="python_error",
     docs=_EXIT_DOCS,
-    priority=880,
+    reads=("any",),
+    priority=NORMAL + 1,
     also=("cpu_oom", "environment_error", "unknown"),
     outcomes=("scheduler.task_exit", "scheduler.task_killed"),
     examples=(

@@ -6,8 +6,9 @@ import math
 import re
 
 from assistant.parse.messages import flatten_candidates, flatten_explanations, fmt_shape, int_hints, parse_shape
-from assistant.rules.registry import Example, rule
-from assistant.rules.base import with_location as _with_location, Context, error_fact, fix, hit, lazy_re, remedy
+from assistant.rules.dispatch import TORCH_OP
+from assistant.rules.registry import FALLBACK, Example, rule
+from assistant.rules.base import with_location as _with_location, Context, error_fact, hit, lazy_re, remedy
 from assistant.types import Fact, Facts, Fix, RuleHit
 
 _MATMUL = (
@@ -39,7 +40,8 @@ def _shape_of(text: str | None) -> tuple[int, ...]:
     'shapes.matmul_mismatch',
     category='shape_mismatch',
     docs=("matmul-shape-mismatch", "overfit-one-batch"),
-    priority=270,
+    reads=TORCH_OP,
+    priority=40,
     outcomes=('shapes.matmul', 'shapes.matmul_input_resolution', 'shapes.matmul_operands', 'shapes.matmul_no_sizes', 'shapes.bmm', 'shapes.matmul_scalar', 'shapes.matmul_rank'),
     examples=(
         Example("captured/cpu/linear-after-conv-flatten", "shapes.matmul"),
@@ -271,7 +273,8 @@ _CONV_DOCS = ("conv-input-mismatch", "overfit-one-batch")
     'shapes.conv_input',
     category='shape_mismatch',
     docs=_CONV_DOCS,
-    priority=271,
+    reads=(*TORCH_OP, "ValueError"),
+    priority=41,
     outcomes=('shapes.conv_channels', 'shapes.conv_channels_last', 'shapes.conv_gray_to_rgb', 'shapes.conv_rgb_to_gray',
               'shapes.conv_missing_axis', 'shapes.conv_rank', 'shapes.conv_rank_extra', 'shapes.norm_rank', 'shapes.norm_rank_other',
               'shapes.conv_too_small'),
@@ -438,7 +441,8 @@ _BCAST_DOCS = ("broadcast-size-mismatch", "overfit-one-batch")
     'shapes.broadcast',
     category='shape_mismatch',
     docs=_BCAST_DOCS,
-    priority=275,
+    reads=TORCH_OP,
+    priority=47,
     outcomes=('shapes.broadcast', 'shapes.broadcast_class_weights', 'shapes.inplace_broadcast', 'shapes.cat', 'shapes.cat_rank', 'shapes.cat_zero_dim',
               'shapes.stack', 'shapes.expand'),
     examples=(
@@ -544,7 +548,8 @@ def _elementwise(ctx: Context, a: int, b: int, dim: int) -> RuleHit:
     'shapes.view_reshape',
     category='shape_mismatch',
     docs=("view-reshape-invalid", "broadcast-size-mismatch"),
-    priority=274,
+    reads=TORCH_OP,
+    priority=46,
     outcomes=('shapes.view_invalid', 'shapes.view_batch', 'shapes.view_per_sample', 'shapes.view_ambiguous', 'shapes.view_stride'),
     examples=(
         Example("corpus/shapes/view_invalid.txt", "shapes.view_invalid"),
@@ -671,7 +676,8 @@ _LOSS_DOCS = ("loss-input-target-shape", "overfit-one-batch")
     'shapes.loss_shapes',
     category='shape_mismatch',
     docs=_LOSS_DOCS,
-    priority=272,
+    reads=(*TORCH_OP, "ValueError"),
+    priority=42,
     outcomes=('shapes.loss_batch', 'shapes.loss_batch_target_larger', 'shapes.loss_batch_other', 'shapes.loss_elementwise',
               'shapes.loss_trailing_one', 'shapes.loss_broadcast_warning', 'shapes.multi_target', 'shapes.cosine_target', 'shapes.ce_target_size'),
     examples=(
@@ -813,7 +819,8 @@ _SEG_DOCS = ("segmentation-target-shape", "loss-input-target-shape")
     'shapes.spatial_target',
     category='shape_mismatch',
     docs=_SEG_DOCS,
-    priority=272,
+    reads=TORCH_OP,
+    priority=43,
     outcomes=('shapes.seg_target_singleton', 'shapes.seg_target_multichannel', 'shapes.seg_target_extra_dim', 'shapes.seg_target_low_rank'),
     examples=(
         Example("corpus/shapes/seg_target_size_singleton_unet.txt", "shapes.seg_target_singleton"),
@@ -884,7 +891,8 @@ def spatial_target(ctx: Context) -> RuleHit | None:
     'shapes.norm_layers',
     category='shape_mismatch',
     docs=("batchnorm-batch-size-one",),
-    priority=273,
+    reads=(*TORCH_OP, "ValueError"),
+    priority=44,
     outcomes=('shapes.batchnorm_one', 'shapes.layernorm'),
     examples=(
         Example("captured/cpu/batchnorm-last-batch-size-one", "shapes.batchnorm_one"),
@@ -925,7 +933,8 @@ _RNN_DOCS = ("rnn-shape-mismatch",)
     'shapes.rnn',
     category='shape_mismatch',
     docs=_RNN_DOCS,
-    priority=273,
+    reads=(*TORCH_OP, "ValueError"),
+    priority=45,
     outcomes=('shapes.rnn_input', 'shapes.rnn_input_rank', 'shapes.rnn_hidden', 'shapes.rnn_hidden_layers', 'shapes.rnn_hidden_size',
               'shapes.rnn_hidden_rank', 'shapes.rnn_hx_contiguous'),
     examples=(
@@ -1019,7 +1028,7 @@ def _rnn_hidden(ctx: Context, want: tuple[int, ...], got: tuple[int, ...]) -> Ru
     if got[2] == 2 * want[2]:
         cause += " It is exactly twice as wide: forward and backward states of a bidirectional encoder concatenated and passed to a unidirectional decoder."
     fixes = [
-        fix(f"Build the receiving layer with hidden_size={got[2]}", "", None, "rnn-shape-mismatch"),
+        remedy("rnn-shape-mismatch#build-receiving-layer", got=got[2]),
         remedy("rnn-shape-mismatch#project-state", got=got[2], expected=want[2]),
     ]
     return hit("shapes.rnn_hidden_size", "shape_mismatch", f"RNN hidden state width {got[2]}, layer expects {want[2]}", cause, fixes, _RNN_DOCS,
@@ -1036,7 +1045,8 @@ def _generic_shape(ctx: Context, outcome: str, what: str, docs: tuple[str, ...])
     'shapes.generic_shape',
     category='shape_mismatch',
     docs=("broadcast-size-mismatch", "matmul-shape-mismatch", "overfit-one-batch"),
-    priority=900,
+    reads=(*TORCH_OP, "ValueError"),
+    priority=FALLBACK,
     outcomes=('shapes.tensor',),
     examples=(Example("corpus/shapes/permute_dims.txt", "shapes.tensor"),),
 )

@@ -2,9 +2,10 @@
 
 Users often write what they see instead of pasting a traceback: "the loss becomes nan after ~200
 steps", "GPU memory keeps increasing every epoch", "training hangs with num_workers > 0", "DDP is
-stuck at init_process_group". These rules run last (after every message rule and the generic
-fallbacks) and only on texts without an exception line, frames or kernel assertions: a described
-symptom never overrides a real message.
+stuck at init_process_group". These rules run last (they read any failure, so they come after every
+message rule and generic fallback of the failure's family; the NaN reader sits in the ``text`` family
+before the generic NaN rule) and answer only texts without an exception line, frames or kernel
+assertions: a described symptom never overrides a real message.
 
 What the words say decides between causes of one family (NaN from the first step vs after many
 steps; memory that grows vs OOM at batch size 1; a hang at start-up vs mid-training), so each
@@ -18,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from assistant.rules.base import Context, LazyPattern, hit, lazy_re, remedy
-from assistant.rules.registry import Example, rule
+from assistant.rules.registry import FALLBACK, Example, rule
 from assistant.types import Fact, Facts, RuleHit
 
 # -- vocabulary -------------------------------------------------------------------------------
@@ -268,7 +269,8 @@ _NAN_DOCS = ("nan-loss-during-training", "nan-inf-anomaly", "exploding-gradients
     "symptoms.nan_loss",
     category="nan_inf",
     docs=_NAN_DOCS,
-    priority=282,  # before autograd.nan_inf: its generic branch would take prose that names NaN; this rule only reads text with no exception line
+    reads=("text",),
+    priority=51,  # before autograd.nan_inf (52): its generic branch would take prose that names NaN; this rule only reads text with no exception line
     outcomes=("symptoms.nan_from_start", "symptoms.nan_after_steps", "symptoms.nan_unknown_onset"),
     examples=(
         Example("corpus/symptoms/nan_after_200_epochs.txt", "symptoms.nan_after_steps"),
@@ -435,7 +437,8 @@ _CPU_DOCS = ("cpu-oom", "memory-growth-training-loop", "memory-profiling")
     category="cuda_oom",
     also=("cpu_oom",),
     docs=_GPU_DOCS,
-    priority=955,
+    reads=("any",),
+    priority=FALLBACK,  # a description is read last, after the launcher's and crash lines
     outcomes=("symptoms.gpu_memory_growth", "symptoms.ram_growth", "symptoms.process_killed"),
     examples=(
         Example("corpus/symptoms/cuda_mem_gradually_increase.txt", "symptoms.gpu_memory_growth"),
@@ -648,7 +651,8 @@ def _stuck_in(ctx: Context) -> tuple[str, str] | None:
     category="dataloader_error",
     also=("ddp_error", "nccl_error"),
     docs=_LOADER_DOCS,
-    priority=960,
+    reads=("any",),
+    priority=FALLBACK + 1,
     outcomes=("symptoms.dataloader_hang", "symptoms.distributed_init_hang", "symptoms.init_barrier_count", "symptoms.distributed_hang"),
     examples=(
         Example("corpus/symptoms/dataloader_hang_after_1_epoch_workers.txt", "symptoms.dataloader_hang"),
