@@ -250,11 +250,15 @@ class Engine:
         from assistant.differential import differentiate
 
         diagnosis = differentiate(with_decision(diagnosis, decision, similar), failure, passages)
-        if hit is None:  # a rule chose its fixes from the values it read; documents answered in general terms get more
+        # A rule chose its fixes from the values it read (the differential ranks its alternatives, each with its own
+        # fixes): nothing is added to them, since a generic remedy beside a specific reading is how an answer comes
+        # to contradict the report. An answer from the documents in general terms takes the family's best
+        # documents' fixes that share the user's words.
+        if hit is None:
             diagnosis = self._with_related_fixes(diagnosis, failure, related, passages)
         return with_runbooks(diagnosis, retrieval.runbooks)
 
-    def _with_related_fixes(self, d: Diagnosis, failure: Failure, related: Sequence[str], passages: Sequence[Passage]) -> Diagnosis:
+    def _with_related_fixes(self, d: Diagnosis, failure: Failure, related: Sequence[str], passages: Sequence[Passage], limit: int = 3) -> Diagnosis:
         """The answer's fixes, then the decided family's other documented fixes that share the user's words."""
         from assistant.compose.documents import related_fixes
 
@@ -262,7 +266,7 @@ class Engine:
         docs = [doc for doc in related if doc in retrieved]
         if d.category == "unknown" and not d.decision or not docs:
             return d
-        extra = related_fixes(failure.text or failure.search_text, docs, d.fixes, self.retriever().idf)
+        extra = related_fixes(failure.text or failure.search_text, docs, d.fixes, self.retriever().idf, limit=limit)
         return replace(d, fixes=(*d.fixes, *extra)) if extra else d
 
     def verify(self, diagnosis: Diagnosis, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, on_token: Any = None) -> Diagnosis:

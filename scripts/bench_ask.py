@@ -3,10 +3,14 @@
 
 Cold: a fresh process runs `torchhelp ask FILE --json` (index already built, as for any user after
 the first run), alternated with `python -c "import torch"` so both see the same machine load; the
-ratio of medians is reported. Warm: `diagnose()` in one process over every captured failure,
-several rounds, p50/p99 in milliseconds, no LLM. Writes benchmarks/ask.json.
+ratio of medians is reported (target <= 0.3).
 
-    python scripts/bench_ask.py [--runs 7] [--rounds 5]
+Warm: `diagnose()` in one process over 150 real reports the engine was never tuned on (the frozen test
+split's texts, first 150 by id), no LLM. The first pass loads everything and is not timed; the second
+pass is timed with the query caches emptied before every call, so no timing comes from a cache
+(targets: p50 <= 5 ms, p99 <= 50 ms). Per-stage medians say where the time goes. Writes benchmarks/ask.json.
+
+    python scripts/bench_ask.py [--runs 7]
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def _percentile(values: list[float], pct: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="cold runs of each command")
-    parser.add_argument("--rounds", type=int, default=5, help="warm rounds over all captures")
+    parser.add_argument("--texts", type=int, default=150, help="real unseen texts for the warm measurement")
     parser.add_argument("--file", type=Path, default=ROOT / "examples" / "linear_shape_mismatch.log")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "ask.json")
     args = parser.parse_args()
@@ -52,6 +56,8 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     ask = [sys.executable, "-m", "assistant", "ask", "--json", str(args.file)]
     torch_import = [sys.executable, "-c", "import torch"]
+    # An installed wheel has its bytecode compiled by pip; a checkout may run with PYTHONDONTWRITEBYTECODE set.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "assistant")], check=False, stdout=subprocess.DEVNULL)
     _time_cmd(ask, env)  # builds the index if needed; not timed
     _time_cmd(torch_import, env)  # warm the page cache for both
     cold_ask, cold_torch = [], []
@@ -63,26 +69,28 @@ def main() -> int:
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from assistant import diagnose
-    from assistant.eval.reproduce import load_captures
+    from assistant.engine import default_engine
+    from assistant.kb.encoder import get_encoder
     from assistant.settings import load_settings
 
-    texts = [c["stderr"] for c in load_captures(ROOT / "eval" / "captured")]
-    warm_by_policy = {}
-    for policy in ("auto", "always"):
-        settings = load_settings(llm="none", dense_policy=policy)
-        diagnose(texts[0], settings=settings)  # load the index and encoder once
-        times: list[float] = []
-        stage_times: dict[str, list[float]] = {}
-        for _ in range(args.rounds):
-            for text in texts:
-                start = time.perf_counter()
-                d = diagnose(text, settings=settings)
-                times.append((time.perf_counter() - start) * 1000)
-                for k, v in d.timings_ms.items():
-                    stage_times.setdefault(k, []).append(v)
-        warm_by_policy[policy] = (times, stage_times)
-    warm, stages = warm_by_policy["auto"]
-    always, _ = warm_by_policy["always"]
+    rows = [json.loads(line) for name in ("test.jsonl", "test_fresh.jsonl", "test_fresh2.jsonl")
+            for line in (ROOT / "eval" / "realworld" / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+    texts = [r["error_text"] for r in sorted(rows, key=lambda r: r["id"])][: args.texts]
+    settings = load_settings(llm="none")
+    for text in texts:  # first pass: loads the index, the encoder, the rules and the documents
+        diagnose(text, settings=settings)
+    retriever = default_engine(settings).retriever()
+    encoder = get_encoder(settings.encoder)
+    warm: list[float] = []
+    stages: dict[str, list[float]] = {}
+    for text in texts:
+        retriever._dense_cache.clear()  # no timing may come from a cached query vector
+        encoder.clear()
+        start = time.perf_counter()
+        d = diagnose(text, settings=settings)
+        warm.append((time.perf_counter() - start) * 1000)
+        for k, v in d.timings_ms.items():
+            stages.setdefault(k, []).append(v)
 
     result = {
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -95,24 +103,24 @@ def main() -> int:
             "import_torch_median_s": round(statistics.median(cold_torch), 3),
             "ratio_of_medians": round(ratio, 3),
             "median_of_pairwise_ratios": round(statistics.median(ratios), 3),
-            "target": "<= 1.0",
+            "target": "<= 0.3",
         },
         "warm": {
-            "diagnoses": len(warm),
-            "distinct_inputs": len(texts),
+            "texts": len(texts),
+            "inputs": "frozen test split texts (never tuned on), second pass in one process, query caches emptied before each call",
+            "encoder": settings.encoder,
             "p50_ms": round(_percentile(warm, 50), 2),
             "p99_ms": round(_percentile(warm, 99), 2),
+            "max_ms": round(max(warm), 2),
             "stage_p50_ms": {k: round(_percentile(v, 50), 2) for k, v in stages.items()},
-            "target": "p50 <= 20 ms without an LLM",
-            "dense_policy": "auto (query embedded only when no confident rule fired)",
-            "dense_always_p50_ms": round(_percentile(always, 50), 2),
-            "dense_always_p99_ms": round(_percentile(always, 99), 2),
+            "stage_p99_ms": {k: round(_percentile(v, 99), 2) for k, v in stages.items()},
+            "target": "p50 <= 5 ms, p99 <= 50 ms",
         },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({"cold_ratio": result["cold"]["ratio_of_medians"], "warm_p50_ms": result["warm"]["p50_ms"], "warm_p99_ms": result["warm"]["p99_ms"],
-                      "dense_always_p50_ms": result["warm"]["dense_always_p50_ms"], "stage_p50_ms": result["warm"]["stage_p50_ms"]}, indent=2))
+                      "stage_p50_ms": result["warm"]["stage_p50_ms"], "stage_p99_ms": result["warm"]["stage_p99_ms"]}, indent=2))
     print(f"wrote {args.out}")
     return 0
 

@@ -36,7 +36,7 @@ LOAD_AND_REPORT = (
     "print(json.dumps({'build_id': li.manifest.get('build_id'), 'chunks': len(li.chunks)}))"
 )
 DAMAGES = ("truncate", "garbage", "delete")
-FILES = ("chunks.json", "docs.json", "vectors.faiss", "manifest.json")
+FILES = ("chunks.json", "docs.json", "vectors.faiss", "lexical.json", "manifest.json")
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def _env(home: Path, dense: bool) -> dict[str, str]:
 
 def test_manifest_records_a_checksum_per_file(small_kb: Path, dense_home: Path) -> None:
     manifest = json.loads((dense_home / "index" / "manifest.json").read_text())
-    assert set(manifest["files"]) == {"chunks.json", "docs.json", "vectors.faiss"}
+    assert set(manifest["files"]) == {"chunks.json", "docs.json", "vectors.faiss", "lexical.json"}
     for name, record in manifest["files"].items():
         assert record["size"] == (dense_home / "index" / name).stat().st_size
         assert isinstance(record["crc32"], int)

@@ -202,3 +202,13 @@ def test_re_adding_a_changed_file_replaces_its_chunks(tmp_path: Path, monkeypatc
     scratch = tmp_path / "scratch"
     add_user_documents(scratch, [doc])
     _same_results(second, ensure_index(scratch, dense=True, force=True), ("lexical", "dense", "hybrid"))
+
+
+def test_stored_lexical_postings_score_like_a_fresh_build(retriever) -> None:  # type: ignore[no-untyped-def]
+    """The BM25 postings read from the index give exactly the scores of building them from the chunk texts."""
+    from assistant.kb.lexical import BM25
+
+    texts = [c.text for c in retriever.index.chunks]
+    fresh, stored = BM25(texts), BM25.from_data(BM25(texts).to_data())
+    for query in ("CUDA out of memory. Tried to allocate", "mat1 and mat2 shapes cannot be multiplied", "DataLoader worker exited unexpectedly"):
+        assert stored.scores(query) == fresh.scores(query)

@@ -134,16 +134,23 @@ def compose_from_documents(failure: Failure, evidence: Evidence, decision: Decis
     else:
         prose, fixes = prose_answer(doc_id, passages)
         cause = f"The error matches “{title}”. " + (prose or "See the cited document for its causes.")
+        if rem is not None and rem.fixes:  # documented fix entries beat fixes scraped from prose
+            fixes = compose_fixes(None, rem, {})
+    if not fixes:
+        fixes = general_steps(False)
     cited = [s for f in (*fixes, *(f for h in hypotheses for f in h.fixes)) for s in f.sources]
     sources = sources_from(passages, keep=[doc_id, *cited])
     available = {s.id for s in sources}
-    # A fix whose document was not retrieved cannot be cited; it is dropped rather than shown unbacked.
-    fixes = tuple(f for f in fixes if all(s in available for s in f.sources))
+    # A fix whose document was not retrieved cannot be cited: a documented one is dropped rather than shown unbacked,
+    # the general steps keep their advice without a citation (as in an unknown answer).
+    general = {f.title for f in general_steps(False)}
+    fixes = tuple(f if all(s in available for s in f.sources) else replace(f, sources=()) for f in fixes
+                  if all(s in available for s in f.sources) or f.title in general)
     hypotheses = tuple(replace(h, fixes=tuple(f for f in h.fixes if all(s in available for s in f.sources))) for h in hypotheses)
     basis = " and ".join(decision.basis) or "retrieval"
     return Diagnosis(
         category=decision.category, title=title, summary=f"{title}. {split_cause(cause)[0]}", cause=cause,
-        fixes=fixes or general_steps(False),
+        fixes=fixes,
         evidence=_evidence(failure, evidence, facts_for(failure, title, decision.basis)), sources=sources, confidence=decision.likelihood,
         backend="none", rule=None, hypotheses=hypotheses,
         notes=tuple(notes) + (f"No rule read the values of this message; the family comes from the {basis}.",),

@@ -17,7 +17,7 @@ from assistant.types import Fact, Failure, Fix, Hypothesis, Passage
 
 CUE_WEIGHT = 4.0  # a cause whose telling words are in the user's text is this much more likely than its rank alone says
 MAX_CAUSES = 4
-MAX_FIXES = 5
+MAX_FIXES = 5  # an answer lists at most this many fixes: the cause's own first, then the family's best matches
 
 
 def document_remedies(doc_id: str) -> Remedies | None:
@@ -68,7 +68,7 @@ def compose_fixes(lead: Hypothesis | None, rem: Remedies, values: Mapping[str, o
     fixes = list(lead.fixes) if lead else []
     seen = {f.title for f in fixes}
     for fx in rem.fixes:
-        if len(fixes) >= MAX_FIXES:
+        if len(fixes) >= MAX_FIXES - RELATED_FIXES + 1:  # room for the related fixes that share the user's words
             break
         f = _fix(fx, values)
         if f.title not in seen:
@@ -124,4 +124,5 @@ def related_fixes(
                 scored.append((score, filled))
                 seen.add(fx.title)
     scored.sort(key=lambda sf: -sf[0])
-    return tuple(f for _, f in scored[:limit])
+    room = max(0, MAX_FIXES - len(shown))
+    return tuple(f for _, f in scored[: min(limit, room)])

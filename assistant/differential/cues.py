@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 MAX_CUE_TEXT = 200_000  # cues are phrases around the error; a bounded window keeps this linear and cheap
 SNIPPET = 60
@@ -100,7 +101,10 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("large_input", r"\b(?:larger|bigger|large|big|higher) batch(?:[ _-]?size)?\b|\bbatch[ _-]?size (?:above|over|greater than|larger than|bigger than)\b"
                     r"|\bsmaller batch(?:[ _-]?size)? (?:works|is fine|fixes|avoids|solves)\b|\b(?:longer|larger|bigger|high-resolution) (?:inputs?|sequences?|images?)\b"),
 )
-_COMPILED = tuple((cue_id, re.compile(pattern, re.I)) for cue_id, pattern in _PATTERNS)
+@lru_cache(maxsize=1)
+def _compiled() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """The patterns, compiled on first use (not at import: most runs of `ask` answer without a differential)."""
+    return tuple((cue_id, re.compile(pattern, re.I)) for cue_id, pattern in _PATTERNS)
 
 
 def read_cues(text: str, exclude: str = "") -> tuple[Cue, ...]:
@@ -113,7 +117,7 @@ def read_cues(text: str, exclude: str = "") -> tuple[Cue, ...]:
     if exclude and len(exclude) > 20:
         window = window.replace(exclude, " ")
     found: list[Cue] = []
-    for cue_id, pattern in _COMPILED:
+    for cue_id, pattern in _compiled():
         m = pattern.search(window)
         if m:
             snippet = " ".join(m.group(0).split())[:SNIPPET]

@@ -72,6 +72,7 @@ class LoadedIndex:
     # in between cannot hand us vectors that belong to other chunks.
     vector_bytes: bytes | None = field(default=None, repr=False)
     notes: tuple[str, ...] = ()  # what happened while loading (a repair, a fallback home)
+    lexical: dict | None = field(default=None, repr=False)  # the BM25 postings written at build time (None: build them from the chunks)
 
     @property
     def has_dense(self) -> bool:
@@ -232,6 +233,10 @@ def _build_into(
             has_dense = True
         files["chunks.json"] = _write_bytes(tmp / "chunks.json", _json_bytes([asdict(c) for c in chunks]))
         files["docs.json"] = _write_bytes(tmp / "docs.json", _json_bytes([asdict(DocInfo(d.id, d.title, d.category, d.path, d.signatures, d.origin)) for d in docs]))
+        from assistant.kb.lexical import BM25
+
+        # The lexical postings too: building them at every start costs more than reading them.
+        files["lexical.json"] = _write_bytes(tmp / "lexical.json", _json_bytes(BM25([c.text for c in chunks]).to_data()))
         manifest = {
             "version": INDEX_VERSION, "model": MODEL_NAME, "encoder": encoder_id(encoder_kind) if dense else None, "dimension": DIMENSION,
             "knowledge_hash": knowledge_hash or corpus_hash(docs),
@@ -324,6 +329,8 @@ def _load_verified(idir: Path, manifest: dict, dense: bool) -> LoadedIndex:
     if manifest.get("version") == INDEX_VERSION and not isinstance(expected, dict):
         raise IndexDamaged("the manifest lists no checksums")
     want = ["chunks.json", "docs.json"] + (["vectors.faiss"] if dense and manifest.get("dense") else [])
+    if isinstance(expected, dict) and "lexical.json" in expected:  # indexes built before it existed rebuild the postings in memory
+        want.append("lexical.json")
     data: dict[str, bytes] = {}
     for name in want:
         try:
@@ -348,7 +355,13 @@ def _load_verified(idir: Path, manifest: dict, dense: bool) -> LoadedIndex:
     vectors = data.get("vectors.faiss")
     if vectors is not None and len(vectors) < 4 * DIMENSION * len(chunks):
         raise IndexDamaged("vectors.faiss is shorter than its chunks need")
-    return LoadedIndex(chunks, docs, manifest, idir / "vectors.faiss" if vectors is not None else None, vector_bytes=vectors)
+    lexical = None
+    if "lexical.json" in data:
+        try:
+            lexical = json.loads(data["lexical.json"])
+        except ValueError:
+            raise IndexDamaged("lexical.json does not parse") from None
+    return LoadedIndex(chunks, docs, manifest, idir / "vectors.faiss" if vectors is not None else None, vector_bytes=vectors, lexical=lexical)
 
 
 def _refresh_manifest(idir: Path, loaded: LoadedIndex, manifest: dict) -> None:

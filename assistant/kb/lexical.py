@@ -39,6 +39,25 @@ class BM25:
                 self._postings.setdefault(term, []).append((i, f, norm))
         self._idf = {t: math.log(1 + (self._n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
 
+    def to_data(self) -> dict:
+        """The postings as plain data (written into the index at build time: rebuilding them costs more than reading)."""
+        norms = [0.0] * self._n
+        for plist in self._postings.values():
+            for i, _f, norm in plist:
+                norms[i] = norm
+        return {"n": self._n, "k1": self.k1, "b": self.b, "norms": norms,
+                "terms": {t: [[i for i, _, _ in p], [f for _, f, _ in p]] for t, p in self._postings.items()}}
+
+    @classmethod
+    def from_data(cls, data: dict) -> BM25:
+        """A BM25 read back from :meth:`to_data` (same scores as building it from the texts)."""
+        self = cls.__new__(cls)
+        self.k1, self.b, self._n = float(data["k1"]), float(data["b"]), int(data["n"])
+        norms = data["norms"]
+        self._postings = {t: [(i, f, norms[i]) for i, f in zip(ids, tfs, strict=True)] for t, (ids, tfs) in data["terms"].items()}
+        self._idf = {t: math.log(1 + (self._n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
+        return self
+
     def idf(self, term: str) -> float:
         """The term's inverse document frequency over the chunks; a term no chunk has is as rare as can be."""
         idf = self._idf.get(term)

@@ -39,7 +39,8 @@ class Retriever:
     def __post_init__(self) -> None:
         from collections import OrderedDict
 
-        self._bm25 = BM25([c.text for c in self.index.chunks])
+        data = self.index.lexical
+        self._bm25 = BM25.from_data(data) if data and data.get("n") == len(self.index.chunks) else BM25([c.text for c in self.index.chunks])
         # One diagnosis searches more than once with the same dense text (proposals, then the answer's passages).
         self._dense_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._sigs = [(s.lower(), d.id) for d in self.index.docs.values() for s in d.signatures if len(s) >= 12]

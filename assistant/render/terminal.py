@@ -182,6 +182,6 @@ def render_brief(d: Diagnosis, console: Console) -> None:
         if code:
             _print_code(code, console, indent=3)
     # The documents behind what the brief view shows (the full view lists every source).
-    cited = list(dict.fromkeys(src for f in d.fixes[:BRIEF_FIXES] for src in f.sources)) or [s.id for s in d.sources[:1]]
+    cited = list(dict.fromkeys(src for f in d.fixes[:BRIEF_FIXES] for src in f.sources))
     if cited:
         console.print(Text("sources: " + ", ".join(cited), style="dim"), overflow="ellipsis", no_wrap=True)
