@@ -160,7 +160,7 @@ def compose_from_documents(failure: Failure, evidence: Evidence, decision: Decis
 
 def with_decision(d: Diagnosis, decision: Decision | None, similar: Sequence[SimilarCase]) -> Diagnosis:
     """The diagnosis with the decision's likelihood and ranking, and the close resolved reports."""
-    close = tuple(SimilarReport(s.case.id, s.case.category, s.similarity, s.case.resolution, s.case.link) for s in similar if s.similarity >= CLOSE)[:3]
+    close = tuple(SimilarReport(s.case.id, s.case.category, s.similarity, s.case.resolution, s.case.link) for s in similar if s.similarity >= CLOSE)[:2]
     if decision is None:
         return replace(d, similar=close)
     ranked = [{"category": c, "likelihood": p} for c, p in decision.ranked[:4]]
