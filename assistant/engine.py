@@ -53,6 +53,7 @@ class Proposals:
     similar: tuple[SimilarCase, ...]
     signed_docs: tuple[str, ...] = ()
     query: str = ""
+    dense: bool = True  # whether retrieval embedded the query (the decision has one fit per mode)
 
 
 def _referenced_docs(doc_id: str | None) -> tuple[str, ...]:
@@ -188,27 +189,33 @@ class Engine:
             doc = next(iter(family_docs(decision.category)), None)
         return doc
 
-    def propose(self, failure: Failure, exclude_cases: Sequence[str] = (), exclude_docs: Collection[str] = ()) -> Proposals:
+    def propose(
+        self, failure: Failure, exclude_cases: Sequence[str] = (), exclude_docs: Collection[str] = (), hit: RuleHit | None = None,
+    ) -> Proposals:
         """Every source's proposal, independent of the rule: unhinted retrieval, signatures, similar resolved reports.
 
         ``exclude_cases`` names case ids or links to leave out (the eval scores a dev report without its own case);
         ``exclude_docs`` leaves documents out (fitting the decision simulates a family the knowledge base lacks).
+        With ``dense_policy`` "auto" and a confident rule reading (``hit``), retrieval stays lexical: the decision has
+        a fit for that mode, and embedding the query is the costliest part of a cold start (NumPy's import alone).
         """
         from assistant.kb.cases import load_casebase
 
         query = build_query(failure, None)
         k = 8 + (16 if exclude_docs else 0)
+        dense = self.settings.dense_policy == "always" or hit is None or hit.confidence < CONFIDENT_RULE
         try:
             retriever = self.retriever()
-            passages = retriever.search(query, k=k, signature_text=failure.search_text, use_dense=True)
+            dense = dense and retriever.dense_available
+            passages = retriever.search(query, k=k, signature_text=failure.search_text, use_dense=dense)
         except KnowledgeError:
-            retriever = self.retriever(dense=False)
+            retriever, dense = self.retriever(dense=False), False
             passages = retriever.search(query, k=k, signature_text=failure.search_text, use_dense=False)
         passages = [p for p in passages if p.doc_id not in exclude_docs][:8]
         signed = tuple(d for d in retriever.signature_hits(failure.search_text) if retriever.docs[d].category in CATEGORIES and d not in exclude_docs)
         similar = tuple(load_casebase().search(failure.text or failure.search_text, k=5, exclude=exclude_cases))
         categories = tuple(dict.fromkeys(retriever.docs[d].category for d in signed))
-        return Proposals(tuple(passages), categories, similar, signed, query)
+        return Proposals(tuple(passages), categories, similar, signed, query, dense)
 
     def decide(self, failure: Failure, hit: RuleHit | None, proposals: Proposals) -> Decision:
         """The calibrated decision over the rule's reading and every proposal."""
@@ -218,7 +225,7 @@ class Engine:
             retriever = self.retriever()
         except KnowledgeError:  # the dense index is unavailable: the lexical one weighs words the same way
             retriever = self.retriever(dense=False)
-        mode = "hybrid" if retriever.dense_available else "lexical"
+        mode = "hybrid" if proposals.dense and retriever.dense_available else "lexical"
         return decide(failure, hit, proposals.passages, proposals.signature_categories, proposals.similar, idf=retriever.idf, mode=mode)
 
     @staticmethod
@@ -307,7 +314,7 @@ class Engine:
         t_parse = time.perf_counter()
         found = self.match(failure, evidence)
         t_rules = time.perf_counter()
-        proposals = self.propose(failure, exclude_cases)
+        proposals = self.propose(failure, exclude_cases, hit=found.hit)
         decision = self.decide(failure, found.hit, proposals)
         # The rule leads when the decision agrees with its family; otherwise the decided family's document does.
         hit = found.hit if found.hit is not None and found.hit.category == decision.category else None

@@ -87,3 +87,27 @@ def test_a_family_no_rule_reads_is_answered_from_its_document(settings) -> None:
     assert d.rule is None and d.category == "shape_mismatch"
     assert d.hypotheses and all(h.check for h in d.hypotheses)
     assert d.fixes and all(f.sources for f in d.fixes)
+
+
+_TOKENIZED = """import torch
+from torch.utils.data import DataLoader, Dataset
+class Tokenized(Dataset):  # a tokenizer's output per sample: [1, length]
+    def __len__(self): return 4
+    def __getitem__(self, i): return torch.ones(1, 3 + i, dtype=torch.long)
+next(iter(DataLoader(Tokenized(), batch_size=4)))
+"""
+
+
+def test_the_padding_fix_works_on_the_shapes_the_tool_read(settings) -> None:  # type: ignore[no-untyped-def]
+    """A real collate failure with [1, L] samples: the suggested collate_fn, run on tensors of the shapes the answer read, batches them."""
+    import torch
+
+    run = subprocess.run([sys.executable, "-c", _TOKENIZED], capture_output=True, text=True, timeout=120)
+    assert "stack expects each tensor to be equal size" in run.stderr
+    d = diagnose(run.stderr, settings=settings)
+    assert d.category == "dataloader_error" and d.facts.shapes[:2] == ((1, 3), (1, 4))
+    code = next(f.code for f in d.fixes if f.code and "def pad_collate" in f.code)
+    scope: dict = {"torch": torch, "DataLoader": lambda *a, **k: None, "ds": None}
+    exec(code, scope)  # the documented fix, as shown to the user
+    batch = [torch.ones(*shape, dtype=torch.long) for shape in d.facts.shapes[:2]]
+    assert tuple(scope["pad_collate"](batch).shape) == (2, 1, 4)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from assistant.kb.documents import Document
 
+_FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.S)
 _ENTRY = re.compile(r"^###\s+(?P<title>.+?)\s*\{#(?P<id>[a-z0-9][a-z0-9-]*)\}\s*$", re.M)
 _SECTION = re.compile(r"^##\s+(?P<name>[^#\n].*?)\s*$", re.M)
 _FIELD = re.compile(r"^\s*[-*]\s*(?P<key>check|fixes|cues|applies)\s*:\s*(?P<value>.+?)\s*$", re.M | re.I)
@@ -135,19 +136,24 @@ def _split_list(value: str) -> tuple[str, ...]:
 
 def parse_remedies(doc: Document) -> Remedies:
     """The structured causes and fixes of one document."""
+    return parse_body(doc.id, doc.body)
+
+
+def parse_body(doc_id: str, body_text: str) -> Remedies:
+    """The structured causes and fixes of a document's body (its front matter is not needed)."""
     causes = []
-    for cid, title, body in _entries(_section(doc.body, "causes")):
+    for cid, title, body in _entries(_section(body_text, "causes")):
         fields = {m.group("key").lower(): m.group("value") for m in _FIELD.finditer(body)}
         text = _FIELD.sub("", body).strip()
-        refs = tuple(r if "#" in r else f"{doc.id}#{r}" for r in _split_list(fields.get("fixes", "")))
-        causes.append(DocCause(doc.id, cid, title, " ".join(text.split()), fields.get("check", "").strip(), refs, _split_list(fields.get("cues", ""))))
+        refs = tuple(r if "#" in r else f"{doc_id}#{r}" for r in _split_list(fields.get("fixes", "")))
+        causes.append(DocCause(doc_id, cid, title, " ".join(text.split()), fields.get("check", "").strip(), refs, _split_list(fields.get("cues", ""))))
     fixes = []
-    for fid, title, body in _entries(_section(doc.body, "fixes")):
+    for fid, title, body in _entries(_section(body_text, "fixes")):
         code_m = _CODE.search(body)
         code = code_m.group("code").rstrip() if code_m else None
         detail = _CODE.sub("", body).strip()
-        fixes.append(DocFix(doc.id, fid, title, " ".join(detail.split()), code))
-    return Remedies(doc.id, tuple(causes), tuple(fixes))
+        fixes.append(DocFix(doc_id, fid, title, " ".join(detail.split()), code))
+    return Remedies(doc_id, tuple(causes), tuple(fixes))
 
 
 def fill(template: str, values: Mapping[str, object]) -> str:
@@ -176,11 +182,16 @@ def _paths(root: Path) -> dict[str, Path]:
 @lru_cache(maxsize=1024)
 def remedies_of(doc_id: str) -> Remedies | None:
     """The structured causes and fixes of one built-in document (read from disk once per process)."""
-    from assistant.kb.documents import builtin_knowledge_dir, read_builtin
+    from assistant.kb.documents import builtin_knowledge_dir
 
     root = builtin_knowledge_dir()
     path = _paths(root).get(doc_id)
-    return parse_remedies(read_builtin(path, root)) if path is not None else None
+    if path is None:
+        return None
+    # Only the body is needed: skipping the YAML front matter keeps `yaml` out of a cold `torchhelp ask`.
+    text = path.read_text(encoding="utf-8")
+    front = _FRONT_MATTER.match(text.lstrip("\ufeff"))
+    return parse_body(doc_id, text.lstrip("\ufeff")[front.end():] if front else text)
 
 
 def find_fix(ref: str) -> DocFix | None:

@@ -133,6 +133,10 @@ def _collate_sizes(ctx: Context, m: re.Match[str], found: list[Fact]) -> RuleHit
         fixes = [resize, remedy("collate-size-mismatch#bucket-or-batch-one")]
         return hit("data.collate_image_sizes", "dataloader_error", "DataLoader cannot stack images of different sizes", cause, fixes, _DOCS[1::-1], found, 0.95, facts=facts)
     cause = head + " Samples of variable length (sequences, token lists, point sets, boxes per image) cannot be stacked as they are; they need padding in a custom collate_fn."
+    # The padding fix must work on these very shapes: pad_sequence pads the first dimension, so when only the last one
+    # differs (samples of [1, L] from a tokenizer, [C, T] signals) the last dimension is padded instead.
+    if len(sa) == len(sb) >= 2 and sa[:-1] == sb[:-1] and sa[-1] != sb[-1]:
+        pad = remedy("collate-size-mismatch#pad-last-dim-collate")
     return hit("data.collate_sizes", "dataloader_error", "DataLoader cannot stack samples of different shapes", cause, [pad, resize], _DOCS[1::-1], found, 0.95, facts=facts)
 
 
