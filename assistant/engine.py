@@ -274,7 +274,14 @@ class Engine:
         if d.category == "unknown" and not d.decision or not docs:
             return d
         extra = related_fixes(failure.text or failure.search_text, docs, d.fixes, self.retriever().idf, limit=limit)
-        return replace(d, fixes=(*d.fixes, *extra)) if extra else d
+        if not extra:
+            return d
+        from assistant.compose.deterministic import sources_from
+
+        # Every document a fix cites is listed among the sources (a retrieved passage may sit below the display floor).
+        cited = [s for f in extra for s in f.sources]
+        sources = sources_from(passages, keep=[*(s.id for s in d.sources), *cited])
+        return replace(d, fixes=(*d.fixes, *extra), sources=sources)
 
     def verify(self, diagnosis: Diagnosis, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, on_token: Any = None) -> Diagnosis:
         """Let the configured LLM write the answer; it is used only if it passes verification."""
