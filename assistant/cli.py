@@ -225,20 +225,53 @@ def kb_search(
     settings = _settings()
     retriever = get_retriever(settings.home, dense=mode != "lexical", encoder_kind=settings.encoder, progress=index_progress())
     passages = retriever.search(query, k=k, mode=mode)  # type: ignore[arg-type]
+    from assistant.atlas import atlas_for
+    from assistant.atlas.search import search_atlas
+
+    atlas = atlas_for(settings.home) if settings.atlas else None
+    checks = search_atlas(atlas, query, k=k) if atlas is not None else []
     if json_out:
         import json
         from dataclasses import asdict
 
-        print(json.dumps([asdict(p) for p in passages], indent=2, ensure_ascii=False))
+        print(json.dumps({"passages": [asdict(p) for p in passages], "atlas": checks}, indent=2, ensure_ascii=False))
         return
-    if not passages:
+    if not passages and not checks:
         print("no matching passages")
         return
     from rich.console import Console
 
-    from assistant.kb.display import passages_table
+    from assistant.kb.display import atlas_table, passages_table
 
-    Console(highlight=False).print(passages_table(passages))  # fits the terminal's width; wraps, never cuts
+    console = Console(highlight=False)
+    if passages:
+        console.print(passages_table(passages))  # fits the terminal's width; wraps, never cuts
+    if checks:
+        console.print(atlas_table(checks))
+
+
+@kb_app.command("atlas")
+def kb_atlas(
+    checkout: Optional[Path] = typer.Option(None, "--from", help="A PyTorch source checkout (a work tree or a bare .git) to read."),
+    torch_package: Optional[Path] = typer.Option(None, "--torch-package", help="A torch package folder (default: the installed torch, if any)."),
+    no_package: bool = typer.Option(False, "--no-package", help="Read only the checkout, not the installed torch."),
+) -> None:
+    """Rebuild the error atlas for your own PyTorch (from its checkout and/or its installed package); used from then on."""
+    from assistant.atlas import atlas_for, user_atlas_dir
+    from assistant.atlas.build import build, installed_torch_dir
+
+    settings = _settings()
+    package = None if no_package else (torch_package or installed_torch_dir())
+    if checkout is not None and not checkout.exists():
+        raise InputError(f"no such checkout: {checkout}")
+    if package is None and checkout is None:
+        raise InputError("nothing to read: give --from <pytorch checkout>, or install torch, or --torch-package <dir>")
+    out = user_atlas_dir(settings.home)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = build(checkout, package=package, out=out)
+    atlas_for.cache_clear()
+    versions = ", ".join(f"torch {v}: {n}" for v, n in manifest["templates_per_version"].items())
+    print(f"{manifest['templates']} message templates ({versions}) -> {out}")
 
 
 @kb_app.command("add")

@@ -22,6 +22,7 @@ from assistant.settings import Settings, load_settings
 from assistant.types import CATEGORIES, Diagnosis, Evidence, Failure, Passage, RuleHit
 
 if TYPE_CHECKING:
+    from assistant.atlas.matcher import Atlas, AtlasMatch
     from assistant.decide import Decision
     from assistant.kb.cases import SimilarCase
     from assistant.kb.retrieve import Retriever
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIDENT_RULE = 0.9  # at or above: the rule's documents are known, dense query embedding is skipped (policy "auto")
+# A lexical-only decision this sure, agreeing with a confident rule, stands; anything less is decided again with embeddings.
+CASCADE_SURE = 0.9
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Proposals:
     signed_docs: tuple[str, ...] = ()
     query: str = ""
     dense: bool = True  # whether retrieval embedded the query (the decision has one fit per mode)
+    origin: AtlasMatch | None = None  # the PyTorch check that raised the message (error atlas), when recognised
 
 
 def _referenced_docs(doc_id: str | None) -> tuple[str, ...]:
@@ -215,7 +219,24 @@ class Engine:
         signed = tuple(d for d in retriever.signature_hits(failure.search_text) if retriever.docs[d].category in CATEGORIES and d not in exclude_docs)
         similar = tuple(load_casebase().search(failure.text or failure.search_text, k=5, exclude=exclude_cases))
         categories = tuple(dict.fromkeys(retriever.docs[d].category for d in signed))
-        return Proposals(tuple(passages), categories, similar, signed, query, dense)
+        return Proposals(tuple(passages), categories, similar, signed, query, dense, self.origin(failure))
+
+    def atlas(self) -> Atlas | None:
+        """The error atlas in use (the user's rebuilt one, else the shipped one); None when turned off or absent."""
+        if not self.settings.atlas:
+            return None
+        from assistant.atlas import atlas_for
+
+        return atlas_for(self.settings.home)
+
+    def origin(self, failure: Failure) -> AtlasMatch | None:
+        """The PyTorch check that raised this failure's message, read from the atlas (None when it is not one of PyTorch's)."""
+        atlas = self.atlas()
+        if atlas is None:
+            return None
+        from assistant.atlas import origin_of
+
+        return origin_of(atlas, failure.search_text, failure.text)
 
     def decide(self, failure: Failure, hit: RuleHit | None, proposals: Proposals) -> Decision:
         """The calibrated decision over the rule's reading and every proposal."""
@@ -226,7 +247,8 @@ class Engine:
         except KnowledgeError:  # the dense index is unavailable: the lexical one weighs words the same way
             retriever = self.retriever(dense=False)
         mode = "hybrid" if proposals.dense and retriever.dense_available else "lexical"
-        return decide(failure, hit, proposals.passages, proposals.signature_categories, proposals.similar, idf=retriever.idf, mode=mode)
+        return decide(failure, hit, proposals.passages, proposals.signature_categories, proposals.similar, idf=retriever.idf, mode=mode,
+                      origin=proposals.origin.entry if proposals.origin is not None else None)
 
     @staticmethod
     def _runbooks(retriever: Retriever, failure: Failure) -> list[RunbookMatch]:
@@ -240,7 +262,7 @@ class Engine:
 
     def compose(
         self, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, notes: Sequence[str] = (),
-        decision: Decision | None = None, similar: Sequence[SimilarCase] = (), related: Sequence[str] = (),
+        decision: Decision | None = None, similar: Sequence[SimilarCase] = (), related: Sequence[str] = (), origin: AtlasMatch | None = None,
     ) -> Diagnosis:
         """The deterministic answer: led by the rule when the decision agrees with it, else by the decided
         category's document, else an honest unknown; the similar resolved reports and the decision attached."""
@@ -256,7 +278,7 @@ class Engine:
             diagnosis = compose_unknown(failure, evidence, passages, notes)
         from assistant.differential import differentiate
 
-        diagnosis = differentiate(with_decision(diagnosis, decision, similar), failure, passages)
+        diagnosis = differentiate(with_decision(diagnosis, decision, similar, origin), failure, passages)
         # A rule chose its fixes from the values it read (the differential ranks its alternatives, each with its own
         # fixes): nothing is added to them, since a generic remedy beside a specific reading is how an answer comes
         # to contradict the report. An answer from the documents in general terms takes the family's best
@@ -323,6 +345,11 @@ class Engine:
         t_rules = time.perf_counter()
         proposals = self.propose(failure, exclude_cases, hit=found.hit)
         decision = self.decide(failure, found.hit, proposals)
+        if not proposals.dense and (decision.likelihood < CASCADE_SURE or found.hit is None or decision.category != found.hit.category):
+            # The lexical pass did not settle it: embed the query after all and decide with the hybrid fit.
+            dense_proposals = self.propose(failure, exclude_cases, hit=None)
+            if dense_proposals.dense:
+                proposals, decision = dense_proposals, self.decide(failure, found.hit, dense_proposals)
         # The rule leads when the decision agrees with its family; otherwise the decided family's document does.
         hit = found.hit if found.hit is not None and found.hit.category == decision.category else None
         answer_doc = self.answer_document(decision, proposals) if hit is None else None
@@ -332,7 +359,7 @@ class Engine:
         all_notes = [*inp.notes, *notes, *evidence.notes, *found.notes, *retrieval.notes]
         if found.hit is not None and hit is None and not decision.abstained:
             all_notes.append(f"A rule read this as {found.hit.category}, but the knowledge base and similar resolved reports point to {decision.category}.")
-        diagnosis = self.compose(failure, evidence, hit, retrieval, all_notes, decision, proposals.similar, related)
+        diagnosis = self.compose(failure, evidence, hit, retrieval, all_notes, decision, proposals.similar, related, proposals.origin)
         t_compose = time.perf_counter()
         diagnosis = self.verify(diagnosis, failure, evidence, found.hit, retrieval, on_token=on_token)
         t_end = time.perf_counter()

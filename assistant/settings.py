@@ -33,6 +33,7 @@ class Settings:
     # "numpy" (the full MiniLM forward in NumPy: 10-100+ ms a query) or "sentence-transformers" (reference, imports torch).
     encoder: str = "static"
     top_k: int = 5
+    atlas: bool = True  # recognise messages PyTorch raises with the error atlas (TORCHHELP_ATLAS=0 turns it off)
     window_bytes: int = 1 << 20
     llm: str = "auto"  # auto | none | local | openai | any registered backend name
     llm_url: str | None = None
@@ -55,7 +56,7 @@ class Settings:
 
 
 _ENV = {
-    "TORCHHELP_DENSE": "dense", "TORCHHELP_DENSE_POLICY": "dense_policy", "TORCHHELP_ENCODER": "encoder", "TORCHHELP_TOP_K": "top_k",
+    "TORCHHELP_DENSE": "dense", "TORCHHELP_DENSE_POLICY": "dense_policy", "TORCHHELP_ENCODER": "encoder", "TORCHHELP_TOP_K": "top_k", "TORCHHELP_ATLAS": "atlas",
     "TORCHHELP_LLM": "llm", "TORCHHELP_LLM_URL": "llm_url", "TORCHHELP_LLM_MODEL": "llm_model",
     "TORCHHELP_LLM_API_KEY": "llm_api_key", "TORCHHELP_LLM_TIMEOUT": "llm_timeout",
     "TORCHHELP_LOCAL_MODEL": "local_model_path", "TORCHHELP_OFFLINE": "offline",

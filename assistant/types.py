@@ -365,6 +365,8 @@ class Diagnosis:
     similar: tuple[SimilarReport, ...] = ()  # close resolved reports, closest first
     # How the category was decided: the sources behind it and the other categories weighed, with likelihoods.
     decision: Mapping[str, Any] = field(default_factory=dict)
+    # The PyTorch check that raised the message (from the error atlas): op, where it is checked, the condition, the values read.
+    raised_by: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document printed by ``torchhelp ask --json`` (stable field names)."""
@@ -386,4 +388,5 @@ class Diagnosis:
             "hypotheses": [h.to_dict() for h in self.hypotheses],
             "similar_reports": [r.to_dict() for r in self.similar],
             "decision": dict(self.decision),
+            "raised_by": dict(self.raised_by),
         }

@@ -84,12 +84,15 @@ def _dataset(rows: list[dict], dense: bool):  # type: ignore[no-untyped-def]
         for view, (h, similar) in views.items():
             if view != "as read" and hit is None and (view == "no rule" or not proposals.similar):
                 continue  # the same evidence as a view already taken
-            out.append(({**row, "_view": view, "_weight": 1.0}, candidates(failure, h, proposals.passages, proposals.signature_categories, similar, idf)))
+            origin = proposals.origin.entry if proposals.origin is not None else None
+            out.append(({**row, "_view": view, "_weight": 1.0}, candidates(failure, h, proposals.passages, proposals.signature_categories, similar, idf, origin)))
         gold = row["category"]
         if gold != "unknown":
             missing = engine.propose(failure, exclude_cases=(row["id"], row.get("source") or "", *cases_of.get(gold, ())), exclude_docs=set(docs_of.get(gold, ())))
+            # A family we lack is also one whose checks the atlas does not categorise: its entry is left out too.
+            origin = missing.origin.entry if missing.origin is not None and missing.origin.entry.get("category") != gold else None
             out.append(({**row, "category": "unknown", "_view": "family missing", "_weight": MISSING_WEIGHT},
-                        candidates(failure, None, missing.passages, missing.signature_categories, missing.similar, idf)))
+                        candidates(failure, None, missing.passages, missing.signature_categories, missing.similar, idf, origin)))
     return out
 
 

@@ -73,7 +73,7 @@ def lexical_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_kb_search_fits_the_terminal(columns: int, lexical_env: dict[str, str]) -> None:
     args = ["kb", "search", "--mode", "lexical", "-k", "5", QUERY]
-    passages = json.loads(subprocess.run([sys.executable, "-m", "assistant", *args, "--json"], capture_output=True, env=lexical_env, timeout=300, check=True).stdout)
+    passages = json.loads(subprocess.run([sys.executable, "-m", "assistant", *args, "--json"], capture_output=True, env=lexical_env, timeout=300, check=True).stdout)["passages"]
     out = run_on_pty(args, lexical_env, columns)
     _assert_fits(out, columns)
     assert passages[0]["id"] in out.splitlines()[0]  # the best passage comes first

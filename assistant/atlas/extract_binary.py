@@ -26,7 +26,7 @@ import re
 import struct
 from pathlib import Path
 
-__all__ = ["extract", "read_rodata", "rodata_strings", "is_message", "to_template", "LIBS"]
+__all__ = ["extract", "extract_kernel_asserts", "read_rodata", "rodata_strings", "is_message", "to_template", "LIBS", "CPU_LIBS", "CUDA_LIBS"]
 
 # Libraries read, in order (the first library that holds a template owns its entry).
 LIBS = ("libc10.so", "libtorch_cpu.so", "libtorch_python.so", "libc10_cuda.so", "libtorch_cuda.so", "libtorch_cuda_linalg.so")
@@ -144,24 +144,30 @@ _STRONG_CUES = re.compile(
     r"too (?:many|few|large|small|big|long)|exceeds?|exceeded|at least|at most|missing|not found|but|not allowed|please|deprecated|"
     r"incompatible|only|received|tried to|trying to|attempted|attempting to|inconsistent|incorrect|ambiguous|already|no longer|"
     r"impossible|overflow|underflow|violat\w*|unrecognized|unrecognised|forbidden|disallowed|wrong|bad|undefined|"
-    r"timed out|aborted|corrupt\w*|denied|rejected|no such|not equal|differs?|different)\b",
+    r"timed out|aborted|corrupt\w*|denied|rejected|no such|not equal|differs?|different|greater|less|larger|smaller|same|"
+    r"negative|non-negative|positive|non-positive|non-empty|empty|zero|contains? either|nan|inf|exceed\w*)\b",
     re.I,
 )
 
 
 # Function schema: ``name.overload(Tensor self, ...) -> Tensor`` (with or without a namespace).
 _SCHEMA_RE = re.compile(r"^(?:[\w]+::)?[\w.]+\((?:[^()]|\([^()]*\))*\)\s*->\s*.+$|^[\w]+::[\w.]+$|^\w+::\w+\.\w+$", re.S)
+# python_arg_parser signatures: ``greater(Tensor input, Scalar other, *, Tensor out=None)``
+_SIGNATURE_RE = re.compile(
+    r"^[\w.]+\(\s*(?:\*|(?:Tensor|Scalar|SymInt|IntArrayRef|SymIntArrayRef|ScalarType|Layout|Device|MemoryFormat|Generator|Dimname|"
+    r"DimnameList|TensorList|Storage|Stream|int64_t|int|double|float|bool|c10::\w+|std::\w+|at::\w+)\b)[^()]*\)(?:\|\w+)?$")
 _MANGLED_RE = re.compile(r"^(?:\*?_?Z|N\d|St\d|\*N\d|\*?Z\d|\*St)")
 _CODE_PUNCT_RE = re.compile(r"::|->|\(\)\s*[;{]|[{};]\s*$|^\s*[{}#]|\b(?:return|auto|const|void|template|typename|namespace|def|self\.\w+\s*=)\b|%\w+\s*[=:]\s*\w+::|\w+\(%\w+")
 _DOC_RE = re.compile(r"(?:^|\n)\s*(?:Args|Arguments|Returns|Example|Examples|Note|Attributes|Parameters|Inputs|Outputs|Type Constraints)\s*:+|>>>|\.\. (?:note|warning|math)::", re.S)
 _LOG_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?(?:DEBUG|INFO|TRACE|VERBOSE|Dumping|After |Before |Running |Optimizing |Graph |graph\(|Original |New |Starting |Finished |Done |Loaded |Loading |Creating |Created )", re.I)
-_PRINTF_RE = re.compile(r"%(?:\d+\$)?[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|z|j|t|q|I64|I32)?([diouxXeEfFgGaAcsp%])")
+_PRINTF_RE = re.compile(r"%(?:\d+\$)?[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|z|j|t|q|I64|I32)?([diouxXeEfFgGaAcspUSRV%])")  # UVSR: PyErr_Format
 _FMT_RE = re.compile(r"\{(\d*)(?::([^{}]*))?\}")
 _WORD_RE = re.compile(r"[A-Za-z][a-z]+|[A-Z]{2,}[a-z]*|[A-Za-z]\b")
 
 
 def _letters_ratio(s: str) -> float:
-    return sum(c.isalpha() for c in s) / max(1, len(s))
+    """Share of letters among the non-blank characters."""
+    return sum(c.isalpha() for c in s) / max(1, sum(not c.isspace() for c in s))
 
 
 def _english_words(s: str) -> list[str]:
@@ -182,11 +188,13 @@ def is_message(s: str) -> bool:
         return False
     if re.search(r"\(\s*(?:Tensor|Scalar|int|float|bool|str|SymInt|Tensor\??\[\]|Tensor\(\w!?\))\b[^)]*\)\s*->", t):
         return False  # a schema embedded in another string
-    if _DOC_RE.search(t) or t.count("\n") > 6:
+    if _DOC_RE.search(t) or t.count("\n") > 6 or (s.startswith("\n") and "\n" in t) or re.search(r"\n {6,}\S", t):
         return False  # docstrings, code blocks, graph dumps
+    if _SIGNATURE_RE.match(t) or re.search(r"\)\|(?:deprecated|hidden)$", t) or t.startswith(("Failed cond ", "Exception raised when")):
+        return False  # python_arg_parser signatures, fuser debug dumps, exception-class docstrings
     if _LOG_RE.match(t) or re.search(r"\w+ = \"|^\s*\w+\s*=\s*\S+\s*$", t):
         return False
-    if _CODE_PUNCT_RE.search(t):
+    if _CODE_PUNCT_RE.search(_FMT_RE.sub("\u27e7", t)):
         return False
     if re.search(r"(?:^|\s)(?:https?://|www\.)", t) and len(_english_words(t)) < 4:
         return False
@@ -197,7 +205,7 @@ def is_message(s: str) -> bool:
     words = _english_words(fmt_stripped)
     if len(words) < 2:
         return False
-    if _letters_ratio(fmt_stripped) < 0.55:
+    if _letters_ratio(fmt_stripped) < 0.6:
         return False
     if len(_PRINTF_RE.findall(t)) >= 3 and "," in t and " " not in t.split(",")[0]:
         return False  # csv-like verbose logs
@@ -240,7 +248,7 @@ def _hole_for_context(before: str, after: str, spec: str | None = None) -> str:
     if re.search(r"\b(?:dim|dims|dimension|dimensions|ndim|ndims|index|position|numel|length|rank|count|number of [a-z ]+?|at most|at least|"
                  r"size|stride|offset|step|groups|channels|batch size|world size|rank|version)\b[^a-z.;]{0,6}$", b):
         return "int"
-    if re.match(r"^(?:D\b|-?d\b| dimensions?\b| dims?\b| elements?\b| bytes?\b| channels?\b| times\b| arguments?\b| positional)", a):
+    if re.match(r"^(?:D\b|-?d\b| dimensions?\b| dims?\b| elements?\b| bytes?\b| channels?\b| times\b| arguments?\b| positional| (?:were|was) given)", a):
         return "int"
     return "any"
 
@@ -256,6 +264,8 @@ def _merge_holes(t: str) -> str:
 def _fill_format_fields(s: str) -> str:
     """printf (``%d``, ``%s``, ``%ld``) and fmt (``{}``, ``{:d}``) fields -> typed holes; ``%%`` -> ``%``."""
     has_printf = bool(re.search(r"%(?!%)", s)) and bool(_PRINTF_RE.search(s))
+    if re.search(r"\$\d", s) and not re.search(r"\$\{", s):
+        s = re.sub(r"\$\d+", "{}", s)  # protobuf's Substitute() fields ($0, $1)
     has_fmt = "{}" in s or bool(re.search(r"\{\d*:[^{}]*\}|\{\d+\}", s))
     out = []
     pos = 0
@@ -294,7 +304,7 @@ def _continues_after(s: str) -> bool:
 
 
 def _continues_before(s: str) -> bool:
-    return bool(re.match(r"^(?:[\s,.;:)\]}'\"`]|and\b|or\b|but\b|got\b|with\b|of\b|for\b|to\b|in\b|is\b|are\b|was\b|which\b|while\b|than\b|instead\b|should\b|must\b|does\b|has\b|have\b|not\b)", s))
+    return bool(re.match(r"^(?:[\s,.;:)\]}'\"`]|-[a-z]|and\b|or\b|but\b|got\b|with\b|of\b|for\b|to\b|in\b|is\b|are\b|was\b|which\b|while\b|than\b|instead\b|should\b|must\b|does\b|has\b|have\b|not\b)", s))
 
 
 def to_template(s: str) -> str:
@@ -317,7 +327,7 @@ def _matchable(template: str) -> bool:
 
 # -------------------------------------------------------------------------------------------------- attributes
 
-_OP_AFTER = r"(?:\(\)\s*:?|:|\s+(?:only supports?|supports only|expects?|expected|requires?|does not support|doesn't support|is not supported|not supported|is only supported|received|got|must|cannot|can't|can only|should|is not implemented|not implemented))"
+_OP_AFTER = r"(?:\(\)\s*:?|:(?!:)|\s+(?:only supports?|supports only|expects?|expected|requires?|does not support|doesn't support|is not supported|not supported|is only supported|received|got|must|cannot|can't|can only|should|is not implemented|not implemented))"
 _OP_RE = re.compile(r"^\s*(?:torch\.)?(?:(?:nn\.)?functional\.)?(?P<name>[A-Za-z_][\w.]*?)(?:\.(?:out|Tensor|Scalar|default))?" + _OP_AFTER)
 _OP_INNER = [
     re.compile(r"forward AD with (?P<name>\w+) that does not support"),
@@ -327,6 +337,10 @@ _OP_INNER = [
 ]
 _OP_STOP = {"input", "output", "self", "other", "tensor", "error", "warning", "note", "value", "index", "dim", "size", "type", "expected", "the",
             "this", "it", "we", "you", "only", "but", "got", "and", "or", "not", "a", "an", "if", "in", "as", "for", "to", "with", "when"}
+
+
+_PARAM_NAMES = {"pad", "stride", "padding", "dilation", "weight", "bias", "target", "mask", "scale", "alpha", "beta", "eps", "offsets",
+                "indices", "values", "grad", "src", "source", "size", "sizes", "shape", "repeats", "lengths", "std", "mean", "lambda"}
 
 
 def infer_op(template: str, op_names: set[str]) -> str | None:
@@ -341,6 +355,10 @@ def infer_op(template: str, op_names: set[str]) -> str | None:
     for name in cands:
         if name.lower() in _OP_STOP:
             continue
+        if name in _PARAM_NAMES and not template.lstrip().startswith((name + "(", name + ":")):
+            continue  # ``pad should be ...``, ``grad requires ...``: an argument, not the op
+        if "SymNode" in template:
+            continue  # ``sub not supported by NestedIntSymNode``: a SymNode method
         for c in (name, name.replace(".", "_")):
             if c in op_names:
                 return f"aten::{c}"
@@ -363,13 +381,20 @@ _WARN_RE = re.compile(r"\b(?:deprecated|will be removed|will change|in a future 
 # ---------------------------------------------------------------------------------------------------- extraction
 
 
-def _attributed_strings(data: bytes) -> list[tuple[int, str, str | None]]:
-    """Every literal of ``.rodata`` with the ``__FILE__`` literal of its translation unit where the layout shows it.
+_HEADER_EXT = (".h", ".hpp", ".hh", ".cuh", ".inl", ".ipp")
+_HEADER_REACH = 2  # literals after a header's __FILE__ that still take the header rather than the unit
 
-    Long literals are emitted 8-aligned and back to back, per translation unit in first-use order, and the unit's
-    ``__FILE__`` literal comes right after its first message. A literal takes the path that precedes it in the same
-    run of aligned, contiguous literals, or the path right after it when that path is the very next literal and
-    starts its run's next unit. A run breaks at binary data or at an unaligned literal (the short-literal section).
+
+def _attributed_strings(data: bytes) -> list[tuple[int, str, str | None]]:
+    """Every literal of ``.rodata`` with the source file it most likely comes from, where the layout shows it.
+
+    Long literals (>= 32 bytes) are emitted 8-aligned and back to back, per translation unit in first-use order; the
+    unit's ``__FILE__`` literal comes right after its first message, and a header's ``__FILE__`` (an inline check
+    of the header) sits among the unit's literals where the header's checks are first used. A literal takes the
+    path right after it when that path is the next literal (a unit's first message), else the header path among
+    the last ``_HEADER_REACH`` literals, else the unit's path. ``INTERNAL ASSERT FAILED at "<path>"`` literals
+    count as path markers too. A run breaks at binary data or at an unaligned literal (the short-literal section,
+    which holds no paths): literals there get no file.
     """
     chunks = []  # (offset, text or None for binary data)
     pos = 0
@@ -389,34 +414,50 @@ def _attributed_strings(data: bytes) -> list[tuple[int, str, str | None]]:
             chunks.append((pos, s))
         pos = end + 1
     out: list[tuple[int, str, str | None]] = []
-    prev_path: str | None = None
+    unit: str | None = None
+    header: str | None = None
+    since_header = 0
     for k, (off, s) in enumerate(chunks):
-        if s is None or off % 8:
-            prev_path = None  # binary data or the short-literal section: the run is over
+        aligned = off % 8 == 0
+        if s is None or not aligned:
+            unit = header = None  # binary data or the short-literal section: the run is over
             if s is None:
                 continue
-        if is_path(s):
-            prev_path = norm_path(s) if off % 8 == 0 else None
+        if aligned and is_path(s):
+            p = norm_path(s)
+            if p.endswith(_HEADER_EXT):
+                header, since_header = p, 0
+            else:
+                unit, header = p, None
             continue
-        attr = prev_path
-        if off % 8 == 0 and k + 1 < len(chunks):
+        attr = header if header is not None and since_header < _HEADER_REACH else unit
+        if aligned and k + 1 < len(chunks):
             noff, ns = chunks[k + 1]
             if ns is not None and noff % 8 == 0 and is_path(ns) and noff - (off + len(s.encode("utf-8"))) < 16:
-                attr = norm_path(ns)  # the unit's first message sits just before its __FILE__
+                attr = norm_path(ns)  # a unit's first message sits just before its __FILE__
         if len(s) >= 4:
             out.append((off, s, attr))
+            since_header += 1
+        m = _INTERNAL_RE.match(s) if aligned and "INTERNAL ASSERT" in s else None
+        if m:
+            p = norm_path(m.group("path"))
+            if p.endswith(_HEADER_EXT):
+                header, since_header = p, 0
+            else:
+                unit, header = p, None
     return out
 
 
 # Documentation compiled in (ONNX operator schemas, pybind docstrings) rather than messages.
-_DOC_FILE_RE = re.compile(r"^third_party/onnx/onnx/defs/")
+_DOC_FILE_RE = re.compile(r"^third_party/onnx/")
 _DOC_OPENER_RE = re.compile(
     r"^\s*(?:The |This operator|This op |Output|Input|Inputs|Outputs|Whether|Indicates|Constrain|A list|List of|Tensor of|Optional|If set|If true|"
     r"Specifies|Specify|Number of|Type of|Default|Coefficient|Value of|Scale |Sequence |Keep the|Concatenate|Returns|Return |Compute|Computes|"
-    r"Perform|Performs|Produces|Given |Takes |It |Note that|See |For example|Example|Intel\(R\)|Intel )")
+    r"Perform|Performs|Produces|Given |Takes |It |Note that|See |For example|Example|Intel\(R\)|Intel |Tensor with |Result, |"
+    r"Reshaped tensor|A 1-D tensor|A \w+ tensor|Values greater|Return true|1D int64 tensor)")
 
 
-def _lib_entries(path: Path, op_names: set[str]) -> list[dict]:
+def _lib_entries(path: Path, op_names: set[str], in_headers: dict[str, set[str]] | None = None) -> list[dict]:
     data, _ = read_rodata(path)
     lib = path.name
     out = []
@@ -424,8 +465,10 @@ def _lib_entries(path: Path, op_names: set[str]) -> list[dict]:
         if not is_message(s):
             continue
         m = _INTERNAL_RE.match(s)
-        if not m and attr and _DOC_FILE_RE.match(attr) and (_DOC_OPENER_RE.match(s) or not _STRONG_CUES.search(s) or re.search(r"\*\*|<br>|`\[", s)):
-            continue
+        if not m and attr and _DOC_FILE_RE.match(attr) and (
+            _DOC_OPENER_RE.match(s) or not _STRONG_CUES.search(s) or "\n" in s.strip() or len(s) > 160 or re.search(r"\*\*|<br>|`\[|\.\s+[A-Z]", s)
+        ):
+            continue  # ONNX operator schema text: descriptions of inputs, outputs and attributes
         entry: dict = {"file": None, "line": None, "file_confidence": None, "condition": None, "internal": False}
         nm = _NOMSG_RE.match(s)
         if m:
@@ -439,12 +482,50 @@ def _lib_entries(path: Path, op_names: set[str]) -> list[dict]:
             template = s if nm else to_template(s)
             if nm:
                 entry["condition"] = nm.group("cond")
-            if attr:
+            hdrs = (in_headers or {}).get(s, ())
+            if attr and attr in hdrs:
+                entry.update(file=attr, file_confidence="header")
+            elif len(hdrs) == 1:
+                entry.update(file=next(iter(hdrs)), file_confidence="header")  # the literal is written in that installed header
+            elif attr:
                 entry.update(file=attr, file_confidence="nearby")
         kind = "warning" if _WARN_RE.search(template) and not entry["internal"] else "error"
         entry.update(template=template, kind=kind, lib=lib)
         out.append(entry)
     return out
+
+
+_C_LITERAL_RE = re.compile(r'(?<![\w\\\'])"(?:[^"\\\n]|\\.)*"(?:\s*"(?:[^"\\\n]|\\.)*")*')
+_C_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'", "?": "?", "0": "\0", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+_INCLUDE_ROOTS = {"ATen": "aten/src/ATen", "c10": "c10", "torch": "torch", "caffe2": "caffe2"}
+
+
+def _c_unescape(body: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _C_ESCAPES.get(m.group(1), m.group(0)), body)
+
+
+def header_literals(include_dir: Path) -> dict[str, set[str]]:
+    """String literals of PyTorch's own installed headers (``torch/include/{ATen,c10,torch}``): literal -> repo paths."""
+    found: dict[str, set[str]] = {}
+    for top, repo_top in _INCLUDE_ROOTS.items():
+        root = include_dir / top
+        if not root.is_dir():
+            continue
+        for p in root.rglob("*"):
+            if p.suffix not in _HEADER_EXT or not p.is_file() or p.parts[-2:-1] == ("ops",) and top == "ATen":
+                continue
+            try:
+                text = p.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if "TORCH" not in text and "throw" not in text and "AT_ERROR" not in text and "_CHECK" not in text and "WARN" not in text:
+                continue
+            rel = repo_top + "/" + p.relative_to(root).as_posix()
+            for m in _C_LITERAL_RE.finditer(text):
+                lit = "".join(_c_unescape(part) for part in re.findall(r'"((?:[^"\\\n]|\\.)*)"', m.group(0)))
+                if len(lit) >= MIN_FRAGMENT:
+                    found.setdefault(lit, set()).add(rel)
+    return found
 
 
 def _op_names(lib_dir: Path) -> set[str]:
@@ -453,7 +534,7 @@ def _op_names(lib_dir: Path) -> set[str]:
         p = lib_dir / lib
         if p.exists():
             data, _ = read_rodata(p)
-            names.update(m.decode() for m in re.findall(rb"\0aten::([a-z_][a-z0-9_]*)\0", data))
+            names.update(m.decode() for m in re.findall(rb"(?<=\0)aten::([a-z_][a-z0-9_]*)(?=\0)", data))
     return names
 
 
@@ -461,42 +542,186 @@ def _entry_id(lib: str, template: str) -> str:
     return f"binary:{lib}:{hashlib.sha1(template.encode('utf-8')).hexdigest()[:12]}"
 
 
-def extract(lib_dir: Path, torch_version: str, commit: str) -> list[dict]:
-    """Atlas entries (source "binary") from the PyTorch shared libraries under ``lib_dir`` (``torch/lib``)."""
+def _make_entry(lib: str, e: dict, op_names: set[str], torch_version: str, commit: str) -> dict:
+    t = e["template"]
+    internal = e["internal"]
+    return {
+        "id": _entry_id(lib, t),
+        "template": t,
+        "kind": e["kind"],
+        "exc_type": e.get("exc_type", infer_exc_type(t, internal)),
+        "source": "binary",
+        "file": e["file"],
+        "line": e["line"],
+        "function": e.get("function"),
+        "op": None if internal or e["kind"] == "kernel_assert" else infer_op(t, op_names),
+        "condition": e["condition"],
+        "internal": internal,
+        "category": None,
+        "category_source": None,
+        "torch_version": torch_version,
+        "commit": commit,
+        "lib": lib,
+        "file_confidence": e["file_confidence"],
+        "matchable": _matchable(t),
+    }
+
+
+CPU_LIBS = ("libc10.so", "libtorch_cpu.so", "libtorch_python.so")
+CUDA_LIBS = ("libc10_cuda.so", "libtorch_cuda.so", "libtorch_cuda_linalg.so")
+
+
+def extract(lib_dir: Path, torch_version: str, commit: str, libs: tuple[str, ...] | None = None) -> list[dict]:
+    """Atlas entries (source "binary") from the PyTorch shared libraries under ``lib_dir`` (``torch/lib``).
+
+    ``libs`` limits the libraries whose entries are returned (default: every one of :data:`LIBS` present); the
+    others are still read first, so an entry is returned only for a template none of them holds.
+    """
     lib_dir = Path(lib_dir)
     op_names = _op_names(lib_dir)
+    in_headers = header_literals(lib_dir.parent / "include")
     seen: set[str] = set()
     entries: list[dict] = []
     for lib in LIBS:
         p = lib_dir / lib
         if not p.exists():
             continue
-        for e in _lib_entries(p, op_names):
+        for e in _lib_entries(p, op_names, in_headers):
             t = e["template"]
             if t in seen:
                 continue
             seen.add(t)
-            internal = e["internal"]
-            entries.append({
-                "id": _entry_id(e["lib"], t),
-                "template": t,
-                "kind": e["kind"],
-                "exc_type": infer_exc_type(t, internal),
-                "source": "binary",
-                "file": e["file"],
-                "line": e["line"],
-                "function": None,
-                "op": infer_op(t, op_names),
-                "condition": e["condition"],
-                "internal": internal,
-                "category": None,
-                "category_source": None,
-                "torch_version": torch_version,
-                "commit": commit,
-                "lib": e["lib"],
-                "file_confidence": e["file_confidence"],
-                "matchable": _matchable(t),
-            })
+            if libs is None or lib in libs:
+                entries.append(_make_entry(lib, e, op_names, torch_version, commit))
+    return entries
+
+
+# ------------------------------------------------------------------------------------------ CUDA kernel asserts
+#
+# A failed CUDA_KERNEL_ASSERT(cond) prints, from the GPU, ``<file>:<line>: <function>: block: [x,y,z], thread:
+# [x,y,z] Assertion `<cond>` failed.``; the condition text, __FILE__ and the function name are data of the device
+# code (the cubins inside the library's fat binary), not of the host .rodata. ``cuobjdump -xelf <arch> lib.so``
+# writes those cubins out; :func:`extract_kernel_asserts` reads their strings.
+
+_COND_CHARS_RE = re.compile(r"^[\w\s<>=!&|()\[\]\.\-+*/%,:\"'?~^\\]+$")
+_COND_OP_RE = re.compile(r"<=?|>=?|==|!=|&&|\|\||^\s*!|\bfalse\b")
+_COND_PRINTF_RE = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?(?:ll|l|z|h)?[sdiufxXp]\b")
+# CUDA_KERNEL_ASSERT_MSG/_PRINTF: ``[CUDA_KERNEL_ASSERT] <file>:<line>: %s: block: ... Assertion failed: `cond`: msg``
+_KA_PREFIX_RE = re.compile(r"^\[CUDA_KERNEL_ASSERT\] (?P<path>[^\s:]+):(?P<line>\d+): (?P<rest>.*)$", re.S)
+# generated kernel names in device messages (``FATAL: kernel `fmha_cutlassB_f16_aligned_64x64_k128_sm50` is for ...``)
+_KERNEL_NAME_RE = re.compile(r"`(?=[A-Za-z_]\w*\d)(?=\w*_)\w+`")
+UBIQUITOUS_SHARE = 0.25  # a path in more cubins than this share (a header every kernel includes) marks nothing
+
+
+def elf_sections(data: bytes) -> list[tuple[str, int, bytes]]:
+    """(name, type, bytes) of every section of an in-memory ELF image (cubins are ELF)."""
+    if data[:4] != b"\x7fELF":
+        return []
+    is64 = data[4] == 2
+    e = "<" if data[5] == 1 else ">"
+    if is64:
+        (shoff,) = struct.unpack_from(e + "Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", data, 0x3A)
+        fmt = e + "IIQQQQ"
+    else:
+        (shoff,) = struct.unpack_from(e + "I", data, 0x20)
+        shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", data, 0x2E)
+        fmt = e + "IIIIII"
+    if not shoff or shstrndx >= shnum:
+        return []
+    secs = [struct.unpack_from(fmt, data, shoff + i * shentsize) for i in range(shnum)]
+    _, _, _, _, so, ss = secs[shstrndx]
+    names = data[so:so + ss]
+    out = []
+    for name, typ, _flags, _addr, off, size in secs:
+        end = names.find(b"\0", name)
+        out.append((names[name:end].decode("latin-1"), typ, b"" if typ == 8 else data[off:off + size]))
+    return out
+
+
+def looks_like_condition(s: str) -> bool:
+    t = s.strip()
+    if not 3 <= len(t) <= 400 or "\n" in t or _COND_PRINTF_RE.search(t) or is_path(t) or t.startswith(("void ", "_Z", "$")):
+        return False
+    return bool(_COND_CHARS_RE.match(t) and _COND_OP_RE.search(t))
+
+
+def cubin_literals(data: bytes) -> list[str]:
+    """Printable NUL-terminated strings of a cubin's data sections (code, symbol and info sections skipped)."""
+    out = []
+    for name, typ, body in elf_sections(data):
+        if typ != 1 or name.startswith((".text", ".nv.info", ".debug", ".nv.callgraph", ".nv.prototype", ".nv.rel", ".note")):
+            continue
+        out.extend(s for _, s in rodata_strings(body, min_len=3))
+    return out
+
+
+def _kernel_message(s: str) -> dict:
+    """Template, condition and exact file/line of a device message (a printf of a kernel, a CUDA_KERNEL_ASSERT_MSG)."""
+    out: dict = {"file": None, "line": None, "file_confidence": None, "condition": None}
+    m = _KA_PREFIX_RE.match(s)
+    if m:
+        rel = norm_path(m.group("path"))
+        rest = m.group("rest")
+        out.update(file=rel, line=int(m.group("line")), file_confidence="exact")
+        c = re.search(r"Assertion failed: `(.+?)`", rest)
+        if c:
+            out["condition"] = c.group(1)
+        template = f"[CUDA_KERNEL_ASSERT] {HOLE['any']}{rel}:{HOLE['int']}: " + to_template(rest)
+    else:
+        template = to_template(s)
+    out["template"] = _merge_holes(_KERNEL_NAME_RE.sub(f"`{HOLE['name']}`", template))
+    return out
+
+
+def extract_kernel_asserts(cubins: list[Path], lib: str, torch_version: str, commit: str, skip: set[str] | None = None) -> list[dict]:
+    """``kernel_assert`` entries from cubins cut out of ``lib``: one per assert condition, plus device printf messages.
+
+    A cubin is one translation unit; the order of its strings does not follow the source, so a condition takes the
+    nearest preceding path of its cubin that is not a header every kernel includes (``c10/core/DynamicCast.h``),
+    else the cubin's one unit path, else none.
+    """
+    per_cubin = []
+    counts: dict[str, int] = {}
+    for cubin in cubins:
+        try:
+            strings = cubin_literals(cubin.read_bytes())
+        except (OSError, struct.error):
+            continue
+        per_cubin.append(strings)
+        for p in {norm_path(s) for s in strings if is_path(s)}:
+            counts[p] = counts.get(p, 0) + 1
+    ubiquitous = {p for p, n in counts.items() if n >= 10 and n > UBIQUITOUS_SHARE * len(per_cubin)}
+    seen = set(skip or ())
+    entries = []
+    for strings in per_cubin:
+        paths = list(dict.fromkeys(p for p in (norm_path(s) for s in strings if is_path(s)) if p not in ubiquitous))
+        units = [p for p in paths if not p.endswith(_HEADER_EXT)]
+        unit = units[0] if len(units) == 1 else (paths[0] if len(paths) == 1 else None)
+        near: str | None = None
+        for s in strings:
+            if is_path(s):
+                p = norm_path(s)
+                if p not in ubiquitous:
+                    near = p
+                continue
+            attr = near or unit
+            base = {"kind": "kernel_assert", "exc_type": None, "file": attr, "line": None, "file_confidence": "nearby" if attr else None,
+                    "condition": None, "internal": False}
+            if looks_like_condition(s):
+                cond = s.strip()
+                e = {**base, "template": f"{HOLE['any']} Assertion `{cond}` failed.", "condition": cond}
+            elif is_message(s):
+                km = _kernel_message(s)
+                e = {**base, **{k: v for k, v in km.items() if v is not None or k == "condition"}}
+                if km["file_confidence"] is None:
+                    e.update(file=attr, file_confidence="nearby" if attr else None)
+            else:
+                continue
+            if e["template"] in seen:
+                continue
+            seen.add(e["template"])
+            entries.append(_make_entry(lib, e, set(), torch_version, commit))
     return entries
 
 

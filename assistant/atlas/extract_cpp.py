@@ -38,7 +38,7 @@ from assistant.atlas.extract_python import (
 
 CPP_EXTS = {".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cu", ".cuh", ".mm", ".hip"}
 CUDA_EXTS = {".cu", ".cuh"}
-SKIP_DIR_NAMES = {"test", "tests", "third_party", "benchmarks", "benchmark", "googletest", "gtest", "experimental_test"}
+SKIP_DIR_NAMES = {"test", "tests", "third_party", "benchmarks", "benchmark", "googletest", "gtest", "experimental_test", "doc", "docs"}
 
 CHECK_DEFAULT = (
     "Expected {cond} to be true, but got false.  (Could this error message be improved?  "
@@ -76,6 +76,7 @@ THROW_TYPES = {
     "std::out_of_range": ("IndexError", "str"),
     "std::overflow_error": ("OverflowError", "str"),
     "std::logic_error": ("RuntimeError", "str"),
+    "std::system_error": ("RuntimeError", "system_error"),
     "py::value_error": ("ValueError", "str"),
     "py::type_error": ("TypeError", "str"),
     "py::index_error": ("IndexError", "str"),
@@ -328,7 +329,6 @@ def _is_binary_plus(skel: str, i: int) -> bool:
 def collapse_ws(text: str) -> str:
     """Whitespace as the preprocessor's ``#`` stringizing leaves it (runs become one space), strings kept."""
     out = []
-    i = 0
     pending_space = False
     for m in re.finditer(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|\s+|[^\s"\']+|["\']', text, re.S):
         tok = m.group(0)
@@ -339,7 +339,6 @@ def collapse_ws(text: str) -> str:
             out.append(" ")
         pending_space = False
         out.append(tok)
-        i = m.end()
     return "".join(out).replace("\\\n", " ").strip()
 
 
@@ -364,7 +363,7 @@ def _classify(header: str) -> tuple[str, str]:
     h = header.strip()
     if not h:
         return "block", ""
-    m = re.match(r"^(?:inline\s+)?namespace\b\s*([\w:]*)", h)
+    m = re.search(r"(?:^|[\s)])(?:inline\s+)?namespace\b\s*([\w:]*)\s*$", h)
     if m:
         return "namespace", m.group(1)
     m = re.search(r"\b(?:class|struct|union)\s+(?:C10_API\s+|TORCH_API\s+|\w+_API\s+|alignas\([^)]*\)\s+|C10_\w+\s+)*(\w+)[^;()]*$", h)
@@ -379,20 +378,31 @@ def _classify(header: str) -> tuple[str, str]:
     m = _FUNC_MACROS.search(h)
     if m:
         return "function", m.group(2)
+    m = re.search(r"\b((?:TH|THC|THNN|THCUNN|THD|THS|THCS|THP)\w*_)\s*\(\s*(\w+)\s*\)\s*\(", h)
+    if m:  # TH generic functions: THTensor_(addmv)(...)
+        return "function", f"{m.group(1)}({m.group(2)})"
     # lambda: [...](...) -> T mutable {  or  [&] {
     if re.search(r"\]\s*(\([^()]*(\([^()]*\)[^()]*)*\))?\s*(mutable)?\s*(->\s*[\w:<>,\s*&]+)?\s*$", h):
         return "lambda", ""
+    m = re.search(r"((?:\w+::)*)operator\s*(\(\)|\[\]|<<|>>|[^\w\s(]{1,3})\s*\(", h)
+    if m:
+        return "function", f"{m.group(1)}operator{m.group(2)}"
+    macro_like = None
     for m in re.finditer(r"(~?[A-Za-z_][\w]*(?:\s*::\s*~?[A-Za-z_]\w*)*)\s*(?:<[^<>()]*>)?\s*\(", h):
         name = re.sub(r"\s+", "", m.group(1))
         last = name.split("::")[-1]
-        if last in _KEYWORDS or name.startswith(("C10_", "TORCH_", "AT_", "__")) and re.match(r"^[A-Z0-9_:]+$", name):
+        if last in _KEYWORDS or last.startswith("__"):
             continue
-        if last in ("operator",):
-            return "function", name
         before = h[: m.start()].rstrip()
         if before.endswith((",", ":")) and not before.endswith("::"):
             continue  # a member initialiser after the parameter list
+        if re.match(r"^[A-Z][A-Z0-9_]*$", last):
+            # macros (DECLARE_DISPATCH(...), C10_LAUNCH_BOUNDS_1(...)) may precede the name; SGD(...) may be it
+            macro_like = macro_like or name
+            continue
         return "function", name
+    if macro_like:
+        return "function", macro_like
     return "other", ""
 
 
@@ -405,20 +415,30 @@ def scopes(scope_skel: str) -> list[Scope]:
         i = m.start()
         c = m.group(0)
         if c == "{":
-            header = re.sub(r"\s+", " ", scope_skel[max(last_boundary, i - 2000) : i]).strip()
-            kind, name = _classify(header[-600:])
+            raw = scope_skel[max(last_boundary, i - 4000) : i]
+            if raw.count("(") > raw.count(")"):
+                # a brace initialiser inside an argument list (`const Tensor& mask = {}`): not a scope
+                stack.append(Scope("inline", "", i))
+                continue
+            header = re.sub(r"\s+", " ", raw).strip()
+            kind, name = _classify(header[-3000:])
             sc = Scope(kind, name, i, header=header[-300:])
             stack.append(sc)
             out.append(sc)
         elif c == "}" and stack:
-            stack.pop().end = i
+            sc = stack.pop()
+            sc.end = i
+            if sc.kind == "inline":
+                continue
+        elif c == ";" and stack and stack[-1].kind == "inline":
+            continue
         last_boundary = i + 1
     for sc in stack:
         sc.end = len(scope_skel)
     return out
 
 
-_PRE_RE = re.compile(r"^[ \t]*#[^\n]*(?:\\\n[^\n]*)*", re.M)
+_PRE_RE = re.compile(r"^[ \t]*#(?:[^\n\\]|\\[\s\S])*", re.M)
 
 
 def preprocessor_spans(clean: str) -> tuple[list[tuple[int, int]], list[tuple[int, int, str, list[str]]]]:
@@ -456,6 +476,7 @@ def blank_spans(text: str, spans: list[tuple[int, int]]) -> str:
 class MsgContext:
     params: list[str] = field(default_factory=list)  # macro parameters (inside a #define body)
     resolve: Callable[[str], str | None] | None = None  # local string variables
+    constants: dict[str, str] = field(default_factory=dict)  # #define NAME "literal" (object-like string macros)
 
 
 def _literal_only(expr: str) -> str | None:
@@ -500,6 +521,8 @@ def expr_parts(expr: str, ctx: MsgContext, depth: int = 0) -> Parts:
             else:
                 out.append(Hole("any"))
         return out
+    if e in ctx.constants:
+        return [ctx.constants[e]]
     if re.fullmatch(r"'(?:[^'\\]|\\.[0-7]*)'", e):
         return [decode_literal(e[1:-1])]
     if re.fullmatch(r"-?\d+[uUlL]*", e):
@@ -529,11 +552,12 @@ def expr_parts(expr: str, ctx: MsgContext, depth: int = 0) -> Parts:
     # parenthesised
     if e.startswith("(") and _matching_paren(skel, 0) == len(e) - 1:
         return expr_parts(e[1:-1], ctx, depth + 1)
-    # a local string variable built just before
-    if ctx.resolve is not None and re.fullmatch(r"[A-Za-z_]\w*(\.c_str\(\)|\.str\(\))?", e):
-        target = ctx.resolve(re.sub(r"\.(c_str|str)\(\)$", "", e))
+    # a local string variable (or stringstream) built just before
+    vm = re.fullmatch(r"(?:std::move\(\s*)?([A-Za-z_]\w*)(?:\s*\))?(?:\.str\(\))?(?:\.c_str\(\))?", e)
+    if ctx.resolve is not None and vm:
+        target = ctx.resolve(vm.group(1))
         if target is not None:
-            sub = MsgContext(ctx.params, None)
+            sub = MsgContext(ctx.params, None, ctx.constants)
             return expr_parts(target, sub, depth + 1)
     # a conditional between two literals: keep it a hole
     return [_cpp_hole(e, ctx)]
@@ -628,6 +652,8 @@ def printf_format_parts(fmt_parts: Parts, args: list[str], ctx: MsgContext) -> P
                 out.append(Hole("float"))
             elif arg is not None and _literal_only(arg) is not None:
                 out.append(_literal_only(arg) or "")
+            elif arg is not None and arg.strip() in ctx.constants:
+                out.append(ctx.constants[arg.strip()])
             elif arg is not None:
                 out.append(_cpp_hole(arg, ctx))
             else:
@@ -655,7 +681,7 @@ _CORE_MACRO_FILES = (
     "csrc/assertions.h",
     "c10/util/logging_is_not_google_glog.h",
 )
-_ANY_KEYWORD = re.compile(r"CHECK|ASSERT|ERROR|Error|WARN|throw|PyErr|AT_DISPATCH|assert|setError")
+_ANY_KEYWORD = re.compile(r"(?i)check|assert|error|warn|throw|AT_DISPATCH")
 
 
 @dataclass
@@ -669,19 +695,29 @@ class Wrapper:
 
 
 class CppExtractor:
-    def __init__(self, *, legacy: bool = False, wrappers: dict[str, Wrapper] | None = None, op_of: Callable[[str | None, str, str], str | None] | None = None):
+    def __init__(self, *, legacy: bool = False, wrappers: dict[str, list[Wrapper]] | None = None, op_of: Callable[[str | None, str, str], str | None] | None = None):
         self.specs = LEGACY_SPECS if legacy else MODERN_SPECS
         self.legacy = legacy
+        self.constants: dict[str, str] = {}
         self.wrappers = wrappers or {}
         self.op_of = op_of
         names = sorted(set(self.specs) | {"AT_DISPATCH_V2"}, key=len, reverse=True)
         throw_names = sorted(THROW_TYPES, key=len, reverse=True)
         self.call_re = re.compile(
-            r"(?<![\w:.>])(?:(throw)\s+(" + "|".join(re.escape(t) for t in throw_names) + r")\s*[({]"
+            r"(?<![\w:.>])(?:(throw)\s+(" + "|".join(re.escape(t) for t in throw_names) + r"|(?:::)?(?:\w+::)*\w+(?:Error|Exception|_error))\s*[({]"
             r"|(" + "|".join(re.escape(n) for n in names) + r"|AT_DISPATCH_\w+|assert)\s*\()"
         )
 
     # -- collection of wrapper macros (first pass over every file) ---------------------------------------------
+    def find_constants(self, text: str) -> dict[str, str]:
+        """Object-like macros whose value is a string literal (``#define CUTORCH_DIM_WARNING "..."``)."""
+        out = {}
+        for m in re.finditer(r'^[ \t]*#\s*define\s+(\w+)[ \t]+((?:"(?:[^"\\\n]|\\.)*"[ \t]*)+)$', text, re.M):
+            lit = _literal_only(m.group(2))
+            if lit:
+                out[m.group(1)] = lit
+        return out
+
     def find_wrappers(self, text: str, rel: str) -> dict[str, Wrapper]:
         clean, _ = mask(text)
         _, defines = preprocessor_spans(clean)
@@ -746,7 +782,7 @@ class CppExtractor:
             args = [args_text[a:b] for a, b in spans]
             if len(args) == 1 and not args[0].strip():
                 args = []
-            ctx = MsgContext(params=d[3] if d else [], resolve=self._resolver(clean, skel, pos, scs))
+            ctx = MsgContext(params=d[3] if d else [], resolve=self._resolver(clean, skel, pos, scs), constants=self.constants)
             function = self._function_at(scs, pos, d)
             made = self._entries_for(name, bool(m.group(1)), args, ctx, skel, pos, scs, d)
             for e in made:
@@ -759,16 +795,32 @@ class CppExtractor:
             entries.extend(self._expand_wrappers(clean, skel, scs, defines, rel, source, line_of))
         return entries
 
+    def _pick_wrapper(self, name: str, rel: str, local_defines: set[str]) -> Wrapper | None:
+        """A file's own #define wins; otherwise only wrappers defined in headers apply."""
+        cands = self.wrappers.get(name, [])
+        if name in local_defines:
+            own = [w for w in cands if w.file == rel]
+            return own[0] if own else None
+        shared = [w for w in cands if Path(w.file).suffix in (".h", ".hpp", ".cuh", ".in", ".hh")]
+        if shared:
+            return shared[0]
+        # a source file's macros reach the generic files it #includes (TH's init.cpp -> generic/*.c)
+        near = [w for w in cands if rel.startswith(str(Path(w.file).parent) + "/")]
+        return near[0] if len(near) == 1 else None
+
     def _expand_wrappers(self, clean, skel, scs, defines, rel, source, line_of) -> list[dict]:
         out = []
         names = [n for n in self.wrappers if n in skel]
         if not names:
             return out
+        local_defines = {d[2] for d in defines}
         rx = re.compile(r"(?<![\w:.])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")\s*\(")
         for m in rx.finditer(skel):
             if re.search(r"#\s*define\s+$", skel[max(0, m.start() - 40) : m.start()]):
                 continue
-            w = self.wrappers[m.group(1)]
+            w = self._pick_wrapper(m.group(1), rel, local_defines)
+            if w is None:
+                continue
             close = _matching_paren(skel, m.end() - 1)
             if close < 0:
                 continue
@@ -780,6 +832,7 @@ class CppExtractor:
                 continue
             sub = CppExtractor(legacy=self.legacy, op_of=None)
             sub.specs = self.specs
+            sub.constants = self.constants
             for e in sub.extract_text(body, rel, source):
                 e["line"] = line_of(m.start())
                 e["function"] = self._function_at(scs, m.start(), None)
@@ -813,6 +866,20 @@ class CppExtractor:
         def resolve(var: str) -> str | None:
             lo = max(0, pos - 3000)
             window = skel[lo:pos]
+            decl = None
+            for m in re.finditer(rf"std::(?:o?stringstream|ostream)\s+{re.escape(var)}\s*;", window):
+                decl = m
+            if decl is not None:
+                pieces = []
+                for m in re.finditer(rf"(?<![\w.]){re.escape(var)}\s*<<", window[decl.end() :]):
+                    start = lo + decl.end() + m.end()
+                    end = skel.find(";", start)
+                    if end < 0 or end > pos:
+                        break
+                    stmt_skel = skel[start:end]
+                    stmt = clean[start:end]
+                    pieces.extend(stmt[a:b] for a, b in split_top(stmt, stmt_skel, "<<"))
+                return f"c10::str({', '.join(pieces)})" if pieces else None
             best = None
             for m in re.finditer(
                 rf"(?:std::string|auto|const\s+std::string|const\s+auto|std::string_view|const\s+char\s*\*|static\s+const\s+char\s*\*|constexpr\s+(?:const\s+)?char\s*\*?|const\s+char|char)\s*&?\s*(?:const\s+)?\b{re.escape(var)}\b\s*(?:\[\s*\])?\s*=\s*",
@@ -865,8 +932,12 @@ class CppExtractor:
 
     def _entries_for(self, name: str, is_throw: bool, args: list[str], ctx: MsgContext, skel: str, pos: int, scs: list[Scope], define) -> list[dict]:
         if is_throw:
-            exc_type, style = THROW_TYPES[name]
-            if style == "c10error" and len(args) >= 2:
+            # a class not in the table: an error type of PyTorch's own, surfacing as RuntimeError in Python
+            exc_type, style = THROW_TYPES.get(name.lstrip(":"), ("RuntimeError", "str"))
+            if style == "system_error" and args:
+                lit = expr_parts(args[-1], ctx)
+                parts = [*lit, ": ", Hole("any")]
+            elif style == "c10error" and len(args) >= 2:
                 parts = expr_parts(args[-1], ctx)
             elif style == "printf" and args:
                 parts = printf_format_parts(expr_parts(args[0], ctx), args[1:], ctx)
@@ -885,9 +956,9 @@ class CppExtractor:
                 parts: Parts = ["Assertion `", text if text is not None else Hole("any"), "` failed."]
             elif name == "CUDA_KERNEL_ASSERT_PRINTF" and len(args) > 1:
                 fmt = expr_parts(args[1], ctx)
-                parts = ["Assertion failed: `", cond, "`: ", *printf_format_parts(fmt, args[2:], ctx)]
+                parts = ["Assertion failed: `", *cond_parts(cond, ctx.params), "`: ", *printf_format_parts(fmt, args[2:], ctx)]
             else:
-                parts = ["Assertion `", cond, "` failed."]
+                parts = ["Assertion `", *cond_parts(cond, ctx.params), "` failed."]
             return self._make(parts, "kernel_assert", None, cond[:MAX_CONDITION], "required", False)
         if DISPATCH_RE.match(name) or name == "AT_DISPATCH_V2":
             if len(args) < 2 or name in ("AT_DISPATCH_SWITCH",) and define is not None:
@@ -912,11 +983,13 @@ class CppExtractor:
         if spec.exc_arg is not None:
             if spec.exc_arg >= len(args):
                 return []
-            kind_name = args[spec.exc_arg].strip().split("::")[-1]
+            kind_name = args[spec.exc_arg].replace("\\\n", " ").strip().split("::")[-1]
+            if kind_name in ctx.params:
+                kind_name = ""
             if name.startswith("PyErr"):
                 exc_type = PYEXC.get(args[spec.exc_arg].strip(), args[spec.exc_arg].strip().replace("PyExc_", ""))
             else:
-                exc_type = C10_ERRORS.get(kind_name, kind_name)
+                exc_type = C10_ERRORS.get(kind_name, "RuntimeError" if kind_name.endswith("Error") else None)
         if spec.style == "check_op":
             if len(args) < 2:
                 return []
@@ -933,13 +1006,13 @@ class CppExtractor:
                 cond, sense = None, None
         msg_args = args[spec.msg :] if spec.msg is not None and spec.msg < len(args) else []
         msg_args = [a for a in msg_args if a.strip() and a.strip() not in ("__VA_ARGS__", "##__VA_ARGS__")]
-        cond_text = collapse_ws(args[spec.cond]) if spec.cond is not None and spec.cond < len(args) else ""
+        cond_text = collapse_ws(args[spec.cond].replace("\\\n", " ")) if spec.cond is not None and spec.cond < len(args) else ""
 
         def fill(t: str) -> Parts:
             out: Parts = []
             for piece in re.split(r"(\{cond\}|\{arg\d\}|⟦\w+⟧)", t):
                 if piece == "{cond}":
-                    out.append(cond_text)
+                    out.extend(cond_parts(cond_text, ctx.params))
                 elif piece.startswith("{arg"):
                     k = int(piece[4:-1])
                     lit = args[k].strip() if k < len(args) else ""
@@ -986,6 +1059,17 @@ class CppExtractor:
         ]
 
 
+def cond_parts(cond: str, params: list[str]) -> Parts:
+    """A stringized condition: inside a ``#define`` body the macro's parameters become holes."""
+    names = [p for p in params if p not in ("...",)]
+    if not names:
+        return [cond]
+    out: Parts = []
+    for piece in re.split(r"\b(" + "|".join(re.escape(p) for p in names) + r")\b", cond):
+        out.append(Hole("any") if piece in names else piece)
+    return out
+
+
 def _substitute(w: Wrapper, args: list[str]) -> str | None:
     params = list(w.params)
     variadic = params and params[-1] in ("...",)
@@ -1026,6 +1110,9 @@ _SUFFIXES = (
 _PREFIXES = ("check_", "_check_", "validate_", "_validate_", "checked_", "_", "native_", "cuda_", "cpu_")
 
 
+_ATEN_NAMESPACES = {"at", "native", "meta", "internal", "cpu", "cuda", "mps", "sparse", "sparse_csr", "impl", "detail", "vec", "CPU_CAPABILITY", ""}
+
+
 class OpIndex:
     """Known op names (``aten::cdist``…) and the rules that map a C++ function or a message to one."""
 
@@ -1045,6 +1132,9 @@ class OpIndex:
     def lookup_name(self, fname: str) -> str | None:
         if not fname:
             return None
+        m = re.fullmatch(r"\w+_\((\w+)\)", fname)  # THTensor_(addmv)
+        if m:
+            fname = m.group(1)
         seen = set()
         frontier = [fname]
         for _ in range(3):
@@ -1066,8 +1156,11 @@ class OpIndex:
 
     def __call__(self, function: str | None, template: str, rel: str) -> str | None:
         if function:
-            last = function.split("::")[-1]
-            if re.match(r"^[A-Z][A-Z0-9_]+$", last) is None:  # not a macro name
+            quals = function.split("::")
+            last = quals[-1]
+            # only ATen's own functions name ops: a method or a c10::/torch:: helper does not
+            aten_ns = all(q in _ATEN_NAMESPACES for q in quals[:-1])
+            if re.match(r"^[A-Z][A-Z0-9_]+$", last) is None and aten_ns:
                 snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", last).lower() if re.search(r"[a-z][A-Z]", last) else last
                 op = self.lookup_name(last) or (self.lookup_name(snake) if snake != last else None)
                 if op:
@@ -1137,7 +1230,8 @@ def extract_tree(
     files = list(iter_cpp_files(root, subdirs))
     texts: dict[Path, str] = {}
     base = CppExtractor(legacy=legacy)
-    wrappers: dict[str, Wrapper] = {}
+    wrappers: dict[str, list[Wrapper]] = {}
+    constants: dict[str, str] = {}
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -1145,8 +1239,12 @@ def extract_tree(
             continue
         texts[path] = text
         if "#" in text and "define" in text:
-            wrappers.update(base.find_wrappers(text, rel_prefix + path.relative_to(root).as_posix()))
+            for name, w in base.find_wrappers(text, rel_prefix + path.relative_to(root).as_posix()).items():
+                wrappers.setdefault(name, []).append(w)
+            for name, value in base.find_constants(text).items():
+                constants.setdefault(name, value)
     ex = CppExtractor(legacy=legacy, wrappers=wrappers, op_of=ops)
+    ex.constants = constants
     wrapper_re = re.compile(r"\b(" + "|".join(re.escape(w) for w in wrappers) + r")\b") if wrappers else None
     entries: list[dict] = []
     for path, text in texts.items():

@@ -131,7 +131,9 @@ def hole_type_for_text(expr: str) -> str:
         return "shape"
     if re.search(r"\b(tuple|list)\(\s*\w+\.shape", low):
         return "shape"
-    if "scalar_type" in low or "dtype" in low or "scalartype" in low or low.endswith(".type()") or "typemeta" in low:
+    if re.match(r"^type\(|^typeid\(|^typename\b", low) or re.search(r"__(name|qualname)__$|__class__$", low):
+        return "name"
+    if re.search(r"(^|[^a-z])dtype|scalar_?type|typemeta", low) or low.endswith(".type()"):
         return "dtype"
     if re.search(r"\.(device|get_device)\s*\(?\)?$", low) or re.search(r"\bdevice(s)?\b", low) and "device_type" not in low and "count" not in low and "index" not in low:
         if "device_type" in low:
@@ -228,8 +230,10 @@ class ExprTemplater:
                     inner = v.value
                     if isinstance(inner, ast.Constant) and isinstance(inner.value, str) and v.conversion in (-1, 115):
                         out.append(inner.value)
-                    elif isinstance(inner, (ast.Name, ast.JoinedStr)) and v.conversion in (-1, 115) and not spec and self._is_str_expr(inner):
+                    elif isinstance(inner, ast.JoinedStr) and v.conversion in (-1, 115) and not spec:
                         out.extend(self.parts(inner))
+                    elif isinstance(inner, ast.Name) and v.conversion in (-1, 115) and not spec and self._field_text(inner) is not None:
+                        out.extend(self._field_text(inner) or [])
                     else:
                         out.append(self.hole_for(inner, v.conversion, spec))
             return out
@@ -258,6 +262,15 @@ class ExprTemplater:
                 return [Hole("any")]
             return [Hole("any")]
         return [self.hole_for(node)]
+
+    def _field_text(self, node: ast.Name) -> Parts | None:
+        """A local message piece used in an f-string field (``{prefix}``); parameters' defaults do not count."""
+        if self.resolve_name is None or self.depth >= 6:
+            return None
+        target = self.resolve_name(node.id, node, True)
+        if target is None or not self._is_str_expr(target):
+            return None
+        return ExprTemplater(self.resolve_name, self.depth + 1).parts(target)
 
     def _is_str_expr(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Constant):
@@ -459,7 +472,7 @@ def _top_level_names(tree: ast.Module) -> tuple[list[str] | None, set[str]]:
 class PublicNames:
     """(defining module, top-level name) -> the shortest public dotted name that re-exports it."""
 
-    def __init__(self, trees: dict[str, tuple[ast.Module, bool]]):
+    def __init__(self, trees: dict[str, tuple[ast.Module, bool]], loader=None):
         # exports[(module, name)] = set of (package, alias)
         self.best: dict[tuple[str, str], str] = {}
         edges: dict[tuple[str, str], set[str]] = {}
@@ -469,6 +482,8 @@ class PublicNames:
             if mod in star_cache:
                 return star_cache[mod]
             entry = trees.get(mod)
+            if entry is None and loader is not None:
+                entry = loader(mod)
             if entry is None:
                 star_cache[mod] = set()
                 return set()
@@ -476,7 +491,7 @@ class PublicNames:
             star_cache[mod] = set(all_names) if all_names is not None else defined
             return star_cache[mod]
 
-        for mod, (tree, is_pkg) in trees.items():
+        for mod, (tree, is_pkg) in list(trees.items()):
             if not is_pkg:
                 continue
             for stmt in tree.body:
@@ -543,6 +558,9 @@ _SKIP_PREFIXES = ("testing/_internal",)
 _EXC_SUFFIXES = ("Error", "Exception", "Warning", "Exit", "Interrupt", "Failed", "Unsupported", "Abort", "Skip")
 
 
+_BUILTIN_EXC = {"Exception", "BaseException", "KeyError", "StopIteration", "SystemExit", "KeyboardInterrupt"}
+
+
 def _exc_name(func: ast.AST) -> str | None:
     name = _call_name(func)
     if not name:
@@ -560,6 +578,7 @@ class _FunctionIndex:
 
     def __init__(self, body: list[ast.stmt]):
         self.assigns: dict[str, list[tuple[ast.stmt, list[ast.stmt]]]] = {}
+        self.params: set[str] = set()
         self._collect(body)
 
     def _collect(self, block: list[ast.stmt]) -> None:
@@ -583,6 +602,20 @@ class _FunctionIndex:
             if isinstance(stmt, ast.Match):
                 for case in stmt.cases:
                     self._collect(case.body)
+
+    def add_defaults(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """String defaults of parameters (``msg: str = "Expected hidden size {}, got {}"``) dominate the body."""
+        a = fn.args
+        self.params = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+        positional = a.posonlyargs + a.args
+        pairs = list(zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=False))
+        pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=False) if d is not None]
+        for arg, default in pairs:
+            if isinstance(default, ast.Constant) and isinstance(default.value, str) and arg.arg not in self.assigns:
+                value = ast.Constant(value=default.value)
+                value._param_default = True  # type: ignore[attr-defined]
+                stmt = ast.Assign(targets=[ast.Name(id=arg.arg)], value=value, lineno=fn.lineno, col_offset=0)
+                self.assigns[arg.arg] = [(stmt, fn.body)]
 
     def candidates(self, name: str, before_line: int, ancestors: list[list[ast.stmt]]) -> list[ast.expr]:
         """The expressions that can hold ``name`` at ``before_line`` (nearest dominating plain assignment
@@ -631,6 +664,7 @@ class PythonExtractor(ast.NodeVisitor):
         self.blocks: list[list[ast.stmt]] = []  # enclosing statement lists, outermost first
         self.if_of_block: dict[int, tuple[ast.If, bool]] = {}  # id(block) -> (If node, is_body)
         self.exc_class_stack: list[str] = []
+        self.callers: dict[str, set[str]] = {}
 
     # --- context ---------------------------------------------------------------------------------------------
     def function(self) -> str | None:
@@ -641,6 +675,10 @@ class PythonExtractor(ast.NodeVisitor):
         if not self.stack:
             return self.module
         first_kind, first = self.stack[0]
+        if first_kind == "def" and first.startswith("_") and not first.startswith("__"):
+            caller = _public_caller(first, self.callers)
+            if caller is not None:  # a private helper with one public caller in its module: that caller is the API
+                return self.public.public(self.module, caller) if self.public else f"{self.module}.{caller}"
         head = self.public.public(self.module, first) if self.public else f"{self.module}.{first}"
         rest = []
         if first_kind == "class":
@@ -667,13 +705,17 @@ class PythonExtractor(ast.NodeVisitor):
             test = f"not ({test})"
         return test[:MAX_CONDITION], "failing"
 
-    def _resolve(self, name: str, node: ast.AST) -> ast.expr | None:
+    def _resolve(self, name: str, node: ast.AST, in_field: bool = False) -> ast.expr | None:
         if name == "__optional__":
             return None
         if self.findex:
             cands = self.findex[-1].candidates(name, getattr(node, "lineno", 10**9), self.blocks)
             if cands:
+                if in_field and (len(cands) > 1 or getattr(cands[0], "_param_default", False)):
+                    return None  # a caller's value or a value set on several paths: not a fixed text
                 return cands[0]
+            if name in self.findex[-1].params:
+                return None  # a parameter shadows a module constant
         value = self.module_consts.get(name)
         return value
 
@@ -705,7 +747,7 @@ class PythonExtractor(ast.NodeVisitor):
         for d in node.decorator_list:
             self.visit(d)
         self.stack.append(("class", node.name))
-        is_exc = any(_exc_name(b) or (isinstance(b, ast.Name) and b.id.endswith(_EXC_SUFFIXES)) for b in node.bases)
+        is_exc = any(_call_name(b).split(".")[-1].endswith(_EXC_SUFFIXES) or _call_name(b) in _BUILTIN_EXC for b in node.bases)
         self.exc_class_stack.append(node.name if is_exc else "")
         self.visit_block(node.body)
         self.exc_class_stack.pop()
@@ -716,7 +758,9 @@ class PythonExtractor(ast.NodeVisitor):
             self._maybe_deprecated(d, node)
             self.visit(d)
         self.stack.append(("def", node.name))
-        self.findex.append(_FunctionIndex(node.body))
+        index = _FunctionIndex(node.body)
+        index.add_defaults(node)
+        self.findex.append(index)
         saved_blocks = self.blocks
         self.blocks = []
         self.visit_block(node.body)
@@ -733,11 +777,16 @@ class PythonExtractor(ast.NodeVisitor):
             cands = self.findex[-1].candidates(exc.id, node.lineno, self.blocks)
             if cands and isinstance(cands[0], ast.Call):
                 exc = cands[0]
+        if isinstance(exc, ast.Call) and isinstance(exc.func, ast.Attribute) and exc.func.attr == "with_traceback" and isinstance(exc.func.value, ast.Call):
+            exc = exc.func.value  # raise X("...").with_traceback(tb)
         if isinstance(exc, ast.Call):
             exc_type = _exc_name(exc.func)
-            msg = self._message_arg(exc)
-            if msg is not None:
-                self._emit(node, msg, kind="error", exc_type=exc_type, sense_from_if=True)
+            first = exc.args[0] if exc.args else None
+            if isinstance(first, (ast.Name, ast.Attribute)) and _call_name(first).split(".")[-1].endswith(("Error", "Exception", "Warning")):
+                exc_type = _call_name(first).split(".")[-1]  # ErrorMeta(ValueError, msg), make_error(TypeError, msg)
+            for msg in self._message_args(exc):
+                if self._emit(node, msg, kind="error", exc_type=exc_type, sense_from_if=True):
+                    break
         self.generic_visit(node)
 
     def visit_Assert(self, node: ast.Assert) -> None:
@@ -787,17 +836,14 @@ class PythonExtractor(ast.NodeVisitor):
                 return
             self._emit(dec, dec.args[0], kind="warning", exc_type=exc_type, function_extra=getattr(fn, "name", None))
 
-    def _message_arg(self, call: ast.Call) -> ast.expr | None:
-        if call.args:
-            first = call.args[0]
-            if isinstance(first, ast.Starred):
-                return None
-            return first
+    def _message_args(self, call: ast.Call) -> list[ast.expr]:
+        """The arguments that may carry the message, most likely first (``UserError(kind, msg)`` has it second)."""
+        out: list[ast.expr] = [a for a in call.args[:3] if not isinstance(a, ast.Starred)]
         for k in ("msg", "message", "reason", "what", "error_msg"):
             v = _kw(call, k)
             if v is not None:
-                return v
-        return None
+                out.append(v)
+        return out
 
     def _graph_break(self, node: ast.Call) -> None:
         templ = ExprTemplater(self._resolve)
@@ -809,7 +855,7 @@ class PythonExtractor(ast.NodeVisitor):
         parts = [*gb, "\n  Explanation: ", *expl, Hole("any")]
         self._add(node, parts, kind="error", exc_type="Unsupported", condition=self.condition(node))
 
-    def _emit(self, node: ast.AST, msg: ast.expr, *, kind: str, exc_type: str | None, condition=None, sense_from_if=False, function_extra=None) -> None:
+    def _emit(self, node: ast.AST, msg: ast.expr, *, kind: str, exc_type: str | None, condition=None, sense_from_if=False, function_extra=None) -> bool:
         templ = ExprTemplater(self._resolve)
         variants: list[Parts] = []
         if isinstance(msg, ast.Name) and self.findex:
@@ -820,6 +866,7 @@ class PythonExtractor(ast.NodeVisitor):
         if condition is None and sense_from_if:
             condition = self.condition(node)  # type: ignore[arg-type]
         seen = set()
+        added = False
         for parts in variants:
             if exc_type == "KeyError":
                 parts = ["'", *parts, "'"]
@@ -827,11 +874,12 @@ class PythonExtractor(ast.NodeVisitor):
             if key in seen:
                 continue
             seen.add(key)
-            self._add(node, parts, kind=kind, exc_type=exc_type, condition=condition, function_extra=function_extra)
+            added = self._add(node, parts, kind=kind, exc_type=exc_type, condition=condition, function_extra=function_extra) or added
+        return added
 
-    def _add(self, node: ast.AST, parts: Parts, *, kind: str, exc_type: str | None, condition, function_extra=None) -> None:
+    def _add(self, node: ast.AST, parts: Parts, *, kind: str, exc_type: str | None, condition, function_extra=None) -> bool:
         if not has_text(parts):
-            return
+            return False
         template = render(parts)
         cond, sense = condition if condition else (None, None)
         function = self.function()
@@ -851,6 +899,38 @@ class PythonExtractor(ast.NodeVisitor):
                 "internal": False,
             }
         )
+        return True
+
+
+def _module_callers(tree: ast.Module) -> dict[str, set[str]]:
+    """For each top-level function of a module, the top-level functions that call it by name."""
+    callers: dict[str, set[str]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id != stmt.name:
+                    callers.setdefault(node.func.id, set()).add(stmt.name)
+    return callers
+
+
+def _public_caller(name: str, callers: dict[str, set[str]]) -> str | None:
+    """The one public function that reaches private ``name`` through private helpers (None when 0 or several)."""
+    seen = {name}
+    frontier = [name]
+    found: set[str] = set()
+    for _ in range(4):
+        nxt = []
+        for f in frontier:
+            for c in callers.get(f, ()):
+                if c in seen:
+                    continue
+                seen.add(c)
+                if c.startswith("_"):
+                    nxt.append(c)
+                else:
+                    found.add(c)
+        frontier = nxt
+    return next(iter(found)) if len(found) == 1 else None
 
 
 def _kw(call: ast.Call, name: str) -> ast.expr | None:
@@ -888,28 +968,55 @@ def parse_file(path: Path) -> ast.Module | None:
         return None
 
 
-def extract(package_dir: str | Path, *, torch_version: str = "", commit: str = "", source: str = "python") -> list[dict]:
-    """Every message entry under a ``torch`` package directory (``site-packages/torch`` or ``<checkout>/torch``)."""
+def extract(package_dir: str | Path, *, torch_version: str = "", commit: str = "", source: str = "python", only: Iterable[str] | None = None) -> list[dict]:
+    """Every message entry under a ``torch`` package directory (``site-packages/torch`` or ``<checkout>/torch``).
+
+    ``only`` limits the files that give entries (paths under the package, ``"nn/"`` or ``"functional.py"``);
+    every ``__init__.py`` is still read, for the public names.
+    """
     package_dir = Path(package_dir)
     root_name = package_dir.name  # "torch"
-    files = list(iter_python_files(package_dir))
-    trees: dict[str, tuple[ast.Module, bool]] = {}
-    rels: dict[str, str] = {}
-    failed: list[str] = []
-    for path in files:
+    wanted = [o.rstrip("/") for o in only] if only is not None else None
+    paths: dict[str, Path] = {}
+    for path in iter_python_files(package_dir):
         rel = Path(root_name) / path.relative_to(package_dir)
+        paths[_module_name(rel)] = path
+    trees: dict[str, tuple[ast.Module, bool]] = {}
+    failed: list[str] = []
+
+    def load(mod: str) -> tuple[ast.Module, bool] | None:
+        if mod in trees:
+            return trees[mod]
+        path = paths.get(mod)
+        if path is None:
+            return None
         tree = parse_file(path)
         if tree is None:
-            failed.append(rel.as_posix())
-            continue
-        mod = _module_name(rel)
+            failed.append((Path(root_name) / path.relative_to(package_dir)).as_posix())
+            return None
         trees[mod] = (tree, path.name == "__init__.py")
-        rels[mod] = rel.as_posix()
-    public = PublicNames(trees)
+        return trees[mod]
+
+    def is_wanted(path: Path) -> bool:
+        if wanted is None:
+            return True
+        rel = path.relative_to(package_dir).as_posix()
+        return any(rel == w or rel.startswith(w + "/") for w in wanted)
+
+    emit = [mod for mod, path in paths.items() if is_wanted(path)]
+    for mod, path in paths.items():
+        if path.name == "__init__.py" or mod in emit:
+            load(mod)
+    public = PublicNames(dict(trees), loader=load)
     entries: list[dict] = []
-    for mod, (tree, _) in trees.items():
-        ex = PythonExtractor(rels[mod], mod, public, _module_constants(tree))
-        ex.visit_block(tree.body)
+    for mod in emit:
+        entry = load(mod)
+        if entry is None:
+            continue
+        rel = (Path(root_name) / paths[mod].relative_to(package_dir)).as_posix()
+        ex = PythonExtractor(rel, mod, public, _module_constants(entry[0]))
+        ex.callers = _module_callers(entry[0])
+        ex.visit_block(entry[0].body)
         entries.extend(ex.entries)
     counts: dict[tuple[str, int], int] = {}
     for e in entries:

@@ -17,6 +17,7 @@ from assistant.render.facts import split_cause
 from assistant.types import Diagnosis, Evidence, Fact, Failure, Fix, Hypothesis, Passage, RuleHit, SimilarReport, Source
 
 if TYPE_CHECKING:
+    from assistant.atlas.matcher import AtlasMatch
     from assistant.decide import Decision
     from assistant.kb.cases import SimilarCase
 
@@ -158,9 +159,17 @@ def compose_from_documents(failure: Failure, evidence: Evidence, decision: Decis
     )
 
 
-def with_decision(d: Diagnosis, decision: Decision | None, similar: Sequence[SimilarCase]) -> Diagnosis:
-    """The diagnosis with the decision's likelihood and ranking, and the close resolved reports."""
+def with_decision(d: Diagnosis, decision: Decision | None, similar: Sequence[SimilarCase], origin: AtlasMatch | None = None) -> Diagnosis:
+    """The diagnosis with the decision's likelihood and ranking, the close resolved reports and the check that raised it."""
     close = tuple(SimilarReport(s.case.id, s.case.category, s.similarity, s.case.resolution, s.case.link) for s in similar if s.similarity >= CLOSE)[:2]
+    if origin is not None:
+        from assistant.atlas import raised_by, raised_by_line
+
+        info = raised_by(origin)
+        notes = d.notes
+        if info["internal"]:
+            notes = (*notes, "The message is one of PyTorch's internal assertions: it reports a bug in PyTorch (or in a library built against it), not in your code.")
+        d = replace(d, raised_by=info, evidence=(*d.evidence, Fact("raised by", raised_by_line(info))), notes=notes)
     if decision is None:
         return replace(d, similar=close)
     ranked = [{"category": c, "likelihood": p} for c, p in decision.ranked[:4]]

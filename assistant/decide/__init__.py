@@ -8,7 +8,7 @@ The answer is "unknown" only when nothing proposed is close enough to stand on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from assistant.decide.features import Candidate, candidates
@@ -49,6 +49,8 @@ def _basis(c: Candidate) -> tuple[str, ...]:
         parts.append("knowledge")
     if f["case_best"] >= 0.5:
         parts.append("similar reports")
+    if f["atlas"]:
+        parts.append("PyTorch's own check")
     return tuple(parts)
 
 
@@ -60,12 +62,13 @@ def _may_override(lead: Candidate, likelihood: float) -> bool:
 def decide(
     failure: Failure, hit: RuleHit | None, passages: Sequence[Passage], signature_categories: Sequence[str],
     similar: Sequence[SimilarCase], fitted: Fitted | None = None, idf: Callable[[str], float] | None = None, mode: str = "hybrid",
+    origin: Mapping[str, object] | None = None,
 ) -> Decision:
     """Score every proposed category and pick one, or abstain when the best is too weak to stand on.
 
     ``mode`` says whether retrieval had embeddings ("hybrid") or not ("lexical"): each has its own fit."""
     fitted = fitted or load_fitted(mode)
-    cands = candidates(failure, hit, passages, signature_categories, similar, idf)
+    cands = candidates(failure, hit, passages, signature_categories, similar, idf, origin)
     if not cands:
         return Decision((), "unknown", 0.0, (), abstained=True)
     shares = raw_scores(cands, fitted)

@@ -8,7 +8,7 @@ model scores them all and their scores are comparable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from assistant.kb.cases import CLOSE, SimilarCase
@@ -34,6 +34,9 @@ FEATURES: tuple[str, ...] = (
     "case_best",       # best similarity among resolved reports of this category
     "case_vote",       # summed similarity of the closest reports of this category (weak matches add little)
     "case_close",      # a resolved report of this category is close (similarity >= CLOSE): near-duplicates are strong evidence, weak matches none
+    "atlas",           # the PyTorch check that raised the message (error atlas) belongs to this category
+    "atlas_other",     # ... belongs to another category
+    "atlas_internal",  # ... and it is an internal assertion (a PyTorch bug)
     "bias",
 )
 TOP_PASSAGES = 8
@@ -67,11 +70,12 @@ def coverage(words: dict[str, float], text: str) -> float:
 
 def candidates(
     failure: Failure, hit: RuleHit | None, passages: Sequence[Passage], signature_categories: Sequence[str], similar: Sequence[SimilarCase],
-    idf: Callable[[str], float] | None = None,
+    idf: Callable[[str], float] | None = None, origin: Mapping[str, object] | None = None,
 ) -> list[Candidate]:
     """Every proposed category with its feature vector (categories outside the taxonomy are dropped).
 
-    ``idf`` weighs the text's words for the coverage feature (how rare each is in the knowledge base)."""
+    ``idf`` weighs the text's words for the coverage feature (how rare each is in the knowledge base); ``origin``
+    is the atlas entry of the check that raised the message, when one was recognised."""
     # "unknown" is a category like the others here: a document or a resolved report can say that a failure lies
     # outside the taxonomy (a third-party bug, a custom extension), which is an answer, not an abstention.
     passages = [p for p in passages[:TOP_PASSAGES] if p.category in CATEGORIES]
@@ -82,6 +86,9 @@ def candidates(
     proposed.extend(signature_categories)
     proposed.extend(p.category for p in passages)
     proposed.extend(s.case.category for s in similar)
+    atlas_cat = str(origin["category"]) if origin and origin.get("category") in CATEGORIES else None
+    if atlas_cat:
+        proposed.append(atlas_cat)
     cats = [c for c in dict.fromkeys(proposed) if c in CATEGORIES]
     top_score = max((p.score for p in passages), default=0.0) or 1.0
     mass = sum(max(p.score, 0.0) for p in passages) or 1.0
@@ -115,6 +122,9 @@ def candidates(
             max((s.similarity for s in similar if s.case.category == c), default=0.0),
             sum(s.similarity for s in similar if s.case.category == c) / TOP_CASES,
             1.0 if any(s.case.category == c and s.similarity >= CLOSE for s in similar) else 0.0,
+            1.0 if atlas_cat == c else 0.0,
+            1.0 if atlas_cat is not None and atlas_cat != c else 0.0,
+            1.0 if atlas_cat == c and origin and origin.get("internal") else 0.0,
             1.0,
         )
         out.append(Candidate(c, values))

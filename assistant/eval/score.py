@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from assistant.types import CATEGORIES
 
-VARIANTS = ("full", "rules", "retrieval", "lexical", "dense", "regex")
+VARIANTS = ("full", "full-noatlas", "rules", "retrieval", "atlas", "lexical", "dense", "regex")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Prediction:
     fix_text: str = ""  # the fixes only (titles, details, code): where a remedy must appear
     hypotheses: tuple[tuple[float, str], ...] = ()  # (likelihood, cause + fixes text) per ranked hypothesis
     confidence: float | None = None  # the answer's likelihood that its category is right
+    atlas_matched: bool | None = None  # the atlas recognised the message (atlas variant; the full engine: it named the check)
 
 
 @dataclass
@@ -94,6 +95,7 @@ class VariantReport:
             "latency_ms_p95": round(_percentile(lat, 95), 2),
             **_hypothesis_metrics(rs, with_kw),
             **_confidence_metrics(rs),
+            **_atlas_metrics(rs),
         }
 
     def per_category(self) -> dict[str, dict[str, Any]]:
@@ -127,6 +129,19 @@ def _hypothesis_metrics(rs: Sequence[ItemResult], with_kw: Sequence[ItemResult])
         "top3_remedy_hit": round(sum(r.top3_remedy for r in kw_ranked) / len(kw_ranked), 4) if kw_ranked else None,
         "reliability": bins,
     }
+
+
+def _atlas_metrics(rs: Sequence[ItemResult]) -> dict[str, Any]:
+    """How often the atlas recognised the message, and (atlas variant) how often its category alone is right when it did."""
+    seen = [r for r in rs if r.prediction.atlas_matched is not None]
+    if not seen:
+        return {}
+    matched = [r for r in seen if r.prediction.atlas_matched]
+    out: dict[str, Any] = {"atlas_matched": round(len(matched) / len(seen), 4)}
+    decided = [r for r in matched if r.prediction.category != "unknown"]
+    if decided and not any(r.prediction.hypotheses for r in decided):  # the atlas variant: its category alone
+        out["atlas_category_accuracy_when_matched"] = round(sum(r.correct for r in decided) / len(decided), 4)
+    return out
 
 
 def _confidence_metrics(rs: Sequence[ItemResult]) -> dict[str, Any]:
@@ -221,8 +236,10 @@ class Scorer:
 
         start = time.perf_counter()
         engine = self.engine
-        if variant == "full" or variant.startswith("full+"):
+        if variant in ("full", "full-noatlas") or variant.startswith("full+"):
             backend = variant.split("+", 1)[1] if "+" in variant else self.backend
+            if variant == "full-noatlas":
+                engine = engine.with_settings(atlas=False)
             evidence = None
             if probes:
                 from assistant.probes.collect import evidence_from_record
@@ -235,12 +252,18 @@ class Scorer:
             cited = tuple(s for f in d.fixes for s in f.sources)
             ranked = tuple((h.likelihood, _answer_text([h.cause, _fix_text(h.fixes)])) for h in d.hypotheses)
             return Prediction(d.category, _answer_text([d.title, d.summary, d.cause, fixes]), cited, tuple(s.id for s in d.sources),
-                              (time.perf_counter() - start) * 1000, d.backend, fixes, ranked, d.confidence)
+                              (time.perf_counter() - start) * 1000, d.backend, fixes, ranked, d.confidence, bool(d.raised_by))
         if variant == "regex":
             from assistant.eval.baseline import regex_category
 
             return Prediction(regex_category(text), "", (), (), (time.perf_counter() - start) * 1000)
         failure = engine.parse(engine.read(text))
+        if variant == "atlas":
+            # The category of the PyTorch check the atlas recognises in the message, alone ("unknown" when none or uncategorised).
+            origin = engine.origin(failure)
+            category = str(origin.entry.get("category") or "unknown") if origin is not None else "unknown"
+            return Prediction(category if category in CATEGORIES else "unknown", origin.template if origin else "", (), (),
+                              (time.perf_counter() - start) * 1000, "none", "", (), None, origin is not None)
         if variant == "rules":
             hit = engine.match(failure).hit
             if hit is None:
