@@ -140,6 +140,13 @@ class Engine:
         use_dense = self.settings.dense if dense is None else dense
         return get_retriever(self.settings.home, dense=use_dense, encoder_kind=self.settings.encoder)
 
+    def usable_retriever(self) -> Retriever:
+        """The retriever, or its lexical-only form when the dense index cannot be had (no embedding model here)."""
+        try:
+            return self.retriever()
+        except KnowledgeError:
+            return self.retriever(dense=False)
+
     def retrieve(self, failure: Failure, hit: RuleHit | None, answer_doc: str | None = None, extra_docs: Sequence[str] = ()) -> Retrieval:
         """Hybrid retrieval for the answer: led by the rule's documents, or by ``answer_doc`` when the
         decision answers from a document no rule named.
@@ -181,11 +188,11 @@ class Engine:
             return None
         from assistant.compose.documents import pick_document
 
-        docs = self.retriever().docs
+        docs = self.usable_retriever().docs
         categories = {d: info.category for d, info in docs.items()}
         doc = pick_document(decision.category, proposals.passages, proposals.signed_docs, categories)
         if doc is None:
-            wider = self.retriever().search(build_query_text(proposals), k=40, use_dense=False)
+            wider = self.usable_retriever().search(build_query_text(proposals), k=40, use_dense=False)
             doc = next((p.doc_id for p in wider if p.category == decision.category), None)
         if doc is None:
             from assistant.differential.families import family_docs
@@ -242,10 +249,7 @@ class Engine:
         """The calibrated decision over the rule's reading and every proposal."""
         from assistant.decide import decide
 
-        try:
-            retriever = self.retriever()
-        except KnowledgeError:  # the dense index is unavailable: the lexical one weighs words the same way
-            retriever = self.retriever(dense=False)
+        retriever = self.usable_retriever()  # without the dense index, the lexical one weighs words the same way
         mode = "hybrid" if proposals.dense and retriever.dense_available else "lexical"
         return decide(failure, hit, proposals.passages, proposals.signature_categories, proposals.similar, idf=retriever.idf, mode=mode,
                       origin=proposals.origin.entry if proposals.origin is not None else None)
@@ -295,7 +299,7 @@ class Engine:
         docs = [doc for doc in related if doc in retrieved]
         if d.category == "unknown" and not d.decision or not docs:
             return d
-        extra = related_fixes(failure.text or failure.search_text, docs, d.fixes, self.retriever().idf, limit=limit)
+        extra = related_fixes(failure.text or failure.search_text, docs, d.fixes, self.usable_retriever().idf, limit=limit)
         if not extra:
             return d
         from assistant.compose.deterministic import sources_from
