@@ -18,7 +18,7 @@ from assistant.kb.cases import CLOSE, case_from_report, cases_path, load_casebas
 
 DEV_PARTS = ("dev.jsonl", "dev_fresh.jsonl", "dev_fresh2.jsonl")
 TEST_PARTS = ("test.jsonl", "test_fresh.jsonl", "test_fresh2.jsonl")
-# A real message (torch 2.13 on this machine) that no rule reads and no document covers.
+# A real message (torch 2.13 on this machine) that no rule reads and no document quotes (the error atlas knows its check).
 EINSUM = "RuntimeError: einsum(): subscript j has size 4 for operand 1 which does not broadcast with previously seen size 3"
 
 
@@ -62,9 +62,19 @@ def test_a_near_duplicate_of_a_resolved_report_is_shown_with_its_link(settings) 
     assert d.to_dict()["similar_reports"][0]["link"] == report["source"]
 
 
-def test_a_message_nothing_covers_abstains(settings) -> None:  # type: ignore[no-untyped-def]
+def test_a_message_nothing_covers_is_answered_with_a_low_likelihood(settings) -> None:  # type: ignore[no-untyped-def]
+    """Without the atlas nothing reads the einsum message: whatever retrieval proposes is a guess, and says so."""
+    from dataclasses import replace
+
+    d = diagnose(EINSUM, settings=replace(settings, atlas=False))
+    assert d.confidence < 0.3 and "PyTorch's own check" not in d.decision["basis"] and not d.raised_by
+
+
+def test_the_check_that_raised_a_message_no_document_quotes_names_its_family(settings) -> None:  # type: ignore[no-untyped-def]
+    """The same message with the atlas: the einsum check that raised it is a size check, and the answer stands on it."""
     d = diagnose(EINSUM, settings=settings)
-    assert d.category == "unknown" and d.decision["abstained"] and d.confidence < 0.3
+    assert d.category == "shape_mismatch" and d.confidence >= 0.6 and "PyTorch's own check" in d.decision["basis"]
+    assert d.raised_by and "einsum" in json.dumps(d.to_dict()["raised_by"])
 
 
 def test_a_rule_reading_with_agreeing_evidence_is_confident(settings) -> None:  # type: ignore[no-untyped-def]

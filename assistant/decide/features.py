@@ -1,8 +1,8 @@
 """What the decision reads: one feature vector per candidate category, from every source of evidence.
 
 Candidates are the categories any source names: the rule that read the message, documents whose exact
-error signature is in the text, the retrieved knowledge sections, the closest resolved reports (and, once
-it exists, the PyTorch check that raised the message). Each candidate gets the same features, so one
+error signature is in the text, the retrieved knowledge sections, the closest resolved reports and
+the PyTorch check that raised the message (from the error atlas). Each candidate gets the same features, so one
 model scores them all and their scores are comparable.
 """
 
@@ -37,6 +37,7 @@ FEATURES: tuple[str, ...] = (
     "atlas",           # the PyTorch check that raised the message (error atlas) belongs to this category
     "atlas_other",     # ... belongs to another category
     "atlas_internal",  # ... and it is an internal assertion (a PyTorch bug)
+    "atlas_alone",     # atlas names this category and neither a rule nor a document's signature read the message
     "bias",
 )
 TOP_PASSAGES = 8
@@ -125,6 +126,9 @@ def candidates(
             1.0 if atlas_cat == c else 0.0,
             1.0 if atlas_cat is not None and atlas_cat != c else 0.0,
             1.0 if atlas_cat == c and origin and origin.get("internal") else 0.0,
+            # When no rule and no document knows the message, the check that raised it is the most specific evidence
+            # left; where they do know it, they read it in context and the atlas adds little (measured on dev).
+            1.0 if atlas_cat == c and hit is None and not signature_categories else 0.0,
             1.0,
         )
         out.append(Candidate(c, values))
