@@ -112,6 +112,18 @@ def _read_input(path: Optional[str], window: int):  # type: ignore[no-untyped-de
     return read_path(path, window=window)
 
 
+def _read_job_folder(path: str):  # type: ignore[no-untyped-def]
+    """A job's folder (per-rank files, attempts) read by triage's per-job pass: its failure, first failing rank and notes."""
+    from assistant.triage.extract import extract_job
+    from assistant.triage.jobs import job_of_folder
+    from assistant.triage.model import FAILED
+
+    report = extract_job(job_of_folder(path))
+    if report.status != FAILED or not (report.failure_text or report.headline):
+        raise InputError(f"no failure found in the logs under {path} (triage reads this job as succeeded)")
+    return report
+
+
 ASK_FORMATS = ("terminal", "markdown", "json")
 
 
@@ -129,7 +141,7 @@ def _ask_format(fmt: Optional[str], json_out: bool, brief: bool) -> str:
 
 @app.command()
 def ask(
-    file: Optional[str] = typer.Argument(None, help="Log or traceback file; '-' or nothing reads standard input."),
+    file: Optional[str] = typer.Argument(None, help="Log or traceback file, or a job's folder of logs; '-' or nothing reads standard input."),
     json_out: bool = typer.Option(False, "--json", help="Same as --format json: print Diagnosis.to_dict() as JSON."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="terminal (default) | markdown | json"),
     brief: bool = typer.Option(False, "--brief", help="Terminal only: at most 15 lines (title, cause, top 2 fixes, sources)."),
@@ -144,7 +156,8 @@ def ask(
     fmt = _ask_format(fmt, json_out, brief)  # before any work: a bad combination fails at once
     settings = _settings(offline=offline or None, dense=False if no_dense else None, llm=llm)
     engine = default_engine(settings)
-    inp = _read_input(file, settings.window_bytes)
+    job = _read_job_folder(file) if file not in (None, "-") and Path(file).is_dir() else None
+    inp = _read_input(file, settings.window_bytes) if job is None else None
     if settings.dense:
         from assistant.kb.retrieve import get_retriever
 
@@ -166,7 +179,10 @@ def ask(
         print("drafting with the LLM (verified before it is shown)…", file=sys.stderr)
         on_token = stream_draft
 
-    diagnosis = engine.diagnose(inp.text, notes=inp.notes, on_token=on_token)
+    if job is not None:
+        diagnosis = engine.diagnose(job.failure_text or job.headline, notes=job.notes, on_token=on_token, failing_rank=job.first_failing_rank)
+    else:
+        diagnosis = engine.diagnose(inp.text, notes=inp.notes, on_token=on_token)
     if on_token is not None:
         print(file=sys.stderr)
     if fmt == "json":
@@ -334,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and turn every failure into one line and an exit code."""
     click_error, click_exit, click_abort = _click_exceptions()
     _register_optional_commands()
+    from assistant.triage.cli import route_argv
+
+    argv = route_argv(list(sys.argv[1:] if argv is None else argv))
     try:
         result = app(args=argv, standalone_mode=False, prog_name="torchhelp")
         return int(result or 0)

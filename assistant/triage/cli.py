@@ -12,9 +12,39 @@ import typer
 from assistant.errors import TriageError
 
 
+RESOLVE_COMMAND = "triage-resolve"  # `torchhelp triage resolve ...` is routed here (see route_argv)
+
+
 def register(app: typer.Typer) -> None:
-    """Add the `triage` command to the main app."""
-    app.command("triage", help="Triage a folder of job logs: which jobs failed, why, grouped by root cause and ranked by GPU hours lost.")(triage_cmd)
+    """Add the `triage` command (and its `triage resolve` form) to the main app."""
+    app.command("triage", help="Triage a folder of job logs: which jobs failed, why, grouped by root cause and ranked by GPU hours lost. "
+                "`torchhelp triage resolve GROUP --note TEXT` records the fix of a group.")(triage_cmd)
+    app.command(RESOLVE_COMMAND, hidden=True, help="Record the fix of a failure group as a team runbook (`torchhelp triage resolve`).")(resolve_cmd)
+
+
+def route_argv(argv: list[str]) -> list[str]:
+    """``triage resolve ...`` -> the resolve command (``triage`` itself takes folders as arguments)."""
+    if len(argv) >= 2 and argv[0] == "triage" and argv[1] == "resolve":
+        return [RESOLVE_COMMAND, *argv[2:]]
+    return argv
+
+
+def resolve_cmd(
+    group: str = typer.Argument(..., help="The group id a triage output shows, or a unique prefix of it."),
+    note: str = typer.Option("", "--note", "-n", help="What fixed it (shown on every later job of this group)."),
+    root: Optional[Path] = typer.Option(None, "--root", help="Triage this folder to find the group (default: the groups the last triage runs showed)."),
+    by: Optional[str] = typer.Option(None, "--by", help="Who resolved it (default: $USER)."),
+    state: Optional[Path] = typer.Option(None, "--state", help="The SQLite triage state (default under TORCHHELP_HOME)."),
+) -> None:
+    """Write a team runbook for a failure group and record the resolution in the triage state."""
+    from assistant.settings import load_settings
+    from assistant.triage.resolve import check_note, resolve_group
+    from assistant.triage.state import default_state_path
+
+    check_note(note)  # before any triage of --root: an empty note fails at once
+    r = resolve_group(group, note, home=load_settings().home, state_path=state or default_state_path(), root=root, by=by)
+    print(f"resolved {r.group_id} ({r.category}) by {r.by} on {r.resolved_day}: {r.note}")
+    print(f"  runbook {r.doc_id}: {r.runbook}")
 
 
 def triage_cmd(
@@ -33,7 +63,8 @@ def triage_cmd(
     interval: float = typer.Option(10.0, "--interval", min=0.1, help="With --watch: seconds between polls."),
     settle: float = typer.Option(60.0, "--settle", min=0.0, help="With --watch: a job is finished when its logs stopped changing this long."),
     notify_every: int = typer.Option(10, "--notify-every", min=1, help="With --watch: a message each time a group grows by this many jobs."),
-    state: Optional[Path] = typer.Option(None, "--state", help="With --watch: the SQLite state file (default under TORCHHELP_HOME)."),
+    state: Optional[Path] = typer.Option(None, "--state", help="The SQLite state file: the watcher's memory, resolved groups (default under TORCHHELP_HOME)."),
+    regression_after: Optional[str] = typer.Option(None, "--regression-after", help="Jobs of a resolved group that ended after this date (YYYY-MM-DD, UTC) are regressions (default: the resolution's own date)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table or progress bar (files are still written)."),
 ) -> None:
     """Triage job logs (see `torchhelp triage --help`)."""
@@ -45,8 +76,14 @@ def triage_cmd(
         raise TriageError(f"unknown --engine {engine!r}: use local or ray")
     if webhook and not watch:
         raise TriageError("--webhook is used with --watch")
+    cutoff = None
+    if regression_after is not None:
+        from assistant.triage.resolutions import parse_when
+
+        cutoff = parse_when(regression_after)
     if watch:
-        _watch(paths, webhook=webhook, interval=interval, settle=settle, notify_every=notify_every, state=state, console=err)
+        _watch(paths, webhook=webhook, interval=interval, settle=settle, notify_every=notify_every, state=state, console=err,
+               regression_after=cutoff)
         return
 
     from assistant.triage.api import triage
@@ -64,6 +101,7 @@ def triage_cmd(
                             on_job=progress_hook(progress, task), on_discovered=discovered)
     else:
         result = triage(paths, sacct=sacct, engine=engine, jobs=jobs, ray_address=ray_address)
+    result = _with_memory(result, paths, state, cutoff)
 
     if jsonl is not None:
         _write(jsonl, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in result.jsonl_rows()))
@@ -84,12 +122,27 @@ def triage_cmd(
             err.print(f"wrote {path}", markup=False, highlight=False)
 
 
-def _watch(paths: list[str], *, webhook: str | None, interval: float, settle: float, notify_every: int, state: Path | None, console) -> None:  # type: ignore[no-untyped-def]
+def _with_memory(result, paths: list[str], state: Path | None, cutoff: float | None):  # type: ignore[no-untyped-def]
+    """Mark resolved groups and regressions; remember the groups so `triage resolve <id>` finds them."""
+    from assistant.settings import load_settings
+    from assistant.triage.known import annotate
+    from assistant.triage.resolutions import load_resolutions
+    from assistant.triage.resolve import remember
+    from assistant.triage.state import default_state_path
+
+    result = annotate(result, load_resolutions(load_settings().home), regression_after=cutoff)
+    if result.groups:
+        remember(state or default_state_path(), result, paths)
+    return result
+
+
+def _watch(paths: list[str], *, webhook: str | None, interval: float, settle: float, notify_every: int, state: Path | None, console,  # type: ignore[no-untyped-def]
+           regression_after: float | None = None) -> None:
     from assistant.triage.watch import watch
 
     console.print(f"watching {', '.join(paths)} every {interval:g}s (finished after {settle:g}s without change); Ctrl-C stops", markup=False, highlight=False)
     watch(paths, interval_s=interval, settle_s=settle, webhook=webhook, notify_every=notify_every, state_path=state,
-          on_event=lambda e: console.print(e.text, markup=False, highlight=False))
+          on_event=lambda e: console.print(e.text, markup=False, highlight=False), regression_after=regression_after)
 
 
 def _write(path: Path, text: str) -> None:

@@ -101,6 +101,37 @@ class Group:
 
 
 @dataclass(frozen=True)
+class Known:
+    """A group that matches a resolved signature: the team's note, its runbook, and the jobs that came back."""
+
+    note: str
+    by: str
+    resolved_at: float  # epoch seconds, UTC
+    resolved_day: str  # ``YYYY-MM-DD``
+    resolved_group: str  # the group id it was resolved under
+    runbook: str  # the runbook's document id ("user:...")
+    runbook_path: str
+    cutoff: float  # jobs that ended after this are regressions (the resolution time, or --regression-after)
+    regression_jobs: tuple[str, ...] = ()
+
+    @property
+    def regression(self) -> bool:
+        """Whether some job of the group ended after the cutoff."""
+        return bool(self.regression_jobs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``known`` object of the JSONL and groups JSON."""
+        return {
+            "note": self.note,
+            "resolved": self.resolved_day,
+            "resolved_by": self.by,
+            "resolved_group": self.resolved_group,
+            "runbook": self.runbook,
+            "runbook_path": self.runbook_path,
+        }
+
+
+@dataclass(frozen=True)
 class TriageResult:
     """Jobs (sorted by id) and groups (ranked by GPU hours lost, then job count)."""
 
@@ -110,6 +141,7 @@ class TriageResult:
     notes: tuple[str, ...] = ()
     elapsed_s: float = 0.0
     bytes_read: int = 0
+    known: dict[str, Known] = field(default_factory=dict)  # group_id -> the resolution it matches (see triage.known)
 
     @property
     def failed(self) -> tuple[JobReport, ...]:
@@ -124,9 +156,27 @@ class TriageResult:
         raise KeyError(job_id)
 
     def jsonl_rows(self) -> list[dict[str, Any]]:
-        """One contract row per job, sorted by job_id."""
-        return [j.row(self.group_of.get(j.job_id)) for j in sorted(self.jobs, key=lambda j: j.job_id)]
+        """One contract row per job, sorted by job_id; a job of a resolved group adds ``known`` and ``regression``."""
+        rows = []
+        for j in sorted(self.jobs, key=lambda j: j.job_id):
+            group = self.group_of.get(j.job_id)
+            row = j.row(group)
+            known = self.known.get(group) if group is not None and j.status == FAILED else None
+            if known is not None:
+                row["known"] = known.to_dict()
+                row["regression"] = j.job_id in known.regression_jobs
+            rows.append(row)
+        return rows
 
     def groups_json(self) -> list[dict[str, Any]]:
-        """One object per group, in rank order."""
-        return [dict(g.to_dict(), rank=i + 1) for i, g in enumerate(self.groups)]
+        """One object per group, in rank order (a resolved group adds ``known`` and ``regression``)."""
+        out = []
+        for i, g in enumerate(self.groups):
+            item = dict(g.to_dict(), rank=i + 1)
+            known = self.known.get(g.group_id)
+            if known is not None:
+                item["known"] = known.to_dict()
+                item["regression"] = known.regression
+                item["regression_jobs"] = list(known.regression_jobs)
+            out.append(item)
+        return out

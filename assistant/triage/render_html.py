@@ -14,10 +14,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 
-from assistant.triage.model import Group, TriageResult
+from assistant.triage.model import Group, Known, TriageResult
 from assistant.triage.render_terminal import clean_text, error_line, fmt_bytes, fmt_hours, fmt_time, hours_known, unreadable_notes
 
 _MAX_JOB_ROWS = 300  # per group; a cluster-wide failure can hold thousands of jobs
@@ -51,6 +52,13 @@ table.jobs { border-collapse: collapse; width: 100%; font-size: 13px; }
 table.jobs th, table.jobs td { text-align: left; border-bottom: 1px solid var(--line); padding: 3px 8px; vertical-align: top; }
 .controls button { font: inherit; margin-right: 6px; padding: 3px 10px; border: 1px solid var(--line); border-radius: 6px; background: var(--card); color: var(--fg); cursor: pointer; }
 .cite { color: var(--muted); font-size: 12px; }
+.gid { font-size: 11.5px; }
+.badge { display: inline-block; padding: 0 6px; border-radius: 4px; font-size: 12px; font-weight: 700; }
+.badge.known { background: #2e7d32; color: #fff; } .badge.regression { background: #c62828; color: #fff; }
+p.known { color: #2e7d32; } p.regression { color: #c62828; font-weight: 600; }
+form.resolve { display: flex; gap: 6px; align-items: center; margin: 8px 0; }
+form.resolve input[type=text] { flex: 1; font: inherit; padding: 3px 6px; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
+form.resolve button { font: inherit; padding: 3px 10px; border: 1px solid var(--line); border-radius: 6px; background: var(--card); color: var(--fg); cursor: pointer; }
 """
 
 _JS = """
@@ -79,12 +87,15 @@ def _sha256(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
 
 
-# No fetch of any kind: only this page's own style and script, identified by hash.
-_CSP = (
+# No fetch of any kind: only this page's own style and script, identified by hash. A page served with
+# resolve buttons (``torchhelp serve``) may also post its forms back to the server that served it.
+_CSP_BASE = (
     f"default-src 'none'; script-src '{_sha256(_JS)}'; style-src '{_sha256(_CSS)}'; "
     "img-src 'none'; font-src 'none'; connect-src 'none'; media-src 'none'; object-src 'none'; "
-    "frame-src 'none'; worker-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'"
+    "frame-src 'none'; worker-src 'none'; manifest-src 'none'; base-uri 'none'; "
 )
+_CSP = _CSP_BASE + "form-action 'none'"
+CSP_WITH_FORMS = _CSP_BASE + "form-action 'self'"
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
 
@@ -98,8 +109,20 @@ def _prose(text: str | None) -> str:
     return _CODE_SPAN.sub(r"<code>\1</code>", _t(text))
 
 
-def to_html(result: TriageResult, *, generated_at: datetime | None = None) -> str:
-    """The triage result as one self-contained HTML page (no network loads, CSP-enforced)."""
+@dataclass(frozen=True)
+class ResolveForm:
+    """Where a served report posts its "Resolve" buttons, and the anti-forgery token they carry."""
+
+    action: str
+    csrf: str
+
+
+def to_html(result: TriageResult, *, generated_at: datetime | None = None, resolve: ResolveForm | None = None) -> str:
+    """The triage result as one self-contained HTML page (no network loads, CSP-enforced).
+
+    With ``resolve`` (the page ``torchhelp serve`` serves), each group gets a note field and a
+    Resolve button posting to ``resolve.action``; the CSP then allows forms to post to the page's own origin.
+    """
     when = (generated_at or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     failed = len(result.failed)
     groups = result.groups
@@ -108,7 +131,7 @@ def to_html(result: TriageResult, *, generated_at: datetime | None = None) -> st
         "<!DOCTYPE html>",
         '<html lang="en"><head>',
         '<meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{escape(_CSP, quote=True)}">',
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(CSP_WITH_FORMS if resolve else _CSP, quote=True)}">',
         '<meta name="referrer" content="no-referrer">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>torchhelp triage — {failed} failed jobs in {len(groups)} groups</title>",
@@ -150,10 +173,25 @@ def to_html(result: TriageResult, *, generated_at: datetime | None = None) -> st
         out += ["<main>", "<h2>GPU hours lost per group</h2>", _chart(result), "<h2>Groups</h2>"]
         out.append('<p class="controls"><button type="button" id="expand-all">Expand all</button><button type="button" id="collapse-all">Collapse all</button></p>')
         for rank, g in enumerate(groups, 1):
-            out.append(_group(result, g, rank))
+            out.append(_group(result, g, rank, resolve))
         out.append("</main>")
     out += [f"<script>{_JS}</script>", "</body></html>"]
     return "\n".join(out) + "\n"
+
+
+def _known_html(k: Known | None) -> list[str]:
+    """The regression and known lines of a resolved group, citing its runbook."""
+    if k is None:
+        return []
+    from assistant.triage.known import known_text, regression_text
+
+    out = []
+    if k.regression:
+        jobs = ", ".join(f"<code>{_t(j)}</code>" for j in k.regression_jobs[:20])
+        out.append(f'<p class="regression">{_t(regression_text(k))}: {jobs}</p>')
+    out.append(f'<p class="known">{_t(known_text(k), oneline=True, limit=2100)} · runbook <code class="runbook">{_t(k.runbook)}</code> '
+               f'<span class="cite">{_t(k.runbook_path)} · resolved by {_t(k.by)}</span></p>')
+    return out
 
 
 def _chart(result: TriageResult) -> str:
@@ -188,17 +226,30 @@ def _chart(result: TriageResult) -> str:
     return "".join(parts)
 
 
-def _group(result: TriageResult, g: Group, rank: int) -> str:
-    """One ``<details>``: summary line, then diagnosis, jobs and the example excerpt."""
+def _group(result: TriageResult, g: Group, rank: int, resolve: ResolveForm | None = None) -> str:
+    """One ``<details>``: summary line, then known/regression, diagnosis, jobs and the example excerpt."""
     d = g.diagnosis
     known = hours_known(result, g)
+    k = result.known.get(g.group_id)
+    badge = ""
+    if k is not None:
+        badge = ' <span class="badge regression">REGRESSION</span>' if k.regression else ' <span class="badge known">known</span>'
     out = [
         f'<details class="group" id="group-{rank}" data-group="{_t(g.group_id)}">',
         f'<summary><span class="rank">#{rank}</span> <span class="title">{_t(g.title, oneline=True, limit=300) or "(untitled)"}</span> '
-        f'<span class="cat">{_t(g.category)}</span> <span class="muted">· {len(g.job_ids)} job{"s" if len(g.job_ids) != 1 else ""} '
-        f'· {escape(fmt_hours(g.gpu_hours, known))} GPU h · {escape(fmt_time(g.first_seen))} → {escape(fmt_time(g.last_seen))}</span></summary>',
+        f'<span class="cat">{_t(g.category)}</span>{badge} <span class="muted">· {len(g.job_ids)} job{"s" if len(g.job_ids) != 1 else ""} '
+        f'· {escape(fmt_hours(g.gpu_hours, known))} GPU h · {escape(fmt_time(g.first_seen))} → {escape(fmt_time(g.last_seen))}'
+        f' · <code class="gid">{_t(g.group_id)}</code></span></summary>',
         '<div class="body">',
     ]
+    out += _known_html(k)
+    if resolve is not None:
+        out.append(
+            f'<form class="resolve" method="post" action="{escape(resolve.action, quote=True)}">'
+            f'<input type="hidden" name="group" value="{_t(g.group_id)}"><input type="hidden" name="csrf" value="{escape(resolve.csrf, quote=True)}">'
+            f'<input type="text" name="note" required maxlength="2000" placeholder="What fixed it?" aria-label="note for {_t(g.group_id)}">'
+            f'<button type="submit" class="resolve-button">Resolve</button></form>'
+        )
     error = error_line(result, g)
     if error:
         out.append(f'<p class="error">error: <code>{_t(error, oneline=True, limit=600)}</code></p>')

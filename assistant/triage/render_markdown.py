@@ -71,14 +71,17 @@ def to_markdown(result: TriageResult, *, top: int = 10, generated_at: datetime |
         lines += ["No failed jobs.", ""]
         return "\n".join(lines).rstrip() + "\n"
 
-    lines += ["## Groups", "", "| # | GPU h | jobs | category | title | first seen | last seen | example jobs |", "|---:|---:|---:|---|---|---|---|---|"]
+    lines += ["## Groups", "", "| # | GPU h | jobs | group | category | title | first seen | last seen | example jobs |",
+              "|---:|---:|---:|---|---|---|---|---|---|"]
     for rank, g in enumerate(result.groups, 1):
         examples = ", ".join(md_code_span(j, limit=80, cell=True) for j in g.job_ids[:3]) + (f" +{len(g.job_ids) - 3}" if len(g.job_ids) > 3 else "")
         title = md_inline(g.title, limit=160) or "(untitled)"
         if rank <= top:
             title = f"[{title}](#{_anchor(rank)})"
+        title += "".join(f" — {md_inline(line, limit=240)}" for line in _known_lines(result, g))
         lines.append(
-            f"| {rank} | {fmt_hours(g.gpu_hours, hours_known(result, g))} | {len(g.job_ids)} | {md_code_span(g.category, cell=True)} | {title} "
+            f"| {rank} | {fmt_hours(g.gpu_hours, hours_known(result, g))} | {len(g.job_ids)} | {md_code_span(g.group_id, cell=True)} "
+            f"| {md_code_span(g.category, cell=True)} | {title} "
             f"| {fmt_day(g.first_seen)} | {fmt_day(g.last_seen)} | {examples} |"
         )
     lines.append("")
@@ -89,6 +92,17 @@ def to_markdown(result: TriageResult, *, top: int = 10, generated_at: datetime |
     if rest > 0:
         lines += [f"*{rest} more group{'s' if rest != 1 else ''} in the table above are not detailed here.*", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _known_lines(result: TriageResult, g: Group) -> list[str]:
+    """``REGRESSION: ...``, ``known: <note> (resolved <date>)`` and the runbook, for a resolved group."""
+    from assistant.triage.known import known_text, regression_text
+
+    k = result.known.get(g.group_id)
+    if k is None:
+        return []
+    lines = [regression_text(k)] if k.regression else []
+    return [*lines, known_text(k), f"runbook {k.runbook}"]
 
 
 def _anchor(rank: int) -> str:
@@ -106,8 +120,18 @@ def _group_section(result: TriageResult, g: Group, rank: int) -> list[str]:
         f"**jobs** {len(g.job_ids)}",
         f"**GPU hours** {fmt_hours(g.gpu_hours, hours_known(result, g))}",
         f"**seen** {fmt_time(g.first_seen)} → {fmt_time(g.last_seen)}",
+        f"**group** {md_code_span(g.group_id)}",
     ]
     lines += [" · ".join(facts), ""]
+    k = result.known.get(g.group_id)
+    if k is not None:
+        from assistant.triage.known import known_text, regression_text
+
+        if k.regression:
+            jobs = ", ".join(md_code_span(j, limit=80) for j in k.regression_jobs[:10])
+            lines += [f"**{md_inline(regression_text(k))}**: {jobs}", ""]
+        lines += [f"**{md_inline(known_text(k), limit=600)}** · runbook {md_code_span(k.runbook)} "
+                  f"({md_code_span(k.runbook_path)}), resolved by {md_inline(k.by)}", ""]
     error = error_line(result, g)
     if error:
         lines += [f"**error:** {md_code_span(error, limit=400)}", ""]

@@ -147,6 +147,8 @@ def render_table(result: TriageResult, console: Console, *, top: int = 5, rows: 
         hours = Text(fmt_hours(g.gpu_hours, hours_known(result, g)), style="bold red" if g.gpu_hours > 0 else "dim")
         cells: list[Text] = [Text(str(rank)), hours, Text(str(len(g.job_ids)))]
         category = clean_text(g.category, oneline=True)
+        _mark_known(result, g, title)
+        title.append(f"\n{clean_text(g.group_id, oneline=True)}", style="dim cyan")
         if wide:
             cells += [Text(category), title, Text(fmt_day(g.first_seen)), Text(fmt_day(g.last_seen))]
         else:
@@ -163,6 +165,19 @@ def render_table(result: TriageResult, console: Console, *, top: int = 5, rows: 
     console.print(_totals(result))
     for rank, g in enumerate(groups[: max(top, 0)], 1):
         _print_group(result, g, rank, console)
+
+
+def _mark_known(result: TriageResult, g: Group, cell: Text) -> None:
+    """Add the group's ``REGRESSION`` and ``known: <note> (resolved <date>)`` lines to a table cell."""
+    from assistant.triage.known import known_text, regression_text
+
+    k = result.known.get(g.group_id)
+    if k is None:
+        return
+    if k.regression:
+        cell.append(f"\n{regression_text(k)}", style="bold red")
+    cell.append(f"\n{clean_text(known_text(k), oneline=True, limit=200)}", style="green")
+    cell.append(f"\nrunbook {clean_text(k.runbook, oneline=True)}", style="blue")
 
 
 def _totals(result: TriageResult) -> Text:
@@ -202,7 +217,12 @@ def _print_group(result: TriageResult, g: Group, rank: int, console: Console) ->
     title.append(" ")
     head = Text(clean_text(g.category, oneline=True), style="magenta")
     head.append(f" · {len(g.job_ids)} job{'s' if len(g.job_ids) != 1 else ''} · {fmt_hours(g.gpu_hours, hours_known(result, g))} GPU h", style="dim")
+    head.append(f" · group {clean_text(g.group_id, oneline=True)}", style="dim cyan")
     parts: list = [head]
+    known = Text()
+    _mark_known(result, g, known)
+    if known.plain:
+        parts.append(known[1:])  # without the leading newline
     error = clean_text(error_line(result, g), oneline=True, limit=240)
     if error:
         parts.append(Text(f"error: {error}", style="dim"))

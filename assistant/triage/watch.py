@@ -62,7 +62,7 @@ GROUPER_KEY = "grouper"
 class WatchEvent:
     """Something the watcher did; ``text`` is the line a terminal shows."""
 
-    kind: str  # job | new_group | group_grew | sent | send_failed | error | stopped
+    kind: str  # job | new_group | group_grew | regression | sent | send_failed | error | stopped
     text: str
     job_id: str | None = None
     group: str | None = None
@@ -143,7 +143,8 @@ class Watcher:
     def __init__(self, paths: Sequence[str | os.PathLike[str]], *, settle_s: float = 60.0, webhook: str | None = None,
                  notify_every: int = 10, state_path: str | Path | None = None,
                  on_event: Callable[[WatchEvent], None] | None = None, diagnose_groups: bool = True,
-                 options: Any = None, engine_obj: Any = None) -> None:
+                 options: Any = None, engine_obj: Any = None, regression_after: float | None = None) -> None:
+        from assistant.triage.resolution_log import ensure_tables
         from assistant.triage.state import TriageState
 
         if notify_every < 1:
@@ -157,6 +158,9 @@ class Watcher:
         self.options = options
         self._engine_obj = engine_obj
         self.state = TriageState(state_path)
+        ensure_tables(self.state.db)
+        self.regression_after = regression_after
+        self._resolutions: list[Any] = []
         self.grouper = self._load_grouper()
         self.polls = 0
         self.jobs_reported = 0
@@ -196,6 +200,7 @@ class Watcher:
     def poll(self, *, first: bool = False) -> None:
         """Discover, settle, triage what finished, deliver queued messages."""
         self.polls += 1
+        self._resolutions = self._load_resolutions()
         specs = self._discover(first)
         now = time.time()
         ready: list[tuple[JobSpec, str]] = []
@@ -211,6 +216,29 @@ class Watcher:
         for spec, fp in ready:
             self._report(spec, fp)
         self.flush()
+
+    def _load_resolutions(self) -> list[Any]:
+        """The team's resolution runbooks, read again each poll (a `resolve` while watching counts at once)."""
+        from assistant.settings import load_settings
+        from assistant.triage.resolutions import load_resolutions
+
+        return load_resolutions(load_settings().home)
+
+    def _known(self, report: JobReport) -> tuple[dict[str, Any], float, bool] | None:
+        """(known, resolved_at, is a regression) when the job's group matches a resolution, else None."""
+        if not self._resolutions:
+            return None
+        from assistant.triage.grouping import normalize_location
+        from assistant.triage.known import known_of
+        from assistant.triage.resolutions import find_resolution
+
+        r = find_resolution(self._resolutions, template=self.grouper.template(report),
+                            location=normalize_location(report.location), category=report.category)
+        if r is None:
+            return None
+        cutoff = self.regression_after if self.regression_after is not None else r.resolved_at
+        ended = report.end if report.end is not None else report.start
+        return known_of(r, cutoff).to_dict(), r.resolved_at, ended is not None and ended > cutoff
 
     def _discover(self, first: bool) -> list[JobSpec]:
         from assistant.triage.jobs import discover
@@ -242,6 +270,7 @@ class Watcher:
             group_id = self.grouper.key(report)
             if self.state.group(group_id) is None:
                 described = self._describe(report)  # outside the transaction: diagnosis takes time
+        known = self._known(report) if group_id is not None else None
         now = time.time()
         hours = report.gpu_hours or 0.0
         events: list[WatchEvent] = []
@@ -274,11 +303,22 @@ class Watcher:
                     payload = message(event, group=group_id, category=group.category, title=group.title,
                                       job_count=group.job_count, gpu_hours=group.gpu_hours, job_ids=jobs,
                                       new_job_ids=new_jobs, diagnosis_title=group.diagnosis_title,
-                                      diagnosis_cause=group.diagnosis_cause)
+                                      diagnosis_cause=group.diagnosis_cause, known=known[0] if known else None)
                     if self.webhook:
                         self.state.enqueue(payload, now)
                     self.state.set_notified(group_id, group.job_count)
                     events.append(WatchEvent(event, payload["text"].splitlines()[0], spec.job_id, group_id, payload["torchhelp"]))
+                if known is not None and known[2]:
+                    from assistant.triage.resolution_log import claim_regression_notice
+
+                    if claim_regression_notice(self.state.db, group_id, known[1], spec.job_id):
+                        jobs = self.state.jobs_in_group(group_id)
+                        payload = message("regression", group=group_id, category=group.category, title=group.title,
+                                          job_count=group.job_count, gpu_hours=group.gpu_hours, job_ids=jobs,
+                                          new_job_ids=[spec.job_id], known=known[0], regression_job=spec.job_id)
+                        if self.webhook:
+                            self.state.enqueue(payload, now)
+                        events.append(WatchEvent("regression", payload["text"].splitlines()[0], spec.job_id, group_id, payload["torchhelp"]))
                 self.state.put_blob(GROUPER_KEY, self._grouper_bytes())
         self.jobs_reported += 1
         self.new_groups += described is not None
@@ -353,6 +393,7 @@ def watch(
     diagnose_groups: bool = True,
     options: Any = None,
     engine_obj: Any = None,
+    regression_after: float | None = None,
 ) -> WatchSummary:
     """Poll ``paths`` every ``interval_s`` until stopped; triage each job as it finishes.
 
@@ -362,7 +403,8 @@ def watch(
     """
     stop = stop or threading.Event()
     watcher = Watcher(paths, settle_s=settle_s, webhook=webhook, notify_every=notify_every, state_path=state_path,
-                      on_event=on_event, diagnose_groups=diagnose_groups, options=options, engine_obj=engine_obj)
+                      on_event=on_event, diagnose_groups=diagnose_groups, options=options, engine_obj=engine_obj,
+                      regression_after=regression_after)
     sigterm = threading.Event()
     previous_handler: Any = None
     in_main = threading.current_thread() is threading.main_thread()

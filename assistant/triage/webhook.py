@@ -4,9 +4,14 @@ The body is what a Slack incoming webhook accepts (``{"text": ...}``) plus a ``t
 with the structured fields, so a bot can act on it without parsing the text:
 
     {"text": "New failure group g3 (cuda_oom): CUDA out of memory — 1 job, 2.00 GPU h",
-     "torchhelp": {"event": "new_group" | "group_grew", "group", "category", "title",
+     "torchhelp": {"event": "new_group" | "group_grew" | "regression", "group", "category", "title",
                    "job_count", "gpu_hours", "job_ids", "new_job_ids",
-                   "diagnosis": {"title", "cause"} | null}}
+                   "diagnosis": {"title", "cause"} | null,
+                   "known": {"note", "resolved", "resolved_by", "resolved_group", "runbook", "runbook_path"} | null,
+                   "regression": bool, "regression_job": str | null}}
+
+A ``regression`` message goes out once per resolved group when one of its jobs fails again after
+the resolution (see ``triage.known``).
 
 :func:`post` retries connection errors, timeouts, 5xx and 429 (honouring ``Retry-After`` up to a
 cap) and never other 4xx: a 400/401/403/404 means the URL or the body is wrong, and sending the
@@ -127,13 +132,26 @@ def message(
     new_job_ids: Sequence[str] = (),
     diagnosis_title: str | None = None,
     diagnosis_cause: str | None = None,
+    known: Mapping[str, Any] | None = None,
+    regression_job: str | None = None,
 ) -> dict[str, Any]:
-    """The Slack-compatible body for a ``new_group`` or ``group_grew`` event."""
-    if event not in ("new_group", "group_grew"):
+    """The Slack-compatible body for a ``new_group``, ``group_grew`` or ``regression`` event.
+
+    ``known`` (the ``Known.to_dict()`` of a resolved group) adds the team's note and runbook; a
+    ``regression`` event names the job that came back after the group was resolved.
+    """
+    if event not in ("new_group", "group_grew", "regression"):
         raise ValueError(f"unknown webhook event {event!r}")
+    if event == "regression" and known is None:
+        raise ValueError("a regression message needs the resolution it breaks")
     jobs_word = "job" if job_count == 1 else "jobs"
     listed = list(job_ids)[-MAX_JOB_IDS:]
-    if event == "new_group":
+    if event == "regression":
+        assert known is not None
+        head = f"REGRESSION in failure group {group} ({category}): {title}"
+        body = (f"resolved {known.get('resolved')} by {known.get('resolved_by')}: {known.get('note')} (runbook {known.get('runbook')})\n"
+                f"job {regression_job} failed again after that; {job_count} {jobs_word}, {gpu_hours:.2f} GPU h lost")
+    elif event == "new_group":
         head = f"New failure group {group} ({category}): {title}"
         body = f"{job_count} {jobs_word} ({', '.join(listed[:5])}), {gpu_hours:.2f} GPU h lost"
     else:
@@ -141,6 +159,8 @@ def message(
         recent = list(new_job_ids)[-5:]
         body = f"+{len(new_job_ids)} since the last message (latest: {', '.join(recent)}), {gpu_hours:.2f} GPU h lost"
     text = f"{head}\n{body}"
+    if known is not None and event != "regression":
+        text += f"\nknown: {known.get('note')} (resolved {known.get('resolved')}; runbook {known.get('runbook')})"
     if diagnosis_cause:
         text += f"\nCause: {diagnosis_cause[:500]}"
     diagnosis = None
@@ -158,5 +178,8 @@ def message(
             "job_ids": listed,
             "new_job_ids": list(new_job_ids)[-MAX_JOB_IDS:],
             "diagnosis": diagnosis,
+            "known": dict(known) if known is not None else None,
+            "regression": event == "regression",
+            "regression_job": regression_job,
         },
     }
