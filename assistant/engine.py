@@ -120,10 +120,15 @@ class Engine:
         return read_text(text, self.settings.window_bytes) if isinstance(text, str) else read_data(text, self.settings.window_bytes)
 
     def parse(self, inp: InputText | str) -> Failure:
-        """Read the failure out of the text: exception chain, frames, rank, assertion and NCCL lines."""
+        """Read the failure out of the text: exception chain, frames, rank, assertion and NCCL lines.
+
+        A log of several processes is read the way triage reads a job: the error that ended the run and the rank
+        that failed first come from :mod:`assistant.triage.verdict`, so ``ask``, ``run`` and ``triage`` agree."""
+        from assistant.parse.multiprocess import job_failure
         from assistant.parse.traceback import parse_failure
 
-        return parse_failure(inp.text if isinstance(inp, InputText) else inp)
+        text = inp.text if isinstance(inp, InputText) else inp
+        return job_failure(text) or parse_failure(text)
 
     def match(self, failure: Failure, evidence: Evidence | None = None, *, strict: bool = False) -> Match:
         """Run the rules (first answer wins, wrapper rules may re-frame it), refined by live probe facts."""
@@ -335,15 +340,19 @@ class Engine:
 
     def diagnose(
         self, text: str | bytes, *, evidence: Evidence | None = None, notes: Sequence[str] = (), on_token: Any = None, exclude_cases: Sequence[str] = (),
+        failing_rank: int | None = None,
     ) -> Diagnosis:
         """Every stage in order; ``timings_ms`` on the result says where the time went.
 
         ``exclude_cases`` leaves resolved reports out of the comparison (the eval scores a dev report without its own case).
+        ``failing_rank`` is the rank that failed first when the caller already decided it (a job folder read by triage's pass).
         """
         t0 = time.perf_counter()
         evidence = evidence or Evidence()
         inp = self.read(text)
         failure = self.parse(inp)
+        if failing_rank is not None:
+            failure = replace(failure, rank=failing_rank)
         t_parse = time.perf_counter()
         found = self.match(failure, evidence)
         t_rules = time.perf_counter()

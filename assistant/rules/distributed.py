@@ -499,14 +499,19 @@ def process_group(ctx: Context) -> RuleHit | None:
     return None
 
 
-def _child_failed(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
-    """torchrun's summary: a SIGKILL (host OOM) or any other worker failure."""
+_CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT"})
+
+
+def _child_failed(ctx: Context, docs: tuple[str, ...]) -> RuleHit | None:
+    """torchrun's summary: a SIGKILL (host OOM) or any other worker failure (a crash signal is left to the signal rules)."""
     raw = ctx.failure.text or ctx.text
     # The summary's "Root Cause" entry names the first failure; other entries are ranks stopped after it.
     root = raw[raw.find("Root Cause"):] if "Root Cause" in raw else raw
     rank = re.search(r"rank\s*:\s*(\d+) \(local_rank: (\d+)\)|local_rank: (\d+) \(pid", root) or re.search(r"rank\s*:\s*(\d+) \(local_rank: (\d+)\)|local_rank: (\d+) \(pid", raw)
     code = re.search(r"exitcode\s*:\s*(-?\d+)", root) or re.search(r"exitcode\s*:\s*(-?\d+)", raw)
-    sig = re.search(r"Signal (\d+) \((SIG\w+)\)", raw)
+    sig = re.search(r"Signal (\d+) \((SIG\w+)\)", root) or re.search(r"Signal (\d+) \((SIG\w+)\)", raw)
+    if sig and sig.group(2) in _CRASH_SIGNALS:
+        return None  # a worker that crashed (segfault, abort, bus error): the signal is the story, not torchrun's summary
     found = [error_fact(ctx)]
     rank_no = (rank.group(1) or rank.group(3)) if rank else None
     exit_code = int(code.group(1)) if code else None

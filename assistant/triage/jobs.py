@@ -47,6 +47,15 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> list[JobSpec]:
     return [specs[k] for k in sorted(specs)]
 
 
+def job_of_folder(folder: str | os.PathLike[str]) -> JobSpec:
+    """One job made of every log file below ``folder`` (``ask`` on a job's folder: per-rank files, attempts)."""
+    path = Path(folder).expanduser()
+    files = _files_below(path)
+    if not files:
+        raise TriageError(f"no log files under {path}")
+    return JobSpec(path.name, str(path), tuple(str(f) for f in files))
+
+
 def job_id_for_file(name: str) -> str:
     """The id of a loose log file: its name up to the first dot (the whole name if it starts with one)."""
     head = name.split(".", 1)[0]

@@ -105,6 +105,16 @@ def read_file(path: str, index: int, *, head_bytes: int = HEAD_BYTES, tail_bytes
     return out
 
 
+def text_file(text: str, index: int = 0, name: str = "<input>") -> FileText:
+    """A log given as text (pasted, or captured from a run) as the same clean lines a file gives."""
+    lines = _split(text)
+    out = FileText(path=name, size=len(text))
+    srun_labels = _uses_srun_labels(lines)
+    for raw in lines:
+        out.lines.append(_log_line(raw, None, srun_labels, index, len(out.lines)))
+    return out
+
+
 def clean(text: str) -> str:
     """Remove terminal escapes and control characters from one line of untrusted text.
 

@@ -1,0 +1,36 @@
+"""A log of several processes, read the way triage reads a job: the error that ended the run, the rank that failed first.
+
+Torchrun, ``mp.spawn`` and per-rank prefixed logs carry many tracebacks: a rank's own error, its peers' NCCL
+errors and timeouts, the launcher's summary. :mod:`assistant.triage.verdict` decides which one ended the run
+(for ``triage``, per job); this module hands that decision to the parser, so ``ask`` and ``run`` name the same
+error and rank as ``triage`` for the same log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from assistant.parse.bounds import MAX_PARSE_LINES, bound_for_parse
+from assistant.types import Failure
+
+
+def job_failure(text: str) -> Failure | None:
+    """The failure of a multi-process log as triage decides it; None for one process (the parser reads it alone)."""
+    from assistant.parse.traceback import parse_failure
+    from assistant.triage.verdict import verdict_of_text
+
+    # The job-level pass reads at most what the parser reads (the tail around the last traceback of a huge paste).
+    bounded, bound_notes = bound_for_parse(text) if text.count("\n") >= MAX_PARSE_LINES else (text, ())
+    verdict = verdict_of_text(bounded)
+    if verdict is None or not verdict.text.strip():
+        return None
+    if verdict.reason != "exception":
+        # A signal, a launcher's exit report, a scheduler's verdict or a hang: the whole log tells that story better
+        # than its one line (what the processes were doing, the launcher's summary); the rank is the job's.
+        whole = parse_failure(text)
+        return replace(whole, rank=verdict.first_rank, notes=tuple(dict.fromkeys((*whole.notes, *verdict.notes))))
+    inner = parse_failure(verdict.text)
+    if not (inner.exc_type or inner.message.strip() or inner.cuda_asserts or inner.nccl_lines or inner.signal_lines):
+        return None
+    notes = tuple(dict.fromkeys((*bound_notes, *inner.notes, *verdict.notes)))
+    return replace(inner, rank=verdict.first_rank, notes=notes)

@@ -1,0 +1,285 @@
+"""One failure per job, one rank logic: which error ended a run and which rank failed first.
+
+Used by ``triage`` (per job, over its files), and by ``ask`` and ``run`` (over one pasted or captured log:
+:func:`verdict_of_text`), so the three doors name the same error and the same rank for the same log. The
+reasoning: tracebacks the run survived are ignored; a rank's own error beats the NCCL errors, aborted
+communicators and timeouts its peers report because it died; a launcher's summary (torchrun's root cause,
+``srun: task N``) or the clock orders ranks; the scheduler's verdict or a signal ends a job that printed no
+error of its own; a hang is a hang when every rank only timed out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from assistant.triage import events as ev_kinds
+from assistant.triage.clock import GpuCount, order_time
+from assistant.triage.events import Event, StreamScan, scan
+from assistant.triage.reading import FileText, LogLine, text_file
+
+_SECONDARY = re.compile(
+    r"DistBackendError: .{0,300}?(?:timed out|timeout|aborted|remote process exited|Connection reset|Broken pipe)|NCCL communicator was aborted|Watchdog caught collective|watchdog thread terminated|Connection reset by peer|Broken pipe"
+    r"|ProcessGroupNCCL.{0,40}abort|SignalException|KeyboardInterrupt|got signal: \d+|Socket Timeout|recvValue failed|recvVector failed"
+    r"|Connection closed by peer|DistNetworkError: .*(?:reset|closed|Broken)|NCCL error.*remote process exited|another rank|peer process",
+    re.IGNORECASE,
+)
+# Errors a rank reports because a peer died: NCCL failures, aborted communicators, closed connections.
+_FALLOUT = re.compile(
+    r"NCCL error|ncclRemoteError|ncclSystemError|ncclInternalError|unhandled system error|remote process exited|DistBackendError"
+    r"|communicator was aborted|Connection reset by peer|Connection closed by peer|Broken pipe|timed out|Timeout",
+    re.IGNORECASE,
+)
+_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+@dataclass
+class _Found:
+    event: Event
+    rank: int | None
+    file: int
+    stream_lines: list[LogLine]
+    time: float | None
+
+
+@dataclass
+class Verdict:
+    """Why a job failed, as the logs tell it."""
+
+    reason: str
+    headline: str
+    text: str
+    first_rank: int | None
+    notes: list[str]
+
+
+def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdict | None:
+    """The failure that ended the job and the rank that failed first, from every stream's events (None: nothing failed).
+
+    ``multi`` says the job ran several processes (rank prefixes, a world size); ``ranks_seen`` how many ranks wrote.
+    """
+    primaries: list[_Found] = []
+    secondaries: list[_Found] = []
+    launchers: list[_Found] = []
+    schedulers: list[_Found] = []
+    exits: list[_Found] = []
+    for rank, file_index, lines, result in scans:
+        for ev in result.events:
+            if ev.ignored or ev.survived:
+                continue
+            found = _Found(ev, rank, file_index, lines, _event_time(lines, ev))
+            if ev.launcher:
+                launchers.append(found)
+            elif ev.kind == ev_kinds.SCHEDULER:
+                schedulers.append(found)
+            elif ev.kind == ev_kinds.EXIT_CODE:
+                exits.append(found)
+            elif ev.kind in (ev_kinds.WATCHDOG, ev_kinds.SIGTERM) or (ev.kind == ev_kinds.TRACEBACK and _SECONDARY.search(ev.headline or "")):
+                secondaries.append(found)
+            elif ev.kind == ev_kinds.SIGNAL and ev.reason == "sigterm":
+                secondaries.append(found)
+            elif ev.kind == ev_kinds.TRACEBACK and not ev.headline:
+                primaries.append(found)  # cut before its last line: still the failure
+            else:
+                primaries.append(found)
+        if result.success and not any(not e.ignored and not e.survived for e in result.events):
+            continue
+    root_rank = next((f.event.named_rank for f in launchers if f.event.named_rank is not None), None)
+    # A launcher naming rank 3 proves several ranks; one naming rank 0 ("srun: task 0") does not.
+    multi = multi or any(f.event.multi_hint for f in launchers) or len({f.rank for f in primaries + secondaries if f.rank is not None}) > 1
+    notes: list[str] = []
+
+    strong = [f for f in primaries if f.event.kind in (ev_kinds.TRACEBACK, ev_kinds.CPP_ABORT)]
+    weak = [f for f in primaries if f.event.kind not in (ev_kinds.TRACEBACK, ev_kinds.CPP_ABORT)]
+    # A launcher that carries the child's traceback (torchrun with @record) counts as that rank's own error.
+    for f in launchers:
+        if f.event.lines and f.event.kind == ev_kinds.LAUNCHER and any("Traceback" in ln for ln in f.event.lines):
+            strong.append(_Found(Event(ev_kinds.TRACEBACK, f.event.start, f.event.end, f.event.headline, f.event.lines), f.event.named_rank, f.file, f.stream_lines, f.time))
+    candidates = strong or weak
+    if candidates:
+        chosen, first_rank = _first_failure(candidates, multi=multi, root_rank=root_rank, launchers=launchers)
+        if first_rank is None and multi and chosen.rank is None and root_rank is not None and not _identical(candidates):
+            first_rank = root_rank
+        reason = "exception" if chosen.event.kind in (ev_kinds.TRACEBACK, ev_kinds.CPP_ABORT, ev_kinds.ERROR_LINE) else chosen.event.reason
+        text = _failure_text(chosen)
+        if secondaries and first_rank is not None:
+            others = sorted({f.rank for f in secondaries if f.rank is not None and f.rank != first_rank})
+            if others:
+                notes.append(f"rank(s) {', '.join(map(str, others))} failed only as a consequence of rank {first_rank}")
+        return Verdict(reason, chosen.event.headline or _first_nonblank(chosen.event.lines), text, first_rank, notes)
+    watchdogs = [f for f in secondaries if f.event.kind == ev_kinds.WATCHDOG or "Watchdog" in f.event.headline or "timed out" in f.event.headline.lower()]
+    if watchdogs:
+        first = min(watchdogs, key=_order_key)
+        root = next((f for f in launchers if f.event.named_rank is not None), None)
+        if root is not None and root.event.exit_code is not None and root.event.exit_code > 0 and root.event.named_rank not in {w.rank for w in watchdogs}:
+            # The launcher saw a rank exit with an error of its own (not killed by the watchdog), whose
+            # output is not in these logs: the others' timeouts are its fallout, not a hang.
+            notes.append(f"rank {root.event.named_rank} exited with code {root.event.exit_code} first; its own output is not in these logs")
+            return Verdict("collective_timeout", first.event.headline, _failure_text(first), root.event.named_rank, notes)
+        timed_out = {w.rank for w in watchdogs if w.rank is not None}
+        if len(timed_out) == 1 and ranks_seen > 1:
+            # One rank of several waited in a collective the others never joined (they finished or
+            # went elsewhere): that rank is where the job failed.
+            rank = next(iter(timed_out))
+            notes.append(f"only rank {rank} timed out in a collective; the other ranks did not join it")
+            return Verdict("collective_timeout", first.event.headline, _failure_text(first), rank, notes)
+        notes.append("every failing rank reports a collective timeout and none failed on its own: a hang")
+        return Verdict("collective_timeout", first.event.headline, _failure_text(first), None, notes)
+    if schedulers:
+        chosen = max(schedulers, key=lambda f: _SCHEDULER_WEIGHT.get(f.event.reason, 0))
+        return Verdict(chosen.event.reason, chosen.event.headline, _failure_text(chosen), None, notes)
+    named = [f for f in launchers if f.event.named_rank is not None]
+    if named:
+        # The launcher saw which child died first and how (a signal, an exit code): nothing better was printed.
+        first = min(named, key=_order_key)
+        text = _failure_text(first)
+        if first.event.reason in _SIGNAL_DEATHS and first.event.kind == ev_kinds.LAUNCHER:
+            # A child killed by a signal: the signal is the story, not the launcher's report around it.
+            text = next((ln.strip() for ln in first.event.lines if "SIG" in ln or "signal" in ln.lower()), first.event.headline)
+        return Verdict(first.event.reason or "exit_code", first.event.headline, text, first.event.named_rank if multi else None, notes)
+    if secondaries:
+        first = min(secondaries, key=_order_key)
+        return Verdict(first.event.reason or "exception", first.event.headline, _failure_text(first), first.rank if multi else None, notes)
+    if launchers:
+        first = min(launchers, key=_order_key)
+        return Verdict(first.event.reason or "exit_code", first.event.headline, _failure_text(first), None, notes)
+    if exits:
+        last = max(exits, key=_order_key)
+        return Verdict("exit_code", last.event.headline, _failure_text(last), None, notes)
+    return None
+
+
+_SIGNAL_DEATHS = {"segfault", "killed", "bus_error", "abort", "illegal_instruction", "fpe"}
+_SCHEDULER_WEIGHT = {"oom_kill": 5, "node_failure": 4, "time_limit": 3, "preempted": 2, "cancelled": 1}
+
+
+def _first_failure(candidates: list[_Found], *, multi: bool, root_rank: int | None, launchers: list[_Found]) -> tuple[_Found, int | None]:
+    """The failure that came first, and its rank (None when single-process or when every rank failed alike)."""
+    if not multi:
+        # One process: the run ended with its last uncaught error.
+        return max(candidates, key=_order_key), None
+    ranked = [f for f in candidates if f.rank is not None]
+    if not ranked:
+        return min(candidates, key=_order_key), root_rank
+    if _identical(ranked) and len({f.rank for f in ranked}) > 1:
+        return min(ranked, key=_order_key), None
+    own = [f for f in ranked if not _FALLOUT.search(f.event.headline + "\n" + "\n".join(f.event.lines[-6:]))]
+    if own and len(own) < len(ranked):
+        # NCCL errors and aborted communicators on the other ranks are consequences of a rank's own error.
+        ranked = own
+    by_rank = {r: [f for f in ranked if f.rank == r] for r in {f.rank for f in ranked}}
+    if root_rank is not None and root_rank in by_rank:
+        return min(by_rank[root_rank], key=_order_key), root_rank
+    timed = [f for f in ranked if f.time is not None]
+    same_file = len({f.file for f in ranked}) == 1
+    if same_file:
+        first = min(ranked, key=lambda f: f.event.start)
+    elif len(timed) == len(ranked):
+        first = min(ranked, key=lambda f: (f.time, f.rank))
+    else:
+        srun_first = next((f.event.named_rank for f in sorted(launchers, key=_order_key) if f.event.named_rank in by_rank), None)
+        if srun_first is not None:
+            first = min(by_rank[srun_first], key=_order_key)
+        else:
+            # No clock and no launcher verdict: the odd one out (one rank's error unlike the others') came first.
+            by_message: dict[str, list[_Found]] = defaultdict(list)
+            for f in ranked:
+                by_message[_MASK.sub("#", f.event.headline)].append(f)
+            rarest = min(by_message.values(), key=lambda fs: (len({f.rank for f in fs}), min(f.rank or 0 for f in fs)))
+            first = min(rarest, key=lambda f: (f.rank, f.event.start))
+    return first, first.rank
+
+
+def _identical(found: list[_Found]) -> bool:
+    heads = {_MASK.sub("#", f.event.headline) for f in found}
+    return len(heads) == 1 and len(found) > 1
+
+
+def _order_key(f: _Found) -> tuple[float, int, int]:
+    return (f.time if f.time is not None else float("inf"), f.file, f.event.start)
+
+
+def _event_time(lines: list[LogLine], ev: Event) -> float | None:
+    for j in range(ev.start, max(ev.start - 40, -1), -1):
+        t = order_time(lines[j].text)
+        if t is not None:
+            return t
+    for j in range(ev.start + 1, min(ev.end + 1, len(lines))):
+        t = order_time(lines[j].text)
+        if t is not None:
+            return t
+    return None
+
+
+def _failure_text(found: _Found) -> str:
+    ev = found.event
+    body = list(ev.lines)
+    if ev.kind in (ev_kinds.SIGNAL, ev_kinds.SCHEDULER, ev_kinds.EXIT_CODE, ev_kinds.LAUNCHER, ev_kinds.ERROR_LINE) and not any("Traceback" in b for b in body):
+        # A bare verdict: give the engine the lines just before it too (what the program was doing).
+        before = [ln.text for ln in found.stream_lines[max(0, ev.start - 12):ev.start] if ln.text.strip()]
+        body = before + body
+    text = "\n".join(body).strip("\n")
+    return text[:20000]
+
+
+def _first_nonblank(lines: list[str]) -> str:
+    return next((ln.strip() for ln in lines if ln.strip()), "")
+
+
+def _streams(f: FileText) -> dict[int | None, list[LogLine]]:
+    """Lines of one file split by rank, in order; a blank line marks the unread middle."""
+    streams: dict[int | None, list[LogLine]] = defaultdict(list)
+    for k, ln in enumerate(f.lines):
+        streams[ln.rank].append(ln)
+        if f.gap_after is not None and k == f.gap_after:
+            for lines in streams.values():
+                lines.append(LogLine(ln.rank, "", ln.file, -1))
+    return dict(streams)
+
+
+Scan = tuple[int | None, int, list[LogLine], StreamScan]  # (rank, file index, the stream's lines, its events)
+
+
+def scans_of(files: Sequence[FileText]) -> list[Scan]:
+    """Every file's lines split by rank, each stream scanned for events."""
+    out: list[Scan] = []
+    for f in files:
+        for rank, lines in _streams(f).items():
+            out.append((rank, f.lines[0].file if f.lines else 0, lines, scan(list(lines))))
+    return out
+
+
+def shape_of(files: Sequence[FileText]) -> tuple[GpuCount, bool]:
+    """The job's GPU count evidence (ranks seen, world size, process count) and whether it ran several processes."""
+    gpus = GpuCount()
+    ranks: set[int] = set()
+    for f in files:
+        for ln in f.lines:
+            gpus.feed(ln.text)
+            if ln.rank is not None:
+                ranks.add(ln.rank)
+    # Rank 7 writing means at least 8 processes, even when only it printed.
+    gpus.ranks_seen = max(ranks) + 1 if ranks else 0
+    # "[rank1]:" prefixes, a world size or a process count above one: ranks matter for this job.
+    multi = gpus.ranks_seen > 1 or (gpus.world or 0) > 1 or (gpus.nproc or 0) > 1
+    return gpus, multi
+
+
+# Cheap test before the full pass: only logs of several processes need the job-level reasoning.
+_MULTI_PROCESS = re.compile(
+    r"^\s*\[(?:rank|global_rank|default)\d+\]:|^\[1,\d+\]<std|Root Cause \(first observed failure\)|ChildFailedError|ProcessRaisedException"
+    r"|ProcessExitedException|-- Process \d+ terminated with the following error|exitcode\s*:\s*-?\d+ \(pid|WORLD_SIZE=\d|world[_ ]size[=: ]+\d",
+    re.MULTILINE,
+)
+_SRUN_LABEL = re.compile(r"^\d{1,5}: ", re.MULTILINE)  # srun --label; the reader decides whether most lines carry it
+
+
+def verdict_of_text(text: str) -> Verdict | None:
+    """The job-level verdict over one log given as text (None when it shows a single process, or no failure)."""
+    if not _MULTI_PROCESS.search(text) and len(_SRUN_LABEL.findall(text, 0, 200_000)) < 3:
+        return None
+    log = text_file(text)
+    gpus, multi = shape_of([log])
+    return decide(scans_of([log]), multi=multi, ranks_seen=gpus.ranks_seen)
