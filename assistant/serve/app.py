@@ -9,6 +9,8 @@
     POST /v1/chat/completions   OpenAI-compatible chat (stream or not); the diagnosis rides in "torchhelp"
     POST /v1/diagnose           {"text", "evidence"?, "llm"?} -> exactly Diagnosis.to_dict() (= `ask --json`)
     POST /v1/triage             multipart "file": a log, or a tar/tar.gz/tgz/zip of job folders -> triage JSON
+    GET  /triage/{n}            with --triage-root: that folder's triage HTML report, a Resolve button per group
+    POST /triage/{n}/resolve    the button's form: writes the group's team runbook (see serve/triage_pages.py)
 
 The engine (knowledge index, encoder, backend settings) is loaded once, in the lifespan, and
 shared; engine work runs in worker threads behind a capacity limiter, never on the event loop.
@@ -379,6 +381,9 @@ def create_app(config: ServeConfig | None = None, *, settings: Any = None) -> Fa
     app.state.torchhelp = state
     _install_error_handlers(app)
     _install_routes(app, state)
+    from assistant.serve.triage_pages import install_triage_pages
+
+    install_triage_pages(app, state, config.triage_roots)
     _install_openapi(app, config)
     # Guards, innermost first (each add_middleware wraps everything added before it).
     app.add_middleware(ContentTypeMiddleware, routes=JSON_ROUTES)

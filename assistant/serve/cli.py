@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 def build_config(
     host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token_file: str | None = None, workers: int = 1, llm: str | None = None,
     cors_origins: list[str] | tuple[str, ...] = (), max_body_mb: float = 8.0, timeout_s: float = 30.0, env: dict[str, str] | None = None,
-    cache_entries: int = 2048,
+    cache_entries: int = 2048, triage_roots: list[str] | tuple[str, ...] = (),
 ) -> ServeConfig:
     """The configuration the flags describe, checked (an unsafe bind raises InsecureBindError, exit code 2)."""
     from assistant.errors import ConfigError
@@ -46,9 +46,22 @@ def build_config(
     config = ServeConfig(
         host=host, port=port, token=read_token(token_file, env), workers=workers, llm=llm, cors_origins=tuple(cors_origins),
         max_body_bytes=int(max_body_mb * (1 << 20)), request_timeout_s=timeout_s, cache_entries=cache_entries,
+        triage_roots=tuple(_triage_root(r) for r in triage_roots),
     )
     check_bind(config)
     return config
+
+
+def _triage_root(path: str) -> str:
+    """A --triage-root folder, absolute; a missing one is a configuration error."""
+    from pathlib import Path
+
+    from assistant.errors import ConfigError
+
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise ConfigError(f"--triage-root {path}: not a folder")
+    return str(p.resolve())
 
 
 def _require_extra() -> None:
@@ -86,12 +99,14 @@ def serve_cmd(
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Largest request body, in MiB (413 beyond)."),
     timeout_s: float = typer.Option(30.0, "--timeout-s", help="Per-request deadline in seconds (504 beyond)."),
     cache_entries: int = typer.Option(2048, "--cache-entries", min=0, help="Deterministic diagnoses kept in memory (0: no cache)."),
+    triage_root: Optional[list[str]] = typer.Option(None, "--triage-root", help="Serve this folder's triage report at /triage/N with a Resolve button per group (repeatable)."),
     log_level: str = typer.Option("info", "--log-level", help="critical | error | warning | info | debug"),
     access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="Log one line per request."),
 ) -> None:
     """Serve the assistant over HTTP (OpenAI-compatible `/v1/chat/completions`)."""
     config = build_config(host=host, port=port, token_file=token_file, workers=workers, llm=llm, cors_origins=cors_origin or (),
-                          max_body_mb=max_body_mb, timeout_s=timeout_s, cache_entries=cache_entries)
+                          max_body_mb=max_body_mb, timeout_s=timeout_s, cache_entries=cache_entries,
+                          triage_roots=triage_root or ())
     _require_extra()
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s:     %(message)s")
     shown = f"[{config.host}]" if ":" in config.host else config.host

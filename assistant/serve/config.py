@@ -45,6 +45,7 @@ class ServeConfig:
     max_archive_members: int = 10_000  # /v1/triage: entries in one uploaded archive
     archive_expansion: int = 10  # /v1/triage: uncompressed size allowed, as a multiple of max_body_bytes
     cache_entries: int = 2048  # deterministic diagnoses kept (LRU); 0 turns the cache off
+    triage_roots: tuple[str, ...] = ()  # folders whose triage reports GET /triage/{n} serves (with Resolve buttons)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -92,6 +93,8 @@ class ServeConfig:
             raise ConfigError(f"{CONFIG_ENV} must hold a JSON object")
         if "cors_origins" in data:
             data["cors_origins"] = tuple(data["cors_origins"] or ())
+        if "triage_roots" in data:
+            data["triage_roots"] = tuple(data["triage_roots"] or ())
         known = set(cls.__dataclass_fields__)
         unknown = set(data) - known
         if unknown:

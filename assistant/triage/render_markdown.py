@@ -71,17 +71,16 @@ def to_markdown(result: TriageResult, *, top: int = 10, generated_at: datetime |
         lines += ["No failed jobs.", ""]
         return "\n".join(lines).rstrip() + "\n"
 
-    lines += ["## Groups", "", "| # | GPU h | jobs | group | category | title | first seen | last seen | example jobs |",
-              "|---:|---:|---:|---|---|---|---|---|---|"]
+    lines += ["## Groups", "", "| # | GPU h | jobs | category | title | first seen | last seen | example jobs |", "|---:|---:|---:|---|---|---|---|---|"]
     for rank, g in enumerate(result.groups, 1):
         examples = ", ".join(md_code_span(j, limit=80, cell=True) for j in g.job_ids[:3]) + (f" +{len(g.job_ids) - 3}" if len(g.job_ids) > 3 else "")
         title = md_inline(g.title, limit=160) or "(untitled)"
         if rank <= top:
             title = f"[{title}](#{_anchor(rank)})"
+        title += f" · group {md_code_span(g.group_id, cell=True)}"
         title += "".join(f" — {md_inline(line, limit=240)}" for line in _known_lines(result, g))
         lines.append(
-            f"| {rank} | {fmt_hours(g.gpu_hours, hours_known(result, g))} | {len(g.job_ids)} | {md_code_span(g.group_id, cell=True)} "
-            f"| {md_code_span(g.category, cell=True)} | {title} "
+            f"| {rank} | {fmt_hours(g.gpu_hours, hours_known(result, g))} | {len(g.job_ids)} | {md_code_span(g.category, cell=True)} | {title} "
             f"| {fmt_day(g.first_seen)} | {fmt_day(g.last_seen)} | {examples} |"
         )
     lines.append("")

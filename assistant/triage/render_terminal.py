@@ -147,8 +147,8 @@ def render_table(result: TriageResult, console: Console, *, top: int = 5, rows: 
         hours = Text(fmt_hours(g.gpu_hours, hours_known(result, g)), style="bold red" if g.gpu_hours > 0 else "dim")
         cells: list[Text] = [Text(str(rank)), hours, Text(str(len(g.job_ids)))]
         category = clean_text(g.category, oneline=True)
-        _mark_known(result, g, title)
         title.append(f"\n{clean_text(g.group_id, oneline=True)}", style="dim cyan")
+        _mark_known(result, g, title)
         if wide:
             cells += [Text(category), title, Text(fmt_day(g.first_seen)), Text(fmt_day(g.last_seen))]
         else:

@@ -400,6 +400,8 @@ def watch(
     ``stop`` (set from another thread), Ctrl-C and SIGTERM end it cleanly; ``once=True`` does a
     single poll. ``on_event`` receives every :class:`WatchEvent` (the CLI prints them); without it
     they go to the log. Returns what was done; the state keeps everything for the next run.
+    A job of a resolved group (see ``triage.resolutions``) that ended after the resolution (or
+    after ``regression_after``, epoch seconds) sends one ``regression`` message per group.
     """
     stop = stop or threading.Event()
     watcher = Watcher(paths, settle_s=settle_s, webhook=webhook, notify_every=notify_every, state_path=state_path,
