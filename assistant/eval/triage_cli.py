@@ -86,6 +86,7 @@ def triage_cmd(
     results: Optional[Path] = typer.Option(None, "--results", help="Results file (default eval/triage/results.json)."),
     check: bool = typer.Option(False, "--check", help="Exit 1 when triage is below a floor of eval/triage/thresholds.toml."),
     thresholds: Optional[Path] = typer.Option(None, "--thresholds", help="Thresholds file (default eval/triage/thresholds.toml)."),
+    generator: str = typer.Option("v1", "--generator", help="Corpus generator: v1 (assistant.eval.triage_corpus) or v2 (assistant.eval.triage_corpus_v2, truth from scenarios; seeds 100 dev, 101 frozen test)."),
 ) -> None:
     """Score `torchhelp triage` and the naive baseline on a triage corpus with ground truth."""
     from rich.console import Console
@@ -103,10 +104,17 @@ def triage_cmd(
     else:
         target = out or default_dir() / "corpus"
         start = time.perf_counter()
-        logs = generate(target, n_jobs=jobs_count, seed=seed, big_noise_mb=big_noise_mb)
+        if generator == "v2":
+            from assistant.eval.triage_corpus_v2 import generate as generate_v2
+
+            logs = generate_v2(target, n_jobs=jobs_count, seed=seed)
+        elif generator == "v1":
+            logs = generate(target, n_jobs=jobs_count, seed=seed, big_noise_mb=big_noise_mb)
+        else:
+            raise EvalError(f"unknown generator {generator!r} (v1 or v2)")
         truth_path = target / "truth.jsonl"
         source = {"corpus": str(target), "generated": True, "seed": seed, "jobs": jobs_count, "big_noise_mb": big_noise_mb,
-                  "generate_s": round(time.perf_counter() - start, 3)}
+                  "generator": generator, "generate_s": round(time.perf_counter() - start, 3)}
         console.print(f"generated {jobs_count} jobs in {source['generate_s']} s under {target}")
     truth = load_truth(truth_path)
     size = sum(p.stat().st_size for p in logs.rglob("*") if p.is_file())
