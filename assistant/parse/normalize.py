@@ -34,6 +34,27 @@ _OTHER_PREFIXES = (
 )
 
 
+_TIMESTAMPS = _OTHER_PREFIXES[:2]  # a date-time (with level and logger) or a bare [HH:MM:SS]: never a word of the log itself
+
+
+def strip_timestamp(text: str) -> tuple[str, str]:
+    """A line without the timestamp (and its level and logger) a log shipper or logger put in front of every line.
+
+    Returns the rest and what was removed (kept by the caller for ordering by time). Only time-shaped prefixes are
+    removed, so a log line that happens to start with a word and a bar stays whole.
+    """
+    removed = ""
+    for _ in range(2):  # "2024-05-01T10:00:00Z 2024-05-01 10:00:00,123 INFO ..." (shipper, then logger)
+        for pattern in _TIMESTAMPS:
+            m = pattern.match(text)
+            if m and m.end() > 0:
+                removed, text = removed + text[:m.end()], text[m.end():]
+                break
+        else:
+            break
+    return text, removed
+
+
 @dataclass(frozen=True)
 class Line:
     """A cleaned line and the rank its prefix named, if any."""

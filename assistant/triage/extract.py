@@ -180,8 +180,8 @@ _SPAN_LINES = 2000  # a job's first and last timestamps sit near its log's ends
 
 
 def _file_span(f: FileText) -> tuple[float | None, float | None]:
-    first = next((t for ln in f.lines[:_SPAN_LINES] if (t := line_time(ln.text)) is not None), None)
-    last = next((t for ln in reversed(f.lines[-_SPAN_LINES:]) if (t := line_time(ln.text)) is not None), None)
+    first = next((t for ln in f.lines[:_SPAN_LINES] if (t := line_time(ln.timed)) is not None), None)
+    last = next((t for ln in reversed(f.lines[-_SPAN_LINES:]) if (t := line_time(ln.timed)) is not None), None)
     return first, last
 
 

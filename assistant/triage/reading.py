@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from assistant.parse.normalize import strip_timestamp
 from assistant.render.safe_text import safe_text
 
 HEAD_BYTES = 256 * 1024
@@ -29,6 +30,7 @@ _BINARY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
 # "[1,3]<stderr>:" carry none, so the indentation of traceback lines after them must be kept whole.
 _RANK_PREFIX = re.compile(r"^\[(?:rank|global_rank)(\d{1,5})\]: ?|^\[default(\d{1,5})\]:|^\[1,(\d{1,5})\]<(?:stdout|stderr)>:")
 _SRUN_LABEL = re.compile(r"^\s{0,3}(\d{1,5}): ")
+_MAY_HAVE_STAMP = re.compile(r"\[?\d{4}-|\[\d{2}:")  # cheap test before the timestamp patterns
 _RANK_IN_PATH = re.compile(r"(?:^|[/_.-])(?:rank|worker|proc|process|local_rank|lrank)[_-]?(\d{1,5})(?=$|[/_.-])", re.IGNORECASE)
 _TORCHELASTIC_DIR = re.compile(r"/attempt_\d+/(\d{1,5})/(?:stdout|stderr|error)\.")
 
@@ -41,6 +43,12 @@ class LogLine:
     text: str
     file: int  # index of the file within the job
     number: int  # position within the file's kept lines
+    stamp: str = ""  # the timestamp prefix removed from the line (a shipper's or logger's), read for ordering
+
+    @property
+    def timed(self) -> str:
+        """The text to read a time from: the removed timestamp when there was one, else the line."""
+        return self.stamp or self.text
 
 
 @dataclass
@@ -125,7 +133,9 @@ def clean(text: str) -> str:
 
 
 def _log_line(raw: str, file_rank: int | None, srun_labels: bool, file_index: int, number: int) -> LogLine:
-    text = clean(raw)
+    # kubectl --timestamps, log shippers and Python logging put a time (and level) before every line, even before
+    # "[rank3]:" and inside tracebacks: removed first (and after the rank prefix), kept aside for ordering.
+    text, stamp = strip_timestamp(clean(raw)) if _MAY_HAVE_STAMP.match(raw) else (clean(raw), "")
     rank = file_rank
     m = _RANK_PREFIX.match(text)
     if m:
@@ -140,9 +150,11 @@ def _log_line(raw: str, file_rank: int | None, srun_labels: bool, file_index: in
         if m:
             rank = int(m.group(1))
             text = text[m.end():]
+    if not stamp and (text[:1].isdigit() or text[:1] == "["):
+        text, stamp = strip_timestamp(text)
     if len(text) > MAX_LINE:
         text = text[:MAX_LINE]
-    return LogLine(rank, text.rstrip(), file_index, number)
+    return LogLine(rank, text.rstrip(), file_index, number, stamp)
 
 
 def _uses_srun_labels(lines: list[str]) -> bool:

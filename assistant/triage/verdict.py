@@ -203,11 +203,11 @@ def _order_key(f: _Found) -> tuple[float, int, int]:
 
 def _event_time(lines: list[LogLine], ev: Event) -> float | None:
     for j in range(ev.start, max(ev.start - 40, -1), -1):
-        t = order_time(lines[j].text)
+        t = order_time(lines[j].timed)
         if t is not None:
             return t
     for j in range(ev.start + 1, min(ev.end + 1, len(lines))):
-        t = order_time(lines[j].text)
+        t = order_time(lines[j].timed)
         if t is not None:
             return t
     return None
@@ -224,8 +224,18 @@ def _failure_text(found: _Found) -> str:
     return text[:20000]
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b:?")
+
+
 def _first_nonblank(lines: list[str]) -> str:
-    return next((ln.strip() for ln in lines if ln.strip()), "")
+    """A headline for an event whose own was not read: its last exception line, else its first line that says something.
+
+    Never the traceback header or a frame: those name no failure, and a group titled by one gathers unrelated jobs."""
+    said = [ln.strip() for ln in lines if ln.strip()]
+    exception = next((ln for ln in reversed(said) if _EXCEPTION_LINE.match(ln)), None)
+    if exception:
+        return exception
+    return next((ln for ln in said if not ln.startswith(("Traceback (most recent call last)", "File \"", "^"))), said[0] if said else "")
 
 
 def _streams(f: FileText) -> dict[int | None, list[LogLine]]:
