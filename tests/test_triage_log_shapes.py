@@ -48,3 +48,25 @@ def test_a_headline_is_never_a_traceback_header() -> None:
     cut = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>', "    loss = model(x)"]
     assert not _first_nonblank(cut).startswith(("Traceback", "File"))
     assert _first_nonblank([*cut, "torch.OutOfMemoryError: CUDA out of memory."]).startswith("torch.OutOfMemoryError")
+
+
+def test_a_log_without_source_lines_joins_the_group_of_its_frame(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """No source on the node: frames without their source line. Same error, same function: one group; another
+    source line of the same function with the same error is another frame, another group."""
+    import re
+
+    lines = REAL.read_text(encoding="utf-8").splitlines()
+    bare = [re.sub(r"^\[rank\d+\]:", "", ln) for ln in lines]
+    # Drop each frame's source line (the line after a 'File "...", line N' line) and the caret lines under it.
+    no_source = [ln for k, ln in enumerate(lines)
+                 if not (k and 'File "' in bare[k - 1] and 'File "' not in bare[k] and bare[k].startswith("    ")) and not re.fullmatch(r"\s*[\^~]+\s*", bare[k])]
+    assert len(no_source) < len(lines)
+    user_line = next(ln for ln in lines if "model(torch.randn(64, 100" in ln)
+    other_line = user_line.replace("model(torch.randn(64, 100", "head(torch.randn(64, 100")
+    # Jobs are grouped in job-id order; a job without source lines joins its function's group when there is one.
+    for name, body in {"a-with-source": lines, "b-without-source": no_source, "c-other-line": [other_line if ln == user_line else ln for ln in lines]}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "stdout.log").write_text("\n".join(body) + "\n", encoding="utf-8")
+    result = triage([str(tmp_path)], diagnose_groups=False)
+    g = result.group_of
+    assert g["a-with-source"] == g["b-without-source"] != g["c-other-line"]

@@ -70,6 +70,8 @@ _TORCHRUN_FAILED = re.compile(r"ChildFailedError|Root Cause \(first observed fai
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank")
 _ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 _ROOT_TB = re.compile(r"^\s*traceback\s*:\s*(.*)$")
+_DS_EXIT = re.compile(r"sigkill_handler\b.*--local_rank=(\d+).*exits with return code = (-?\d+)")
+_DS_NODE = re.compile(r"num_local_procs=(\d+), node_rank=(\d+)")
 _FAILED_LOCAL = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 _SPAWN = re.compile(r"-- Process (\d+) terminated with the following error|process (\d+) terminated with (?:signal|exit code)")
 _LAUNCHER_TYPES = re.compile(r"(?:ChildFailedError|ProcessRaisedException|ProcessExitedException|CalledProcessError|SignalException)\b")
@@ -81,7 +83,8 @@ _PROGRESS = re.compile(
     re.IGNORECASE,
 )
 _NOT_PROGRESS = re.compile(r"^(?:wandb:|srun:|slurmstepd:|\s)")
-_SUCCESS = re.compile(r"\b(?:training (?:complete|completed|finished|done)|finished training|job (?:finished|completed|done) successfully|all done)\b|exit(?:ed)?(?: with)? (?:code|status)[:= ]+0\b", re.IGNORECASE)
+_SUCCESS = re.compile(r"\b(?:training (?:complete|completed|finished|done)|finished training|job (?:finished|completed|done) successfully|all done|exits successfully)\b"
+                      r"|exit(?:ed)?(?: with)? (?:code|status)[:= ]+0\b", re.IGNORECASE)
 
 
 @dataclass
@@ -117,6 +120,7 @@ def scan(lines: list[LogLine]) -> StreamScan:
     events: list[Event] = []
     progress: list[int] = []
     success_at = -1
+    ds_nodes: set[tuple[int, int]] = set()  # DeepSpeed launcher's (processes per node, node rank) lines seen so far
     i = 0
     n = len(texts)
     while i < n:
@@ -179,6 +183,13 @@ def scan(lines: list[LogLine]) -> StreamScan:
             events.append(Event(ERROR_LINE, i, i, stripped, [t]))
             i += 1
             continue
+        if "node_rank=" in t and (m := _DS_NODE.search(t)):
+            ds_nodes.add((int(m.group(1)), int(m.group(2))))
+        m = _DS_EXIT.search(t)
+        if m:
+            events.append(_deepspeed_exit(t, i, m, ds_nodes))
+            i += 1
+            continue
         m = _EXIT_CODE.search(t)
         if m and not _NOT_PROGRESS.match(t) or (m and t.startswith(("srun", "slurmstepd"))):
             code = int(m.group("code"))
@@ -206,7 +217,7 @@ _EVENT_HINTS = (
     "exception", "exit", "status", "received",
 )
 _PROGRESS_HINTS = ("epoch", "step", "iter", "batch", "loss", "%|", "it/s", "s/it", "retry", "retrying", "reconnect", "resum", "checkpoint")
-_SUCCESS_HINTS = ("complete", "finish", "done")
+_SUCCESS_HINTS = ("complete", "finish", "done", "success")
 
 
 def _has(low: str, words: tuple[str, ...]) -> bool:
@@ -366,6 +377,15 @@ def _torchrun_summary(texts: list[str], start: int) -> Event:
     has_traceback = any(_TB_HEADER in t for t in tb)
     return Event(LAUNCHER, start, end, headline, tb if has_traceback else summary, reason=_exit_reason(code, headline),
                  exit_code=code, named_rank=rank, launcher=True, multi_hint=bool(rank))
+
+
+def _deepspeed_exit(t: str, i: int, m: re.Match[str], nodes: set[tuple[int, int]]) -> Event:
+    """DeepSpeed's launcher reporting a worker's exit: it names the worker by ``--local_rank``; on one node (or one
+    node's own log) that and the node's rank give the global rank, on several nodes mixed in one stream it stays unnamed."""
+    local, code = int(m.group(1)), int(m.group(2))
+    rank = local + nodes_procs[0] * nodes_procs[1] if len(nodes) == 1 and (nodes_procs := next(iter(nodes))) else None
+    return Event(LAUNCHER, i, i, t.strip(), [t], reason=_exit_reason(code, t) if code < 0 else "exit_code", exit_code=code,
+                 named_rank=rank, launcher=True, multi_hint=True)
 
 
 # Negative exit codes (torchrun, mp.spawn) and 128+N shell codes name the signal that killed the process.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant.triage.model import JobReport
+from assistant.triage.verdict import failure_stem
 
 # Order matters: specific shapes before bare numbers.
 _MASKS: tuple[tuple[str, str], ...] = (
@@ -48,7 +49,7 @@ class Grouper:
 
     def __init__(self) -> None:
         self._miner = _new_miner()
-        self._groups: dict[tuple[str, int, str], str] = {}  # (category or reason, Drain3 cluster, location) -> id
+        self._groups: dict[tuple[str, int | str, str], str] = {}  # (category or reason, Drain3 cluster or stem, location) -> id
 
     def key(self, report: JobReport) -> str:
         """The group id of a failed job (adds its template to the miner)."""
@@ -58,7 +59,11 @@ class Grouper:
         # The category when it is known (watch mode); in a batch, how the run ended (the category
         # is decided afterwards, once per group).
         kind = report.category or report.reason or "failed"
-        signature = (kind, cluster_id, location)
+        # At a frame of the user's code, a failure is one root cause whatever its numbers, names or PyTorch version's
+        # wording: its stem (first words of the message) stands for the template. Without a frame the mined template
+        # does (scheduler verdicts, hangs, launcher reports).
+        part: int | str = f"stem:{failure_stem(message)}" if location else cluster_id
+        signature = self._frame_signature(kind, part, location)
         group = self._groups.get(signature)
         if group is None:
             digest = hashlib.sha1(f"{self._miner.drain.id_to_cluster[cluster_id].get_template()}|{location}".encode("utf-8", "replace")).hexdigest()[:8]
@@ -68,6 +73,26 @@ class Grouper:
                 group = f"{kind}-{digest}"
             self._groups[signature] = group
         return group
+
+    def _frame_signature(self, kind: str, part: int | str, location: str) -> tuple[str, int | str, str]:
+        """The group signature, the frame's source line included when the log shows it.
+
+        Two source lines of one function are two frames (two groups); but some logs lack source lines (no source on the
+        node), so a job without one joins the single group of its function, and a job with one joins a group made only of
+        jobs without one."""
+        frame, _, source = location.partition(": ")
+        frame = frame.rstrip(":")
+        siblings = [sig for sig in self._groups if sig[0] == kind and sig[1] == part and sig[2].partition(": ")[0].rstrip(":") == frame]
+        exact = (kind, part, f"{frame}: {source}" if source else frame)
+        if exact in self._groups or not siblings:
+            return exact
+        if not source:
+            return siblings[0] if len({self._groups[s] for s in siblings}) == 1 else exact
+        bare = [sig for sig in siblings if not sig[2].partition(": ")[2]]
+        with_source = [sig for sig in siblings if sig[2].partition(": ")[2]]
+        if bare and not with_source:
+            self._groups[exact] = self._groups[bare[0]]  # this frame's source line now names that group
+        return exact
 
     def template(self, report: JobReport) -> str:
         """The masked template a failed job's message belongs to now."""

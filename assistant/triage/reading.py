@@ -30,6 +30,7 @@ _BINARY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
 # "[1,3]<stderr>:" carry none, so the indentation of traceback lines after them must be kept whole.
 _RANK_PREFIX = re.compile(r"^\[(?:rank|global_rank)(\d{1,5})\]: ?|^\[default(\d{1,5})\]:|^\[1,(\d{1,5})\]<(?:stdout|stderr)>:")
 _SRUN_LABEL = re.compile(r"^\s{0,3}(\d{1,5}): ")
+_HOST_LABEL = re.compile(r"^([A-Za-z][\w-]*(?:[\d.-][\w-]*)+(?:\.[\w-]+)*): ")
 _MAY_HAVE_STAMP = re.compile(r"\[?\d{4}-|\[\d{2}:")  # cheap test before the timestamp patterns
 _RANK_IN_PATH = re.compile(r"(?:^|[/_.-])(?:rank|worker|proc|process|local_rank|lrank)[_-]?(\d{1,5})(?=$|[/_.-])", re.IGNORECASE)
 _TORCHELASTIC_DIR = re.compile(r"/attempt_\d+/(\d{1,5})/(?:stdout|stderr|error)\.")
@@ -100,16 +101,16 @@ def read_file(path: str, index: int, *, head_bytes: int = HEAD_BYTES, tail_bytes
     head_text = _decode(head)
     head_lines = _split(head_text, drop_last_partial=bool(tail))
     tail_lines = _split(_decode(tail), drop_first_partial=True) if tail else []
-    srun_labels = _uses_srun_labels(head_lines or tail_lines)
+    labels = _line_labels(head_lines or tail_lines)
     for raw in head_lines:
-        out.lines.append(_log_line(raw, file_rank, srun_labels, index, len(out.lines)))
+        out.lines.append(_log_line(raw, file_rank, labels, index, len(out.lines)))
     if tail:
         out.gap_after = len(out.lines) - 1
         skipped = total - len(head) - len(tail)
         if skipped > 0:
             out.notes.append(f"{Path(path).name}: {skipped / 1e6:.0f} MB in the middle not read (only the head and tail matter)")
         for raw in tail_lines:
-            out.lines.append(_log_line(raw, file_rank, srun_labels, index, len(out.lines)))
+            out.lines.append(_log_line(raw, file_rank, labels, index, len(out.lines)))
     return out
 
 
@@ -117,9 +118,9 @@ def text_file(text: str, index: int = 0, name: str = "<input>") -> FileText:
     """A log given as text (pasted, or captured from a run) as the same clean lines a file gives."""
     lines = _split(text)
     out = FileText(path=name, size=len(text))
-    srun_labels = _uses_srun_labels(lines)
+    labels = _line_labels(lines)
     for raw in lines:
-        out.lines.append(_log_line(raw, None, srun_labels, index, len(out.lines)))
+        out.lines.append(_log_line(raw, None, labels, index, len(out.lines)))
     return out
 
 
@@ -132,7 +133,7 @@ def clean(text: str) -> str:
     return safe_text(text)
 
 
-def _log_line(raw: str, file_rank: int | None, srun_labels: bool, file_index: int, number: int) -> LogLine:
+def _log_line(raw: str, file_rank: int | None, labels: str, file_index: int, number: int) -> LogLine:
     # kubectl --timestamps, log shippers and Python logging put a time (and level) before every line, even before
     # "[rank3]:" and inside tracebacks: removed first (and after the rank prefix), kept aside for ordering.
     text, stamp = strip_timestamp(clean(raw)) if _MAY_HAVE_STAMP.match(raw) else (clean(raw), "")
@@ -145,11 +146,19 @@ def _log_line(raw: str, file_rank: int | None, srun_labels: bool, file_index: in
         m2 = _RANK_PREFIX.match(text)
         if m2:
             text = text[m2.end():]
-    elif srun_labels:
+    elif labels == "srun":
         m = _SRUN_LABEL.match(text)
         if m:
             rank = int(m.group(1))
             text = text[m.end():]
+    elif labels == "host":
+        m = _HOST_LABEL.match(text)
+        if m:
+            text = text[m.end():]
+            m = _RANK_PREFIX.match(text)  # "node-3: [rank5]: ..."
+            if m:
+                rank = int(next(g for g in m.groups() if g is not None))
+                text = text[m.end():]
     if not stamp and (text[:1].isdigit() or text[:1] == "["):
         text, stamp = strip_timestamp(text)
     if len(text) > MAX_LINE:
@@ -157,13 +166,19 @@ def _log_line(raw: str, file_rank: int | None, srun_labels: bool, file_index: in
     return LogLine(rank, text.rstrip(), file_index, number, stamp)
 
 
-def _uses_srun_labels(lines: list[str]) -> bool:
-    """srun --label prefixes ("3: ") are trusted only when most lines carry them (a lone "10: loss" is not one)."""
+def _line_labels(lines: list[str]) -> str:
+    """The label most lines carry: "srun" (``srun --label``: "3: "), "host" (pdsh, clush, DeepSpeed's multi-node
+    runner: "gpu-07: "), or "" (none). Trusted only when most lines carry one (a lone "10: loss" is not a label)."""
     sample = [ln for ln in lines[:400] if ln.strip()]
     if len(sample) < 3:
-        return False
-    labelled = sum(1 for ln in sample if _SRUN_LABEL.match(ln))
-    return labelled >= 0.6 * len(sample)
+        return ""
+    if sum(1 for ln in sample if _SRUN_LABEL.match(ln)) >= 0.6 * len(sample):
+        return "srun"
+    hosts = [m.group(1) for ln in sample if (m := _HOST_LABEL.match(ln))]
+    # A host name has a digit, a dash or a dot ("INFO: " and "Epoch: " are words), and a few hosts write many lines.
+    if len(hosts) >= 0.6 * len(sample) and len(set(hosts)) <= max(2, len(hosts) // 4):
+        return "host"
+    return ""
 
 
 def _split(text: str, *, drop_first_partial: bool = False, drop_last_partial: bool = False) -> list[str]:

@@ -32,7 +32,6 @@ _FALLOUT = re.compile(
     r"|communicator was aborted|Connection reset by peer|Connection closed by peer|Broken pipe|timed out|Timeout",
     re.IGNORECASE,
 )
-_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 
 @dataclass
@@ -66,6 +65,8 @@ def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdic
     schedulers: list[_Found] = []
     exits: list[_Found] = []
     for rank, file_index, lines, result in scans:
+        if result.success:
+            continue  # the stream ends with its own success marker after every failure it shows: it survived them
         for ev in result.events:
             if ev.ignored or ev.survived:
                 continue
@@ -84,8 +85,6 @@ def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdic
                 primaries.append(found)  # cut before its last line: still the failure
             else:
                 primaries.append(found)
-        if result.success and not any(not e.ignored and not e.survived for e in result.events):
-            continue
     root_rank = next((f.event.named_rank for f in launchers if f.event.named_rank is not None), None)
     # A launcher naming rank 3 proves several ranks; one naming rank 0 ("srun: task 0") does not.
     multi = multi or any(f.event.multi_hint for f in launchers) or len({f.rank for f in primaries + secondaries if f.rank is not None}) > 1
@@ -186,15 +185,33 @@ def _first_failure(candidates: list[_Found], *, multi: bool, root_rank: int | No
             # No clock and no launcher verdict: the odd one out (one rank's error unlike the others') came first.
             by_message: dict[str, list[_Found]] = defaultdict(list)
             for f in ranked:
-                by_message[_MASK.sub("#", f.event.headline)].append(f)
+                by_message[failure_stem(f.event.headline)].append(f)
             rarest = min(by_message.values(), key=lambda fs: (len({f.rank for f in fs}), min(f.rank or 0 for f in fs)))
             first = min(rarest, key=lambda f: (f.rank, f.event.start))
     return first, first.rank
 
 
+_TYPE_PREFIX = re.compile(r"^\s*(?:[\w.]+\.)?([A-Z]\w*):\s*")
+_QUOTED = re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`\n]{0,200}`")
+_WORD = re.compile(r"[A-Za-z_]{2,}")
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.@~+-]+){2,}[\\/]?|\b[\w.-]+\.(?:so|py|pt|pth|bin|json|yaml|ckpt)\b")
+STEM_WORDS = 6
+
+
+def failure_stem(headline: str) -> str:
+    """What a failure says, without what varies between runs and versions of it: the first words of its message
+    (numbers, quoted names, paths, sizes and the exception's class dropped); the class alone when the message is only
+    a value (``KeyError: 'label'``). Two ranks, or two jobs, with the same stem failed the same way."""
+    head = headline.strip()
+    m = _TYPE_PREFIX.match(head)
+    message = head[m.end():] if m else head
+    words = _WORD.findall(_PATH.sub(" ", _QUOTED.sub(" ", message)))[:STEM_WORDS]
+    return " ".join(words).lower() if words else (m.group(1) if m else head[:80])
+
+
 def _identical(found: list[_Found]) -> bool:
-    heads = {_MASK.sub("#", f.event.headline) for f in found}
-    return len(heads) == 1 and len(found) > 1
+    stems = {failure_stem(f.event.headline) for f in found}
+    return len(stems) == 1 and len(found) > 1
 
 
 def _order_key(f: _Found) -> tuple[float, int, int]:
@@ -252,10 +269,30 @@ def _streams(f: FileText) -> dict[int | None, list[LogLine]]:
 Scan = tuple[int | None, int, list[LogLine], StreamScan]  # (rank, file index, the stream's lines, its events)
 
 
+# A file that holds several runs of one job (a requeued Slurm job appending to its output, torchelastic restarting its
+# workers): only the run after the last of these lines decides how the job ended.
+_RESTARTED = re.compile(
+    r"\bjob \d+ requeued\b|\bRequeu(?:e|ing) job\b|SLURM_RESTART_COUNT=[1-9]|attempts left; will restart worker group"
+    r"|Restarting worker group|restart_count=[1-9]",
+    re.IGNORECASE,
+)
+
+
+def last_run(f: FileText) -> FileText:
+    """The part of a file written by the job's last run (the whole file when it shows one run)."""
+    cut = next((k for k in range(len(f.lines) - 1, -1, -1)
+                if ("estart" in f.lines[k].text or "equeu" in f.lines[k].text or "ESTART" in f.lines[k].text) and _RESTARTED.search(f.lines[k].text)), None)
+    if cut is None:
+        return f
+    kept = FileText(path=f.path, size=f.size, lines=f.lines[cut + 1:], bytes_read=f.bytes_read, notes=list(f.notes), readable=f.readable)
+    kept.gap_after = f.gap_after - cut - 1 if f.gap_after is not None and f.gap_after > cut else None
+    return kept
+
+
 def scans_of(files: Sequence[FileText]) -> list[Scan]:
-    """Every file's lines split by rank, each stream scanned for events."""
+    """Every file's lines (of its last run) split by rank, each stream scanned for events."""
     out: list[Scan] = []
-    for f in files:
+    for f in map(last_run, files):
         for rank, lines in _streams(f).items():
             out.append((rank, f.lines[0].file if f.lines else 0, lines, scan(list(lines))))
     return out
