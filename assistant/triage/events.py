@@ -120,7 +120,7 @@ def scan(lines: list[LogLine]) -> StreamScan:
     events: list[Event] = []
     progress: list[int] = []
     success_at = -1
-    ds_nodes: set[tuple[int, int]] = set()  # DeepSpeed launcher's (processes per node, node rank) lines seen so far
+    ds_nodes: dict[str, tuple[int, int]] = {}  # DeepSpeed launcher's (processes per node, node rank) per host label
     i = 0
     n = len(texts)
     while i < n:
@@ -184,10 +184,10 @@ def scan(lines: list[LogLine]) -> StreamScan:
             i += 1
             continue
         if "node_rank=" in t and (m := _DS_NODE.search(t)):
-            ds_nodes.add((int(m.group(1)), int(m.group(2))))
+            ds_nodes[lines[i].host] = (int(m.group(1)), int(m.group(2)))
         m = _DS_EXIT.search(t)
         if m:
-            events.append(_deepspeed_exit(t, i, m, ds_nodes))
+            events.append(_deepspeed_exit(t, i, m, ds_nodes.get(lines[i].host) or (next(iter(ds_nodes.values())) if len(ds_nodes) == 1 else None)))
             i += 1
             continue
         m = _EXIT_CODE.search(t)
@@ -379,11 +379,11 @@ def _torchrun_summary(texts: list[str], start: int) -> Event:
                  exit_code=code, named_rank=rank, launcher=True, multi_hint=bool(rank))
 
 
-def _deepspeed_exit(t: str, i: int, m: re.Match[str], nodes: set[tuple[int, int]]) -> Event:
-    """DeepSpeed's launcher reporting a worker's exit: it names the worker by ``--local_rank``; on one node (or one
-    node's own log) that and the node's rank give the global rank, on several nodes mixed in one stream it stays unnamed."""
+def _deepspeed_exit(t: str, i: int, m: re.Match[str], node: tuple[int, int] | None) -> Event:
+    """DeepSpeed's launcher reporting a worker's exit: it names the worker by ``--local_rank``; with its node's rank
+    (the node's launcher line, read from the same host's lines) that is the global rank, else it stays unnamed."""
     local, code = int(m.group(1)), int(m.group(2))
-    rank = local + nodes_procs[0] * nodes_procs[1] if len(nodes) == 1 and (nodes_procs := next(iter(nodes))) else None
+    rank = local + node[0] * node[1] if node is not None else None
     return Event(LAUNCHER, i, i, t.strip(), [t], reason=_exit_reason(code, t) if code < 0 else "exit_code", exit_code=code,
                  named_rank=rank, launcher=True, multi_hint=True)
 

@@ -30,6 +30,7 @@ FALLBACK_CATEGORY = {
     "killed": "cpu_oom",
     "bus_error": "dataloader_error",
     "collective_timeout": "nccl_error",
+    "collective_desync": "nccl_error",
 }
 _ATTEMPT = re.compile(r"(?:^|[/_.-])(?:attempt|restart|retry|requeue|try)[_-]?(\d+)(?=$|[/_.-])", re.IGNORECASE)
 _ROTATED = re.compile(r"\.(\d{1,3})(?:\.gz)?$")
@@ -109,6 +110,7 @@ def _default_title(v: Verdict) -> str:
         "segfault": "Segmentation fault",
         "bus_error": "Bus error",
         "collective_timeout": "Collective operation timed out (hang)",
+        "collective_desync": "Collective desync: one rank never reached the collective the others wait in",
         "exit_code": "Process exited with an error code",
     }
     return titles.get(v.reason) or (v.headline[:120] if v.headline else "Job failed")

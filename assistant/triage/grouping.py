@@ -58,7 +58,7 @@ class Grouper:
         cluster_id = int(result["cluster_id"])
         # The category when it is known (watch mode); in a batch, how the run ended (the category
         # is decided afterwards, once per group).
-        kind = report.category or report.reason or "failed"
+        kind = report.category or _SAME_ENDING.get(report.reason, report.reason) or "failed"
         # At a frame of the user's code, a failure is one root cause whatever its numbers, names or PyTorch version's
         # wording: its stem (first words of the message) stands for the template. Without a frame the mined template
         # does (scheduler verdicts, hangs, launcher reports).
@@ -121,16 +121,20 @@ class Grouper:
 # scheduler version words it. A collective timeout is told apart by its collective.
 _VERDICT_REASONS = {"time_limit", "preempted", "cancelled", "node_failure", "oom_kill", "killed", "segfault", "bus_error", "abort", "sigterm"}
 _OP_TYPE = re.compile(r"OpType=(\w+)")
+# Endings that are one root cause however they were seen: a SIGKILL with nothing else said is the OOM killer's (what
+# the scheduler's oom_kill line or a pod's OOMKilled says outright).
+_SAME_ENDING = {"killed": "oom_kill"}
 
 
 def _signature(report: JobReport) -> tuple[str, str]:
     """The message Drain3 mines and the location part of a failed job's group key."""
     location = normalize_location(report.location)
-    if report.reason == "collective_timeout":
+    if report.reason in ("collective_timeout", "collective_desync"):
         op = _OP_TYPE.search(report.failure_text or report.headline)
-        return "collective operation timed out", f"collective {op.group(1) if op else '?'}"
+        what = "timed out" if report.reason == "collective_timeout" else "desynchronised"
+        return f"collective operation {what}", f"collective {op.group(1) if op else '?'} {what}"
     if report.reason in _VERDICT_REASONS and not location and "Traceback" not in report.failure_text:
-        return f"job ended: {report.reason.replace('_', ' ')}", ""
+        return f"job ended: {_SAME_ENDING.get(report.reason, report.reason).replace('_', ' ')}", ""
     message = _DECORATION.sub("", (report.headline or report.title or report.reason or "failed").strip())[:1000]
     return message, location
 

@@ -45,6 +45,7 @@ class LogLine:
     file: int  # index of the file within the job
     number: int  # position within the file's kept lines
     stamp: str = ""  # the timestamp prefix removed from the line (a shipper's or logger's), read for ordering
+    host: str = ""  # the host label removed from the line (pdsh, DeepSpeed's multi-node runner), when lines carry one
 
     @property
     def timed(self) -> str:
@@ -138,6 +139,7 @@ def _log_line(raw: str, file_rank: int | None, labels: str, file_index: int, num
     # "[rank3]:" and inside tracebacks: removed first (and after the rank prefix), kept aside for ordering.
     text, stamp = strip_timestamp(clean(raw)) if _MAY_HAVE_STAMP.match(raw) else (clean(raw), "")
     rank = file_rank
+    host = ""
     m = _RANK_PREFIX.match(text)
     if m:
         rank = int(next(g for g in m.groups() if g is not None))
@@ -154,6 +156,7 @@ def _log_line(raw: str, file_rank: int | None, labels: str, file_index: int, num
     elif labels == "host":
         m = _HOST_LABEL.match(text)
         if m:
+            host = m.group(1)
             text = text[m.end():]
             m = _RANK_PREFIX.match(text)  # "node-3: [rank5]: ..."
             if m:
@@ -163,7 +166,7 @@ def _log_line(raw: str, file_rank: int | None, labels: str, file_index: int, num
         text, stamp = strip_timestamp(text)
     if len(text) > MAX_LINE:
         text = text[:MAX_LINE]
-    return LogLine(rank, text.rstrip(), file_index, number, stamp)
+    return LogLine(rank, text.rstrip(), file_index, number, stamp, host)
 
 
 def _line_labels(lines: list[str]) -> str:

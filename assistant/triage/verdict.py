@@ -22,7 +22,7 @@ from assistant.triage.reading import FileText, LogLine, text_file
 
 _SECONDARY = re.compile(
     r"DistBackendError: .{0,300}?(?:timed out|timeout|aborted|remote process exited|Connection reset|Broken pipe)|NCCL communicator was aborted|Watchdog caught collective|watchdog thread terminated|Connection reset by peer|Broken pipe"
-    r"|ProcessGroupNCCL.{0,40}abort|SignalException|KeyboardInterrupt|got signal: \d+|Socket Timeout|recvValue failed|recvVector failed"
+    r"|ProcessGroupNCCL.{0,40}abort|Fatal Python error: Aborted|SignalException|KeyboardInterrupt|got signal: \d+|Socket Timeout|recvValue failed|recvVector failed"
     r"|Connection closed by peer|DistNetworkError: .*(?:reset|closed|Broken)|NCCL error.*remote process exited|another rank|peer process",
     re.IGNORECASE,
 )
@@ -77,7 +77,10 @@ def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdic
                 schedulers.append(found)
             elif ev.kind == ev_kinds.EXIT_CODE:
                 exits.append(found)
-            elif ev.kind in (ev_kinds.WATCHDOG, ev_kinds.SIGTERM) or (ev.kind == ev_kinds.TRACEBACK and _SECONDARY.search(ev.headline or "")):
+            elif ev.kind in (ev_kinds.WATCHDOG, ev_kinds.SIGTERM) or (
+                    ev.kind in (ev_kinds.TRACEBACK, ev_kinds.CPP_ABORT, ev_kinds.ERROR_LINE, ev_kinds.SIGNAL) and _SECONDARY.search(ev.headline or "")):
+                # A watchdog's own abort ("terminate called ... what(): ... Watchdog caught collective operation timeout",
+                # then "Fatal Python error: Aborted") is the timeout again, not a failure of that rank's own.
                 secondaries.append(found)
             elif ev.kind == ev_kinds.SIGNAL and ev.reason == "sigterm":
                 secondaries.append(found)
@@ -117,7 +120,13 @@ def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdic
             # output is not in these logs: the others' timeouts are its fallout, not a hang.
             notes.append(f"rank {root.event.named_rank} exited with code {root.event.exit_code} first; its own output is not in these logs")
             return Verdict("collective_timeout", first.event.headline, _failure_text(first), root.event.named_rank, notes)
-        timed_out = {w.rank for w in watchdogs if w.rank is not None}
+        behind = _desynchronised(scans)
+        if behind is not None:
+            rank, last, ahead = behind
+            notes.append(f"rank {rank} is behind: its last enqueued collective is #{last}, the other ranks' #{ahead}; they waited for it"
+                         " in a collective it never reached (a desync: it took another code path, or was slow or stuck before it)")
+            return Verdict("collective_desync", first.event.headline, _failure_text(first), rank, notes)
+        timed_out = {_watchdog_rank(w) for w in watchdogs} - {None}
         if len(timed_out) == 1 and ranks_seen > 1:
             # One rank of several waited in a collective the others never joined (they finished or
             # went elsewhere): that rank is where the job failed.
@@ -128,7 +137,9 @@ def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdic
         return Verdict("collective_timeout", first.event.headline, _failure_text(first), None, notes)
     if schedulers:
         chosen = max(schedulers, key=lambda f: _SCHEDULER_WEIGHT.get(f.event.reason, 0))
-        return Verdict(chosen.event.reason, chosen.event.headline, _failure_text(chosen), None, notes)
+        # The scheduler says how the job ended; the launcher, when it saw one, which rank went first (the one the
+        # OOM killer picked, say).
+        return Verdict(chosen.event.reason, chosen.event.headline, _failure_text(chosen), root_rank if multi else None, notes)
     named = [f for f in launchers if f.event.named_rank is not None]
     if named:
         # The launcher saw which child died first and how (a signal, an exit code): nothing better was printed.
@@ -150,6 +161,37 @@ def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdic
     return None
 
 
+_WATCHDOG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_ENQUEUED = re.compile(r"Rank (\d+)\]\s+failure detected by watchdog.*?last enqueued work: (\d+)")
+
+
+def _watchdog_rank(f: _Found) -> int | None:
+    """The rank a watchdog line belongs to: its stream's, else the one the line names ("[Rank 4] Watchdog caught ...")."""
+    if f.rank is not None:
+        return f.rank
+    m = _WATCHDOG_RANK.search(f.event.headline)
+    return int(m.group(1)) if m else None
+
+
+def _desynchronised(scans: Sequence[Scan]) -> tuple[int, int, int] | None:
+    """(rank, its last enqueued collective, the others') when one rank is behind the rest.
+
+    ProcessGroupNCCL's watchdog prints each rank's last enqueued work: ranks that enqueued a collective wait in it for a
+    rank that never enqueued it. That rank (the lowest, when a few are behind together) is where the job went wrong."""
+    last: dict[int, int] = {}
+    for _, _, lines, _ in scans:
+        for ln in lines:
+            if "last enqueued work" in ln.text and (m := _ENQUEUED.search(ln.text)):
+                last[int(m.group(1))] = int(m.group(2))
+    if len(last) < 2 or len(set(last.values())) < 2:
+        return None
+    low, high = min(last.values()), max(last.values())
+    behind = sorted(r for r, e in last.items() if e == low)
+    if len(behind) * 2 > len(last):
+        return None  # most are behind: the few ahead are not a laggard's peers, nothing to name
+    return behind[0], low, high
+
+
 _SIGNAL_DEATHS = {"segfault", "killed", "bus_error", "abort", "illegal_instruction", "fpe"}
 _SCHEDULER_WEIGHT = {"oom_kill": 5, "node_failure": 4, "time_limit": 3, "preempted": 2, "cancelled": 1}
 
@@ -161,7 +203,9 @@ def _first_failure(candidates: list[_Found], *, multi: bool, root_rank: int | No
         return max(candidates, key=_order_key), None
     ranked = [f for f in candidates if f.rank is not None]
     if not ranked:
-        return min(candidates, key=_order_key), root_rank
+        # Unprefixed output: when every process printed the same failure, none failed first (whichever the launcher
+        # happened to see exit first).
+        return min(candidates, key=_order_key), None if _identical(candidates) else root_rank
     if _identical(ranked) and len({f.rank for f in ranked}) > 1:
         return min(ranked, key=_order_key), None
     own = [f for f in ranked if not _FALLOUT.search(f.event.headline + "\n" + "\n".join(f.event.lines[-6:]))]
