@@ -114,7 +114,7 @@ def _generic_citations(d) -> set[str]:  # type: ignore[no-untyped-def]
     return {s for f in d.fixes if f.title in GENERIC_STEPS for s in f.sources}
 
 
-# A real message (torch 2.13, this machine) that no rule reads and no document covers: the decision abstains.
+# A real message (torch 2.13, this machine) that no rule reads and no document quotes (the error atlas knows its check).
 EINSUM = "RuntimeError: einsum(): subscript j has size 4 for operand 1 which does not broadcast with previously seen size 3"
 
 
@@ -133,8 +133,13 @@ def test_generic_steps_cite_only_the_general_guide(text: str, settings) -> None:
     assert all(s in source_ids for f in d.fixes for s in f.sources)
 
 
+# An error from the user's own code that neither PyTorch (the atlas), a rule nor a document knows.
+UNCOVERED = ('Traceback (most recent call last):\n  File "/home/u/x.py", line 3, in <module>\n    frob()\n'
+             "FrobError: the zorbulator refused to frobnicate the widget\n")
+
+
 def test_a_message_nothing_covers_is_unknown_with_the_general_steps(settings) -> None:  # type: ignore[no-untyped-def]
-    d = diagnose(EINSUM, settings=settings)
+    d = diagnose(UNCOVERED, settings=settings)
     assert d.category == "unknown" and d.decision["abstained"] and d.confidence < 0.3
     assert any(f.title in GENERIC_STEPS for f in d.fixes)
 

@@ -14,10 +14,13 @@ from assistant.parse.bounds import MAX_PARSE_LINES, bound_for_parse
 from assistant.types import Failure
 
 
+_UNWRAPPED = ("spawned process", "DataLoader worker", "DataParallel replica")
+
+
 def job_failure(text: str) -> Failure | None:
     """The failure of a multi-process log as triage decides it; None for one process (the parser reads it alone)."""
     from assistant.parse.traceback import parse_failure
-    from assistant.triage.verdict import verdict_of_text
+    from assistant.triage.verdict import failure_stem, verdict_of_text
 
     # The job-level pass reads at most what the parser reads (the tail around the last traceback of a huge paste).
     bounded, bound_notes = bound_for_parse(text) if text.count("\n") >= MAX_PARSE_LINES else (text, ())
@@ -29,6 +32,12 @@ def job_failure(text: str) -> Failure | None:
         # than its one line (what the processes were doing, the launcher's summary); the rank is the job's.
         whole = parse_failure(text)
         return replace(whole, rank=verdict.first_rank, notes=tuple(dict.fromkeys((*whole.notes, *verdict.notes))))
+    whole = parse_failure(text)
+    if (whole.exc_type and (whole.wrapper or "").startswith(_UNWRAPPED)
+            and failure_stem(f"{whole.exc_type}: {whole.message}") == failure_stem(verdict.headline)):
+        # The parser read the same error out of the wrapper that re-raised it (a spawned child's traceback quoted in
+        # ProcessRaisedException, a DataLoader worker's): its reading keeps what the wrapper says; the rank is the job's.
+        return replace(whole, rank=verdict.first_rank, notes=tuple(dict.fromkeys((*bound_notes, *whole.notes, *verdict.notes))))
     inner = parse_failure(verdict.text)
     if not (inner.exc_type or inner.message.strip() or inner.cuda_asserts or inner.nccl_lines or inner.signal_lines):
         return None
