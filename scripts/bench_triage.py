@@ -2,6 +2,7 @@
 
     python scripts/bench_triage.py                       # 320-job corpus, 1 GB log, 200 MB gz log
     python scripts/bench_triage.py --big-mb 64 --gz-mb 16 --runs 1   # a quick look
+    python scripts/bench_triage.py --generator v2 --seed 102 --jobs-count 6000 --big-mb 0 --gz-mb 0 --out benchmarks/triage_v2.json
 
 - Corpus: a generated triage corpus (``--corpus DIR`` reuses one). ``triage()`` and
   ``naive_triage()`` each run ``--runs`` times, every run in a fresh Python process so imports
@@ -119,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, help="reuse a generated corpus (folder with logs/)")
     ap.add_argument("--jobs-count", type=int, default=320)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--big-noise-mb", type=int, default=20, help="noise logs inside the corpus")
+    ap.add_argument("--big-noise-mb", type=int, default=20, help="noise logs inside the corpus (v1)")
+    ap.add_argument("--generator", choices=("v1", "v2"), default="v1",
+                    help="v2: the corpus written from scenarios, not from our rules (eval/triage/v2); use a seed other than its dev (100) and test (101)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--big-mb", type=int, default=1024, help="size of the single big log (0: skip)")
     ap.add_argument("--gz-mb", type=int, default=200, help="text size of the gzipped big log (0: skip)")
@@ -133,6 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.corpus:
             logs = args.corpus / "logs"
             corpus_info: dict[str, Any] = {"path": str(args.corpus), "generated": False}
+        elif args.generator == "v2":
+            sys.path.insert(0, str(ROOT))
+            from assistant.eval.triage_corpus_v2 import generate as generate_v2
+
+            t0 = time.perf_counter()
+            logs = generate_v2(tmpdir / "corpus", n_jobs=args.jobs_count, seed=args.seed)
+            corpus_info = {"generated": True, "generator": "v2", "jobs": args.jobs_count, "seed": args.seed,
+                           "generate_s": round(time.perf_counter() - t0, 3)}
         else:
             sys.path.insert(0, str(ROOT))
             from assistant.eval.triage_corpus import generate

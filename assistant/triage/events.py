@@ -128,8 +128,8 @@ def scan(lines: list[LogLine]) -> StreamScan:
         low = t.lower()
         if not _has(low, _EVENT_HINTS):
             # Most lines are progress output: two substring passes decide them without a regex.
-            if _has(low, _PROGRESS_HINTS) and not _NOT_PROGRESS.match(t) and _PROGRESS.search(t):
-                progress.append(i)
+            if _has(low, _PROGRESS_HINTS) and not _NOT_PROGRESS.match(t):
+                progress.append(i)  # confirmed by the pattern only where it matters (_mark_survived)
             if _has(low, _SUCCESS_HINTS) and _SUCCESS.search(t):
                 success_at = i
             i += 1
@@ -146,36 +146,36 @@ def scan(lines: list[LogLine]) -> StreamScan:
             events.append(ev)
             i = ev.end + 1
             continue
-        if _TORCHRUN_FAILED.search(t) and ("Root Cause" in t or "failed (exitcode" in t):
+        if ("Root Cause" in t or "failed (exitcode" in t) and _TORCHRUN_FAILED.search(t):
             ev = _torchrun_summary(texts, i)
             events.append(ev)
             i = ev.end + 1
             continue
-        m = _SCHEDULER.search(t)
+        m = _SCHEDULER.search(t) if _has(low, _SCHEDULER_HINTS) else None
         if m:
             events.append(Event(SCHEDULER, i, i, t.strip(), [t], reason=_scheduler_reason(m)))
             i += 1
             continue
-        m = _SRUN_EXIT.search(t)
+        m = _SRUN_EXIT.search(t) if "srun: error" in t else None
         if m:
             events.append(_srun_exit(t, i, m))
             i += 1
             continue
-        m = _WATCHDOG_OWN_ERROR.search(t)
+        m = _WATCHDOG_OWN_ERROR.search(t) if "watchdog thread terminated" in low else None
         if m:
             events.append(Event(CPP_ABORT, i, i, m.group("error").strip(), [m.group("error").strip()], reason="abort"))
             i += 1
             continue
-        if _WATCHDOG.search(t):
+        if _has(low, _WATCHDOG_HINTS) and _WATCHDOG.search(t):
             events.append(Event(WATCHDOG, i, i, t.strip(), [t], reason="collective_timeout"))
             i += 1
             continue
-        if _SIGTERM.search(t):
+        if _has(low, _SIGTERM_HINTS) and _SIGTERM.search(t):
             events.append(Event(SIGTERM, i, i, t.strip(), [t], reason="sigterm"))
             i += 1
             continue
-        m = _SIGNAL.search(t)
-        if m and len(t) < 300:
+        m = _SIGNAL.search(t) if len(t) < 300 and _has(low, _SIGNAL_HINTS) else None
+        if m:
             events.append(Event(SIGNAL, i, i, t.strip(), [t], reason=_signal_reason(m)))
             i += 1
             continue
@@ -185,12 +185,12 @@ def scan(lines: list[LogLine]) -> StreamScan:
             continue
         if "node_rank=" in t and (m := _DS_NODE.search(t)):
             ds_nodes[lines[i].host] = (int(m.group(1)), int(m.group(2)))
-        m = _DS_EXIT.search(t)
+        m = _DS_EXIT.search(t) if "sigkill_handler" in t else None
         if m:
             events.append(_deepspeed_exit(t, i, m, ds_nodes.get(lines[i].host) or (next(iter(ds_nodes.values())) if len(ds_nodes) == 1 else None)))
             i += 1
             continue
-        m = _EXIT_CODE.search(t)
+        m = _EXIT_CODE.search(t) if _has(low, _EXIT_HINTS) else None
         if m and not _NOT_PROGRESS.match(t) or (m and t.startswith(("srun", "slurmstepd"))):
             code = int(m.group("code"))
             if code != 0:
@@ -199,12 +199,12 @@ def scan(lines: list[LogLine]) -> StreamScan:
                 success_at = i
             i += 1
             continue
-        if _SUCCESS.search(t):
+        if _has(low, _SUCCESS_HINTS) and _SUCCESS.search(t):
             success_at = i
-        if not _NOT_PROGRESS.match(t) and _PROGRESS.search(t):
+        if _has(low, _PROGRESS_HINTS) and not _NOT_PROGRESS.match(t):
             progress.append(i)
         i += 1
-    _mark_survived(events, progress)
+    progress = _mark_survived(events, progress, texts)
     success = success_at >= 0 and not any(e.start > success_at and not e.ignored for e in events)
     return StreamScan(events, progress, success)
 
@@ -217,7 +217,15 @@ _EVENT_HINTS = (
     "exception", "exit", "status", "received",
 )
 _PROGRESS_HINTS = ("epoch", "step", "iter", "batch", "loss", "%|", "it/s", "s/it", "retry", "retrying", "reconnect", "resum", "checkpoint")
-_SUCCESS_HINTS = ("complete", "finish", "done", "success")
+# Words each pattern needs (lower case): a line without them skips the pattern. Most event-path lines are NCCL chatter
+# and exception lines; the full patterns run on the few that could match.
+_SCHEDULER_HINTS = ("cancelled", "oom", "out of memory", "memory limit", "walltime", "runlimit", "deadline", "node", "lost connection",
+                    "preempt", "spot instance")
+_WATCHDOG_HINTS = ("watchdog", "timed out", "timeout", "heartbeat")
+_SIGTERM_HINTS = ("sigterm", "signal: 15", "signalexception")
+_SIGNAL_HINTS = ("killed", "segmentation", "bus error", "aborted", "illegal instruction", "floating point", "terminated", "signal")
+_EXIT_HINTS = ("exit", "status")
+_SUCCESS_HINTS = ("complete", "finish", "done", "success", "exit", "status")
 
 
 def _has(low: str, words: tuple[str, ...]) -> bool:
@@ -227,16 +235,33 @@ def _has(low: str, words: tuple[str, ...]) -> bool:
     return False
 
 
-def _mark_survived(events: list[Event], progress: list[int]) -> None:
-    """A failure followed by several progress lines in the same stream did not end the run."""
-    if not progress:
-        return
+SURVIVED_AFTER = 3  # progress lines after a failure that show the run went on
+
+
+def _mark_survived(events: list[Event], candidates: list[int], texts: list[str]) -> list[int]:
+    """A failure followed by several progress lines in the same stream did not end the run.
+
+    ``candidates`` are lines that carry a progress word; the progress pattern (the costly part of a scan, run on most
+    lines of a training log) confirms only those after a failure, and only until enough are found. Returns the
+    confirmed progress lines."""
     import bisect
+
+    confirmed: dict[int, bool] = {}
+
+    def is_progress(k: int) -> bool:
+        if k not in confirmed:
+            confirmed[k] = bool(_PROGRESS.search(texts[k]))
+        return confirmed[k]
 
     for ev in events:
         if ev.kind in (TRACEBACK, ERROR_LINE, WATCHDOG, CPP_ABORT):
-            after = len(progress) - bisect.bisect_right(progress, ev.end)
-            ev.survived = after >= 3
+            found = 0
+            for k in candidates[bisect.bisect_right(candidates, ev.end):]:
+                found += is_progress(k)
+                if found >= SURVIVED_AFTER:
+                    break
+            ev.survived = found >= SURVIVED_AFTER
+    return sorted(k for k, yes in confirmed.items() if yes)
 
 
 def _preceded_by_ignored(texts: list[str], i: int) -> bool:
