@@ -157,8 +157,15 @@ def test_bad_engine_and_jobs_are_refused(corpus: Path) -> None:
 
     with pytest.raises(TriageError, match="unknown triage engine"):
         extract_all([], engine="spark")
-    with pytest.raises(TriageError, match="at least 1"):
-        extract_all([], jobs=0)
+    with pytest.raises(TriageError, match="one per CPU"):
+        extract_all([], jobs=-1)
+
+
+def test_jobs_zero_uses_the_cpus_for_a_large_folder_only() -> None:
+    from assistant.triage.distribute import POOL_MIN_JOBS, auto_jobs
+
+    assert auto_jobs(POOL_MIN_JOBS - 1) == 1
+    assert auto_jobs(POOL_MIN_JOBS) >= 1
 
 
 def test_a_job_whose_extraction_raises_is_failed_unknown_not_hidden(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:

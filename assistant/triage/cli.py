@@ -56,7 +56,7 @@ def triage_cmd(
     sacct: Optional[Path] = typer.Option(None, "--sacct", help="`sacct --parsable2` output; its times, GPUs and states win where it covers a job."),
     engine: str = typer.Option("local", "--engine", help="local | ray"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster (default: start a local one)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Local worker processes; with --engine ray and no address, the local Ray instance's CPUs."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Local worker processes (0: one per CPU, one process below 200 jobs); with --engine ray and no address, the local Ray instance's CPUs."),
     top: int = typer.Option(5, "--top", min=0, help="Diagnoses to show in the terminal."),
     watch: bool = typer.Option(False, "--watch", help="Keep polling and triage jobs as they finish (Ctrl-C stops)."),
     webhook: Optional[str] = typer.Option(None, "--webhook", help="With --watch: POST a Slack-compatible JSON message per new group and per N new jobs."),

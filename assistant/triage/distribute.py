@@ -47,17 +47,19 @@ def extract_all(
 ) -> list[JobReport]:
     """Extract every job; the reports come back sorted by job id whatever the engine.
 
-    ``engine="local"`` runs serially with ``jobs=1`` and on a process pool of ``jobs`` workers
-    otherwise; ``engine="ray"`` runs one Ray task per job on the cluster at ``ray_address`` (a
+    ``engine="local"`` runs serially with ``jobs=1``, on a process pool of ``jobs`` workers otherwise, and with
+    ``jobs=0`` on one worker per CPU (serially below :data:`POOL_MIN_JOBS` jobs); ``engine="ray"`` runs one Ray task per job on the cluster at ``ray_address`` (a
     local Ray instance when None, limited to ``jobs`` CPUs when ``jobs > 1``). ``on_job`` is called
     in this process as each report arrives (completion order), e.g. to advance a progress bar.
     ``options`` is the ``ExtractOptions`` passed through to ``extract_job``.
     """
     if engine not in ENGINES:
         raise TriageError(f"unknown triage engine {engine!r} (choose from {', '.join(ENGINES)})")
-    if jobs < 1:
-        raise TriageError(f"--jobs must be at least 1, not {jobs}")
+    if jobs < 0:
+        raise TriageError(f"--jobs must be 0 (one per CPU) or more, not {jobs}")
     specs = list(specs)
+    if jobs == 0:
+        jobs = auto_jobs(len(specs)) if engine == "local" else 1
     if engine == "ray":
         reports = _run_ray(specs, jobs=jobs, address=ray_address, options=options, on_job=on_job)
     elif jobs == 1 or len(specs) <= 1:
@@ -65,6 +67,21 @@ def extract_all(
     else:
         reports = _run_pool(specs, jobs=jobs, options=options, on_job=on_job)
     return sorted(reports, key=lambda r: r.job_id)
+
+
+# A process pool costs a few hundred milliseconds to start: below this many jobs one process is faster.
+POOL_MIN_JOBS = 200
+
+
+def auto_jobs(n_specs: int) -> int:
+    """Worker processes for ``jobs=0``: one per CPU this process may use, or one for a small folder."""
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return 1 if n_specs < POOL_MIN_JOBS else max(1, min(cpus, 16))
 
 
 # -- the one function every engine runs -----------------------------------------------------
