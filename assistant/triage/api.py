@@ -25,7 +25,7 @@ def triage(
     *,
     sacct: str | Path | None = None,
     engine: str = "local",
-    jobs: int = 0,
+    jobs: int = 1,
     ray_address: str | None = None,
     diagnose_groups: bool = True,
     on_job: Callable[[JobReport], None] | None = None,
@@ -34,7 +34,8 @@ def triage(
 ) -> TriageResult:
     """Triage every job under ``paths`` (directories, files or globs).
 
-    ``engine`` is ``local`` (``jobs`` processes; 0: one per CPU for a large folder) or ``ray`` (``ray_address`` or a local instance);
+    ``engine`` is ``local`` (``jobs`` processes; 0: one per CPU for a large folder, which needs the caller's script to
+    guard its entry point with ``if __name__ == "__main__":``, as any process pool does; the CLI defaults to 0) or ``ray`` (``ray_address`` or a local instance);
     the result is the same either way. ``on_discovered(job_count, total_bytes)`` is called once
     before extraction and ``on_job`` as each job is read (progress bars).
     """
