@@ -17,7 +17,7 @@ from pathlib import Path
 from assistant.triage.clock import line_time
 from assistant.triage.model import FAILED, SUCCEEDED, JobReport, JobSpec
 from assistant.triage.reading import HEAD_BYTES, TAIL_BYTES, FileText, read_file
-from assistant.triage.verdict import Verdict, decide, scans_of, shape_of
+from assistant.triage.verdict import Verdict, decide, scans_of, shape_of, world_size
 
 # What the run's ending means when no rule of the engine recognises the extracted text.
 FALLBACK_CATEGORY = {
@@ -68,7 +68,7 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
         if last is not None:
             end = last if end is None else max(end, last)
     deciding = _final_attempt(readable)
-    verdict = decide(scans_of(deciding), multi=multi, ranks_seen=gpus.ranks_seen)
+    verdict = decide(scans_of(deciding), multi=multi, ranks_seen=gpus.ranks_seen, world=world_size(gpus))
     count, _ = gpus.best()
     if count is None and start is not None:
         count = 1

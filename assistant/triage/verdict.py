@@ -54,10 +54,11 @@ class Verdict:
     notes: list[str]
 
 
-def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdict | None:
+def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0, world: int = 0) -> Verdict | None:
     """The failure that ended the job and the rank that failed first, from every stream's events (None: nothing failed).
 
-    ``multi`` says the job ran several processes (rank prefixes, a world size); ``ranks_seen`` how many ranks wrote.
+    ``multi`` says the job ran several processes (rank prefixes, a world size); ``ranks_seen`` how many ranks wrote;
+    ``world`` how many processes the job ran, when the log says (0: unknown).
     """
     primaries: list[_Found] = []
     secondaries: list[_Found] = []
@@ -104,6 +105,8 @@ def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdic
         chosen, first_rank = _first_failure(candidates, multi=multi, root_rank=root_rank, launchers=launchers)
         if first_rank is None and multi and chosen.rank is None and root_rank is not None and not _identical(candidates):
             first_rank = root_rank
+        if chosen.rank is None and first_rank is not None:
+            first_rank = _not_a_timed_out_rank(first_rank, secondaries, world)
         reason = "exception" if chosen.event.kind in (ev_kinds.TRACEBACK, ev_kinds.CPP_ABORT, ev_kinds.ERROR_LINE) else chosen.event.reason
         text = _failure_text(chosen)
         if secondaries and first_rank is not None:
@@ -163,6 +166,20 @@ def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0) -> Verdic
 
 _WATCHDOG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _ENQUEUED = re.compile(r"Rank (\d+)\]\s+failure detected by watchdog.*?last enqueued work: (\d+)")
+
+
+def _not_a_timed_out_rank(rank: int, secondaries: list[_Found], world: int) -> int | None:
+    """The rank of an error printed without a rank prefix, when the launcher named ``rank``.
+
+    torchrun's root cause is the first process that exited; when that rank's own lines show it only timed out in a
+    collective, it waited for the failing rank rather than failed. Then the failing rank is the one rank of the world
+    that did not time out, when exactly one is left; else it is not known."""
+    timed_out = {r for f in secondaries if f.event.kind == ev_kinds.WATCHDOG or "Watchdog" in f.event.headline
+                 if (r := _watchdog_rank(f)) is not None}
+    if rank not in timed_out:
+        return rank
+    left = set(range(world)) - timed_out if world > 1 else set()
+    return next(iter(left)) if len(left) == 1 else None
 
 
 def _watchdog_rank(f: _Found) -> int | None:
@@ -358,6 +375,15 @@ def shape_of(files: Sequence[FileText]) -> tuple[GpuCount, bool]:
     return gpus, multi
 
 
+def world_size(gpus: GpuCount) -> int:
+    """How many processes the job ran, as its log says (world size, process count, ranks seen; 0 when silent)."""
+    if gpus.world:
+        return gpus.world
+    if gpus.nproc:
+        return gpus.nproc * (gpus.nnodes or 1)  # processes per node x nodes
+    return gpus.ranks_seen
+
+
 # Cheap test before the full pass: only logs of several processes need the job-level reasoning.
 _MULTI_PROCESS = re.compile(
     r"^\s*\[(?:rank|global_rank|default)\d+\]:|^\[1,\d+\]<std|Root Cause \(first observed failure\)|ChildFailedError|ProcessRaisedException"
@@ -373,4 +399,4 @@ def verdict_of_text(text: str) -> Verdict | None:
         return None
     log = text_file(text)
     gpus, multi = shape_of([log])
-    return decide(scans_of([log]), multi=multi, ranks_seen=gpus.ranks_seen)
+    return decide(scans_of([log]), multi=multi, ranks_seen=gpus.ranks_seen, world=world_size(gpus))
