@@ -30,7 +30,7 @@ _BINARY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
 # "[1,3]<stderr>:" carry none, so the indentation of traceback lines after them must be kept whole.
 _RANK_PREFIX = re.compile(r"^\[(?:rank|global_rank)(\d{1,5})\]: ?|^\[default(\d{1,5})\]:|^\[1,(\d{1,5})\]<(?:stdout|stderr)>:")
 _SRUN_LABEL = re.compile(r"^\s{0,3}(\d{1,5}): ")
-_HOST_LABEL = re.compile(r"^([A-Za-z][\w-]*(?:[\d.-][\w-]*)+(?:\.[\w-]+)*): ")
+_HOST_LABEL = re.compile(r"^([A-Za-z][\w.-]{0,62}): ")  # a host name is checked by _is_host (bounded: linear on any text)
 _MAY_HAVE_STAMP = re.compile(r"\[?\d{4}-|\[\d{2}:")  # cheap test before the timestamp patterns
 _RANK_IN_PATH = re.compile(r"(?:^|[/_.-])(?:rank|worker|proc|process|local_rank|lrank)[_-]?(\d{1,5})(?=$|[/_.-])", re.IGNORECASE)
 _TORCHELASTIC_DIR = re.compile(r"/attempt_\d+/(\d{1,5})/(?:stdout|stderr|error)\.")
@@ -155,7 +155,7 @@ def _log_line(raw: str, file_rank: int | None, labels: str, file_index: int, num
             text = text[m.end():]
     elif labels == "host":
         m = _HOST_LABEL.match(text)
-        if m:
+        if m and _is_host(m.group(1)):
             host = m.group(1)
             text = text[m.end():]
             m = _RANK_PREFIX.match(text)  # "node-3: [rank5]: ..."
@@ -169,6 +169,11 @@ def _log_line(raw: str, file_rank: int | None, labels: str, file_index: int, num
     return LogLine(rank, text.rstrip(), file_index, number, stamp, host)
 
 
+def _is_host(label: str) -> bool:
+    """A host name has a digit, a dash or a dot ("INFO" and "Epoch" are words)."""
+    return any(c.isdigit() or c in ".-" for c in label)
+
+
 def _line_labels(lines: list[str]) -> str:
     """The label most lines carry: "srun" (``srun --label``: "3: "), "host" (pdsh, clush, DeepSpeed's multi-node
     runner: "gpu-07: "), or "" (none). Trusted only when most lines carry one (a lone "10: loss" is not a label)."""
@@ -177,7 +182,7 @@ def _line_labels(lines: list[str]) -> str:
         return ""
     if sum(1 for ln in sample if _SRUN_LABEL.match(ln)) >= 0.6 * len(sample):
         return "srun"
-    hosts = [m.group(1) for ln in sample if (m := _HOST_LABEL.match(ln))]
+    hosts = [m.group(1) for ln in sample if (m := _HOST_LABEL.match(ln)) and _is_host(m.group(1))]
     # A host name has a digit, a dash or a dot ("INFO: " and "Epoch: " are words), and a few hosts write many lines.
     if len(hosts) >= 0.6 * len(sample) and len(set(hosts)) <= max(2, len(hosts) // 4):
         return "host"
