@@ -340,7 +340,7 @@ def test_result_ranks_groups_by_gpu_hours_and_diagnoses_each(tmp_path: Path) -> 
     assert d is not None and d.category == "shape_mismatch" and d.sources
     rows = result.jsonl_rows()
     assert [r["job_id"] for r in rows] == sorted(r["job_id"] for r in rows)
-    assert set(rows[0]) == {"job_id", "status", "group", "category", "first_failing_rank", "gpu_hours", "files", "title"}
+    assert set(rows[0]) == {"job_id", "status", "group", "category", "first_failing_rank", "gpu_hours", "files", "title", "reason"}
     again = build_result(list(result.jobs), diagnose_groups=False)
     assert again.group_of == result.group_of
 

@@ -202,7 +202,7 @@ def test_markdown_has_summary_table_and_diagnoses(result: TriageResult) -> None:
     md = to_markdown(result, top=10)
     assert md.startswith("# torchhelp triage report\n")
     assert "**10** jobs read · **8** failed · **2** succeeded · **4** groups · **74.5** GPU hours lost" in md
-    assert "| # | GPU h | jobs | category | title | first seen | last seen | example jobs |" in md
+    assert "| # | GPU h | jobs | category | title | first seen (UTC) | last seen (UTC) | example jobs |" in md
     for rank, g in enumerate(result.groups, 1):
         d = g.diagnosis
         assert d is not None
@@ -220,7 +220,8 @@ def test_markdown_has_summary_table_and_diagnoses(result: TriageResult) -> None:
     rows = re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]
     assert len(rows) == len(result.groups)
     assert all(r.count("<td") == 8 for r in rows)
-    assert html.count('<code class="language-python">') == sum(1 for g in result.groups for f in g.diagnosis.fixes if f.code)  # type: ignore[union-attr]
+    fenced = html.count('<code class="language-python">') + html.count('<code class="language-bash">')  # shell fixes are fenced as bash
+    assert fenced == sum(1 for g in result.groups for f in g.diagnosis.fixes if f.code)  # type: ignore[union-attr]
 
 
 def test_markdown_excerpts_are_inert(result: TriageResult) -> None:

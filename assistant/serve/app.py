@@ -375,6 +375,7 @@ def create_app(config: ServeConfig | None = None, *, settings: Any = None) -> Fa
 
     app = FastAPI(
         title="torchhelp", version=_version(), lifespan=lifespan, default_response_class=JSON,
+        docs_url="/docs" if config.docs else None, redoc_url="/redoc" if config.docs else None,  # CDN pages: off offline
         description="Diagnose PyTorch failures: an OpenAI-compatible chat endpoint and a structured `/v1/diagnose`. "
                     "Send `Authorization: Bearer <token>` when the server has a token.",
     )

@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 def build_config(
     host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token_file: str | None = None, workers: int = 1, llm: str | None = None,
     cors_origins: list[str] | tuple[str, ...] = (), max_body_mb: float = 8.0, timeout_s: float = 30.0, env: dict[str, str] | None = None,
-    cache_entries: int = 2048, triage_roots: list[str] | tuple[str, ...] = (),
+    cache_entries: int = 2048, triage_roots: list[str] | tuple[str, ...] = (), docs: bool = False,
 ) -> ServeConfig:
     """The configuration the flags describe, checked (an unsafe bind raises InsecureBindError, exit code 2)."""
     from assistant.errors import ConfigError
@@ -46,7 +46,7 @@ def build_config(
     config = ServeConfig(
         host=host, port=port, token=read_token(token_file, env), workers=workers, llm=llm, cors_origins=tuple(cors_origins),
         max_body_bytes=int(max_body_mb * (1 << 20)), request_timeout_s=timeout_s, cache_entries=cache_entries,
-        triage_roots=tuple(_triage_root(r) for r in triage_roots),
+        triage_roots=tuple(_triage_root(r) for r in triage_roots), docs=docs,
     )
     check_bind(config)
     return config
@@ -102,11 +102,12 @@ def serve_cmd(
     triage_root: Optional[list[str]] = typer.Option(None, "--triage-root", help="Serve this folder's triage report at /triage/N with a Resolve button per group (repeatable)."),
     log_level: str = typer.Option("info", "--log-level", help="critical | error | warning | info | debug"),
     access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="Log one line per request."),
+    docs: bool = typer.Option(False, "--docs", help="Serve /docs and /redoc (FastAPI's pages: the browser loads Swagger UI and ReDoc from a CDN)."),
 ) -> None:
     """Serve the assistant over HTTP (OpenAI-compatible `/v1/chat/completions`)."""
     config = build_config(host=host, port=port, token_file=token_file, workers=workers, llm=llm, cors_origins=cors_origin or (),
                           max_body_mb=max_body_mb, timeout_s=timeout_s, cache_entries=cache_entries,
-                          triage_roots=triage_root or ())
+                          triage_roots=triage_root or (), docs=docs)
     _require_extra()
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s:     %(message)s")
     shown = f"[{config.host}]" if ":" in config.host else config.host

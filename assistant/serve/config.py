@@ -46,6 +46,7 @@ class ServeConfig:
     archive_expansion: int = 10  # /v1/triage: uncompressed size allowed, as a multiple of max_body_bytes
     cache_entries: int = 2048  # deterministic diagnoses kept (LRU); 0 turns the cache off
     triage_roots: tuple[str, ...] = ()  # folders whose triage reports GET /triage/{n} serves (with Resolve buttons)
+    docs: bool = False  # /docs and /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN, so they are off unless asked for
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -121,7 +122,9 @@ def check_bind(config: ServeConfig) -> None:
     """Refuse to listen beyond loopback without a token (raises InsecureBindError, exit code 2)."""
     if not config.token and not is_loopback(config.host):
         raise InsecureBindError(
-            f"refusing to listen on {config.host} without a token: anyone who can reach it could use the server. "
+            # No "token: <word>" in this sentence: the CLI masks credentials in every message it prints,
+            # and that shape reads as one (it printed "without a token: [REDACTED] who can reach it").
+            f"refusing to listen on {config.host} without a token, since anyone who can reach it could use the server. "
             f"Pass --token-file FILE or set {TOKEN_ENV}, or listen on 127.0.0.1."
         )
 

@@ -13,6 +13,8 @@ from assistant.types import Diagnosis
 
 FAILED = "failed"
 SUCCEEDED = "succeeded"
+# Endings decided outside the program (the scheduler, the host's OOM killer): their own line is the error to show.
+VERDICT_REASONS = frozenset({"time_limit", "preempted", "cancelled", "node_failure", "oom_kill"})
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class JobReport:
     notes: tuple[str, ...] = ()  # files that could not be read, truncation, what was assumed
 
     def row(self, group: str | None) -> dict[str, Any]:
-        """The JSONL contract line (see DESIGN.md, "Triage JSONL")."""
+        """The JSONL contract line (README, "The JSONL contract": every key, its type and meaning)."""
         failed = self.status == FAILED
         return {
             "job_id": self.job_id,
@@ -59,6 +61,7 @@ class JobReport:
             "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 4),
             "files": list(self.files),
             "title": self.title if failed else None,
+            "reason": (self.reason or None) if failed else None,
         }
 
 

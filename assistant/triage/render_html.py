@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from assistant.triage.model import Group, Known, TriageResult
-from assistant.triage.render_terminal import clean_text, error_line, fmt_bytes, fmt_hours, fmt_time, hours_known, unreadable_notes
+from assistant.triage.render_terminal import clean_text, code_lang, error_line, fmt_bytes, fmt_hours, fmt_time, hours_known, unreadable_notes
 
 _MAX_JOB_ROWS = 300  # per group; a cluster-wide failure can hold thousands of jobs
 
@@ -32,11 +32,12 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8p
 .muted { color: var(--muted); }
 .totals { display: flex; flex-wrap: wrap; gap: 8px 24px; margin: 12px 0; padding: 12px 16px; background: var(--card); border: 1px solid var(--line); border-radius: 8px; }
 .totals div { display: flex; flex-direction: column; } .totals dt { color: var(--muted); font-size: 12px; } .totals dd { margin: 0; font-size: 18px; font-weight: 600; }
-svg.chart { width: 100%; height: auto; display: block; }
+svg.chart { width: 100%; display: block; overflow: visible; }
 svg.chart text { font: 13px system-ui, sans-serif; fill: var(--fg); }
+svg.chart tspan.code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
 svg.chart .value { fill: var(--muted); }
 svg.chart rect.bar { fill: var(--bar); } svg.chart a:hover rect.bar, svg.chart a:focus rect.bar { opacity: .8; }
-svg.chart rect.track { fill: var(--card); }
+svg.chart rect.track { fill: var(--card); } svg.chart rect.hit { fill: transparent; }
 details.group { border: 1px solid var(--line); border-radius: 8px; margin: 8px 0; background: var(--bg); }
 details.group > summary { cursor: pointer; padding: 10px 14px; list-style-position: outside; margin-left: 14px; }
 details.group[open] > summary { border-bottom: 1px solid var(--line); background: var(--card); }
@@ -59,6 +60,14 @@ p.known { color: #2e7d32; } p.regression { color: #c62828; font-weight: 600; }
 form.resolve { display: flex; gap: 6px; align-items: center; margin: 8px 0; }
 form.resolve input[type=text] { flex: 1; font: inherit; padding: 3px 6px; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
 form.resolve button { font: inherit; padding: 3px 10px; border: 1px solid var(--line); border-radius: 6px; background: var(--card); color: var(--fg); cursor: pointer; }
+.table-wrap { overflow-x: auto; }
+@media (max-width: 640px) {
+  body { padding: 12px; }
+  .totals { gap: 6px 16px; padding: 10px 12px; } .totals dd { font-size: 16px; }
+  details.group > summary { padding: 8px 10px; margin-left: 10px; }
+  .body { padding: 4px 10px 12px; }
+  form.resolve { flex-wrap: wrap; }
+}
 """
 
 _JS = """
@@ -104,9 +113,21 @@ def _t(text: str | None, *, oneline: bool = False, limit: int | None = None) -> 
     return escape(clean_text(text, oneline=oneline, limit=limit), quote=True)
 
 
-def _prose(text: str | None) -> str:
-    """Engine prose: escaped, then its Markdown `code spans` shown as <code> (the content is already escaped)."""
-    return _CODE_SPAN.sub(r"<code>\1</code>", _t(text))
+def _spans(text: str) -> list[tuple[str, bool]]:
+    """Cleaned text cut into (piece, is_code) at its Markdown `code spans` (an unpaired backtick stays text)."""
+    parts = _CODE_SPAN.split(text)  # even indexes: text between spans; odd: a span's content
+    return [(p, i % 2 == 1) for i, p in enumerate(parts) if p]
+
+
+def _prose(text: str | None, *, oneline: bool = False, limit: int | None = None) -> str:
+    """Engine prose or a title: cleaned, escaped, its `code spans` shown as <code> (their content escaped too)."""
+    return "".join(f"<code>{escape(p, quote=True)}</code>" if code else escape(p, quote=True)
+                   for p, code in _spans(clean_text(text, oneline=oneline, limit=limit)))
+
+
+def _svg_label(text: str) -> str:
+    """A chart label as SVG text content: escaped, its `code spans` in a monospace <tspan> without the backticks."""
+    return "".join(f'<tspan class="code">{escape(p, quote=True)}</tspan>' if code else escape(p, quote=True) for p, code in _spans(text))
 
 
 @dataclass(frozen=True)
@@ -194,32 +215,38 @@ def _known_html(k: Known | None) -> list[str]:
     return out
 
 
+# The chart's geometry: a row per group, its label on one line and its bar under it, in percent of the
+# page's width (no viewBox: text keeps its 13 px on a phone instead of shrinking with the drawing).
+_ROW_H, _LABEL_Y, _BAR_Y, _BAR_H = 46, 15, 22, 14
+_BAR_MAX_PCT = 76.0  # the rest of the row holds the value after the longest bar
+_LABEL_CHARS = 44  # fits 390 px (a phone) at 13 px; the full title is the bar's tooltip and the group below
+
+
 def _chart(result: TriageResult) -> str:
-    """Inline SVG, one bar per group in rank order, each labelled and linked to its group."""
+    """Inline SVG, one labelled bar per group in rank order, each linked to its group; readable from 390 px up."""
     groups = result.groups
-    width, label_w, value_w, row_h = 960, 330, 110, 26
-    bar_w = width - label_w - value_w - 10
     top = max((g.gpu_hours for g in groups), default=0.0)
-    height = row_h * len(groups) + 8
+    height = _ROW_H * len(groups) + 4
     parts = [
-        f'<svg class="chart" id="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'<svg class="chart" id="chart" width="100%" height="{height}" role="img" '
         f'aria-label="GPU hours lost per group" xmlns="http://www.w3.org/2000/svg">'
     ]
     for rank, g in enumerate(groups, 1):
-        y = 4 + (rank - 1) * row_h
+        y = 2 + (rank - 1) * _ROW_H
         known = hours_known(result, g)
-        w = 0.0 if top <= 0 or g.gpu_hours <= 0 else max(2.0, bar_w * g.gpu_hours / top)  # a tiny loss stays visible
+        pct = 0.0 if top <= 0 or g.gpu_hours <= 0 else max(0.4, _BAR_MAX_PCT * g.gpu_hours / top)  # a tiny loss stays visible
         label = f"#{rank} {clean_text(g.title, oneline=True) or '(untitled)'}"
-        short = label if len(label) <= 44 else label[:43].rstrip() + "…"
+        short = clean_text(label, limit=_LABEL_CHARS)
         value = f"{fmt_hours(g.gpu_hours)} h" if known else "unknown"
-        full = f"{label} — {g.category} — {len(g.job_ids)} jobs — {value}"
+        full = f"{''.join(p for p, _ in _spans(label))} — {g.category} — {len(g.job_ids)} jobs — {value}"
         parts.append(
             f'<a href="#group-{rank}" class="bar-link" data-rank="{rank}">'
             f"<title>{_t(full)}</title>"
-            f'<text x="{label_w - 8}" y="{y + row_h / 2 + 4:.1f}" text-anchor="end" class="label">{_t(short)}</text>'
-            f'<rect class="track" x="{label_w}" y="{y + 3}" width="{bar_w}" height="{row_h - 8}" rx="3"></rect>'
-            f'<rect class="bar" data-rank="{rank}" data-hours="{g.gpu_hours:.4f}" x="{label_w}" y="{y + 3}" width="{w:.2f}" height="{row_h - 8}" rx="3"></rect>'
-            f'<text x="{label_w + w + 6:.2f}" y="{y + row_h / 2 + 4:.1f}" class="value">{escape(value)}</text>'
+            f'<rect class="hit" x="0" y="{y}" width="100%" height="{_ROW_H}"></rect>'  # the whole row is the link
+            f'<text x="0" y="{y + _LABEL_Y}" class="label">{_svg_label(short)}</text>'
+            f'<rect class="track" x="0" y="{y + _BAR_Y}" width="{_BAR_MAX_PCT}%" height="{_BAR_H}" rx="3"></rect>'
+            f'<rect class="bar" data-rank="{rank}" data-hours="{g.gpu_hours:.4f}" x="0" y="{y + _BAR_Y}" width="{pct:.2f}%" height="{_BAR_H}" rx="3"></rect>'
+            f'<text x="{pct:.2f}%" dx="6" y="{y + _BAR_Y + _BAR_H - 2}" class="value">{escape(value)}</text>'
             "</a>"
         )
     parts.append("</svg>")
@@ -236,7 +263,7 @@ def _group(result: TriageResult, g: Group, rank: int, resolve: ResolveForm | Non
         badge = ' <span class="badge regression">REGRESSION</span>' if k.regression else ' <span class="badge known">known</span>'
     out = [
         f'<details class="group" id="group-{rank}" data-group="{_t(g.group_id)}">',
-        f'<summary><span class="rank">#{rank}</span> <span class="title">{_t(g.title, oneline=True, limit=300) or "(untitled)"}</span> '
+        f'<summary><span class="rank">#{rank}</span> <span class="title">{_prose(g.title, oneline=True, limit=300) or "(untitled)"}</span> '
         f'<span class="cat">{_t(g.category)}</span>{badge} <span class="muted">· {len(g.job_ids)} job{"s" if len(g.job_ids) != 1 else ""} '
         f'· {escape(fmt_hours(g.gpu_hours, known))} GPU h · {escape(fmt_time(g.first_seen))} → {escape(fmt_time(g.last_seen))}'
         f' · <code class="gid">{_t(g.group_id)}</code></span></summary>',
@@ -263,7 +290,7 @@ def _group(result: TriageResult, g: Group, rank: int, resolve: ResolveForm | Non
         out.append('<section class="diagnosis"><p><em>No diagnosis for this group (the engine was not run).</em></p></section>')
     else:
         out.append('<section class="diagnosis">')
-        out.append(f'<h3>Diagnosis: {_t(d.title, oneline=True)}</h3>')
+        out.append(f'<h3>Diagnosis: {_prose(d.title, oneline=True)}</h3>')
         out.append(f'<p class="muted"><span class="cat">{_t(d.category)}</span> · confidence {d.confidence:.0%} · answered by {_t(d.backend)}</p>')
         out += [f'<p class="cause">{_prose(p)}</p>' for p in clean_text(d.cause).strip().split("\n\n") if p.strip()]
         if d.fixes:
@@ -271,7 +298,7 @@ def _group(result: TriageResult, g: Group, rank: int, resolve: ResolveForm | Non
             for f in d.fixes:
                 cite = f' <span class="cite">[{", ".join(_t(s) for s in f.sources)}]</span>' if f.sources else ""
                 detail = f" — {_prose(f.detail)}" if f.detail else ""
-                code = f'<pre><code class="language-python">{_t(f.code.rstrip())}</code></pre>' if f.code else ""
+                code = f'<pre><code class="language-{code_lang(f.code)}">{_t(f.code.rstrip())}</code></pre>' if f.code else ""
                 out.append(f"<li><strong>{_prose(f.title)}</strong>{cite}{detail}{code}</li>")
             out.append("</ol>")
         if d.sources:
@@ -281,7 +308,7 @@ def _group(result: TriageResult, g: Group, rank: int, resolve: ResolveForm | Non
         out.append("</section>")
 
     out.append(f"<h3>Jobs ({len(g.job_ids)})</h3>")
-    out.append('<table class="jobs"><thead><tr><th>job</th><th>first failing rank</th><th>GPU h</th><th>start</th><th>end</th><th>files</th></tr></thead><tbody>')
+    out.append('<div class="table-wrap"><table class="jobs"><thead><tr><th>job</th><th>first failing rank</th><th>GPU h</th><th>start</th><th>end</th><th>files</th></tr></thead><tbody>')
     by_id = {j.job_id: j for j in result.jobs}
     for job_id in g.job_ids[:_MAX_JOB_ROWS]:
         j = by_id.get(job_id)
@@ -295,7 +322,7 @@ def _group(result: TriageResult, g: Group, rank: int, resolve: ResolveForm | Non
             f"<tr><td><code>{_t(job_id)}</code>{rep}</td><td>{rank_cell}</td><td>{escape(fmt_hours(j.gpu_hours))}</td>"
             f"<td>{escape(fmt_time(j.start))}</td><td>{escape(fmt_time(j.end))}</td><td>{files}</td></tr>"
         )
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     if len(g.job_ids) > _MAX_JOB_ROWS:
         out.append(f'<p class="muted">… and {len(g.job_ids) - _MAX_JOB_ROWS} more jobs (see the JSONL).</p>')
 

@@ -13,7 +13,7 @@ import re
 from datetime import UTC, datetime
 
 from assistant.triage.model import Group, TriageResult
-from assistant.triage.render_terminal import clean_text, error_line, fmt_day, fmt_hours, fmt_time, hours_known, unreadable_notes
+from assistant.triage.render_terminal import clean_text, code_lang, error_line, fmt_hours, fmt_minute, fmt_time, hours_known, unreadable_notes
 
 # Backslash-escaping any ASCII punctuation is valid CommonMark; these are the ones that can start
 # markup inline (emphasis, code, links, images, raw HTML, entities, strikethrough, table cells).
@@ -71,7 +71,7 @@ def to_markdown(result: TriageResult, *, top: int = 10, generated_at: datetime |
         lines += ["No failed jobs.", ""]
         return "\n".join(lines).rstrip() + "\n"
 
-    lines += ["## Groups", "", "| # | GPU h | jobs | category | title | first seen | last seen | example jobs |", "|---:|---:|---:|---|---|---|---|---|"]
+    lines += ["## Groups", "", "| # | GPU h | jobs | category | title | first seen (UTC) | last seen (UTC) | example jobs |", "|---:|---:|---:|---|---|---|---|---|"]
     for rank, g in enumerate(result.groups, 1):
         examples = ", ".join(md_code_span(j, limit=80, cell=True) for j in g.job_ids[:3]) + (f" +{len(g.job_ids) - 3}" if len(g.job_ids) > 3 else "")
         title = md_inline(g.title, limit=160) or "(untitled)"
@@ -81,7 +81,7 @@ def to_markdown(result: TriageResult, *, top: int = 10, generated_at: datetime |
         title += "".join(f" — {md_inline(line, limit=240)}" for line in _known_lines(result, g))
         lines.append(
             f"| {rank} | {fmt_hours(g.gpu_hours, hours_known(result, g))} | {len(g.job_ids)} | {md_code_span(g.category, cell=True)} | {title} "
-            f"| {fmt_day(g.first_seen)} | {fmt_day(g.last_seen)} | {examples} |"
+            f"| {fmt_minute(g.first_seen)} | {fmt_minute(g.last_seen)} | {examples} |"
         )
     lines.append("")
 
@@ -152,7 +152,7 @@ def _group_section(result: TriageResult, g: Group, rank: int) -> list[str]:
                 detail = f" — {clean_text(f.detail, oneline=True)}" if f.detail else ""
                 lines.append(f"{i}. **{clean_text(f.title, oneline=True)}**{cite}{detail}")
                 if f.code:
-                    lines += ["", *md_fence(f.code, "python", indent="   ")]
+                    lines += ["", *md_fence(f.code, code_lang(f.code), indent="   ")]
             lines.append("")
         if d.sources:
             lines += ["#### Sources", ""]

@@ -7,7 +7,7 @@ characters (with :func:`assistant.render.safe_text.safe_text`) and masked creden
 must never be able to restyle, rewrite or hijack the user's terminal (``ESC ]52`` sets the
 clipboard, ``ESC ]8`` hides links, ``\\r`` overwrites lines), nor show a token it happened to print.
 
-The small formatting helpers (:func:`clean_text`, :func:`fmt_hours`, :func:`fmt_day`,
+The small formatting helpers (:func:`clean_text`, :func:`fmt_hours`, :func:`fmt_minute`, :func:`code_lang`,
 :func:`hours_known`) are shared by the Markdown and HTML renderers; this module imports rich lazily,
 so importing them costs nothing.
 """
@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from assistant.render.outgoing import shown_text
-from assistant.triage.model import Group, JobReport, TriageResult
+from assistant.triage.model import VERDICT_REASONS, Group, JobReport, TriageResult
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, RenderableType
     from rich.progress import Progress, TaskID
     from rich.text import Text
 
@@ -65,18 +65,54 @@ def fmt_hours(hours: float | None, known: bool = True) -> str:
     return f"{hours:,.0f}"
 
 
-def fmt_day(epoch: float | None) -> str:
-    """An epoch time as a UTC date (``2026-11-20``), ``—`` when unknown."""
+def fmt_minute(epoch: float | None) -> str:
+    """An epoch time as a UTC date and minute (``2026-11-20 14:03``) for columns headed "(UTC)", ``—`` when unknown."""
     if epoch is None:
         return "—"
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def fmt_time(epoch: float | None) -> str:
     """An epoch time as ``2026-11-20 14:03 UTC``, ``—`` when unknown."""
-    if epoch is None:
-        return "—"
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return "—" if epoch is None else f"{fmt_minute(epoch)} UTC"
+
+
+# A line a shell runs: a scheduler directive, an environment assignment, or a command line tool's name first.
+_SHELL_LINE = re.compile(
+    r"^(?:\$ |#(?:SBATCH|PBS|BSUB)\b|(?:export\s+|unset\s+)?[A-Z_][A-Z0-9_]*=\S*(?:\s|$)|"
+    r"(?:sudo\s+)?(?:pip3?|conda|mamba|uv|sbatch|srun|salloc|sinfo|sacct|scontrol|squeue|scancel|qsub|qstat|bsub|bjobs|"
+    r"nvidia-smi|nvcc|torchrun|deepspeed|accelerate|apt(?:-get)?|ls|cd|cat|du|df|ulimit|module|git|source|echo|rm|mkdir|"
+    r"ln|chmod|free|dmesg|kill|ps|watch|docker|kubectl|ray|torchhelp|python3?\s+(?:-[mcuBOX]|\S+\.py))(?:\s|$))"
+)
+
+
+def code_lang(code: str) -> str:
+    """``bash`` when every line of ``code`` that says something is a shell line, else ``python``.
+
+    Comment-only and blank lines decide nothing; a block mixing both (a ``#SBATCH`` line and Python) stays Python.
+    """
+    said = [ln.strip() for ln in code.splitlines() if ln.strip() and not (ln.lstrip().startswith("#") and not _SHELL_LINE.match(ln.strip()))]
+    return "bash" if said and all(_SHELL_LINE.match(ln) for ln in said) else "python"
+
+
+def code_block(code: str, indent: int = 3) -> RenderableType:
+    """Fix code for a terminal panel: highlighted, one screen line per source line, never wrapped mid-statement.
+
+    A line wider than the panel is cut with ``…`` (the full code is in the Markdown and HTML reports).
+    """
+    from rich.console import Group as RenderGroup
+    from rich.syntax import Syntax
+    from rich.text import Text
+
+    body = clean_text(code).rstrip()
+    highlighted = Syntax(body, code_lang(body), theme="ansi_dark", background_color="default").highlight(body)
+    lines = list(highlighted.split("\n", allow_blank=True))[: len(body.splitlines())]
+    shown = []
+    for line in lines:
+        row = Text(" " * indent, no_wrap=True, overflow="ellipsis")
+        row.append_text(line)
+        shown.append(row)
+    return RenderGroup(*shown)
 
 
 def fmt_bytes(n: int) -> str:
@@ -97,13 +133,21 @@ def unreadable_notes(result: TriageResult) -> list[str]:
 
 
 def error_line(result: TriageResult, group: Group) -> str:
-    """The failing line to show for a group: the diagnosis' headline, else the representative's, else the excerpt's last line."""
+    """The failing line to show for a group.
+
+    A job ended by the scheduler or the host (time limit, preemption, OOM killer) shows that verdict, the
+    representative's headline: the engine reads the lines before it too and may pick a progress line.
+    Otherwise the diagnosis' error line, else the representative's headline, else the excerpt's last line.
+    """
+    try:
+        rep = result.job(group.representative)
+    except KeyError:
+        rep = None
+    headline = rep.headline if rep is not None else ""
+    if headline and rep is not None and rep.reason in VERDICT_REASONS:
+        return headline
     if group.diagnosis is not None and group.diagnosis.error:
         return group.diagnosis.error
-    try:
-        headline = result.job(group.representative).headline
-    except KeyError:
-        headline = ""
     if headline:
         return headline
     lines = [ln for ln in group.excerpt.splitlines() if ln.strip()]
@@ -114,7 +158,7 @@ def render_table(result: TriageResult, console: Console, *, top: int = 5, rows: 
     """Print the groups ranked by GPU hours lost, a totals line, then the top ``top`` diagnoses in short form.
 
     The table has one row per group: rank, GPU hours, jobs, category, title, first/last seen (UTC
-    dates) and up to three example job ids; ``rows`` caps the table (None: every group). Below 110 columns, category goes under the title and
+    date and minute) and up to three example job ids; ``rows`` caps the table (None: every group). Below 110 columns, category goes under the title and
     first/last seen share a cell so the table stays readable at 80 columns.
     """
     from rich import box
@@ -131,11 +175,11 @@ def render_table(result: TriageResult, console: Console, *, top: int = 5, rows: 
     if wide:
         table.add_column("category", no_wrap=True, style="magenta")
         table.add_column("title", ratio=1, min_width=20, overflow="fold")
-        table.add_column("first seen", no_wrap=True)
-        table.add_column("last seen", no_wrap=True)
+        table.add_column("first seen (UTC)", no_wrap=True)
+        table.add_column("last seen (UTC)", no_wrap=True)
     else:
         table.add_column("group", ratio=1, min_width=16, overflow="fold")
-        table.add_column("first / last", no_wrap=True)
+        table.add_column("first / last (UTC)", no_wrap=True)
     table.add_column("example jobs", overflow="fold", max_width=24 if wide else 16)
 
     shown = groups if rows is None else groups[: max(rows, 0)]
@@ -150,10 +194,10 @@ def render_table(result: TriageResult, console: Console, *, top: int = 5, rows: 
         title.append(f"\n{clean_text(g.group_id, oneline=True)}", style="dim cyan")
         _mark_known(result, g, title)
         if wide:
-            cells += [Text(category), title, Text(fmt_day(g.first_seen)), Text(fmt_day(g.last_seen))]
+            cells += [Text(category), title, Text(fmt_minute(g.first_seen)), Text(fmt_minute(g.last_seen))]
         else:
             title.append(f"\n{category}", style="magenta")
-            cells += [title, Text(f"{fmt_day(g.first_seen)}\n{fmt_day(g.last_seen)}")]
+            cells += [title, Text(f"{fmt_minute(g.first_seen)}\n{fmt_minute(g.last_seen)}")]
         table.add_row(*cells, examples)
 
     if groups:
@@ -208,7 +252,6 @@ def _print_group(result: TriageResult, g: Group, rank: int, console: Console) ->
     """One group's diagnosis in short form: cause (first paragraph), two fixes with code, source ids."""
     from rich.console import Group as RenderGroup
     from rich.panel import Panel
-    from rich.syntax import Syntax
     from rich.text import Text
 
     d = g.diagnosis
@@ -239,7 +282,7 @@ def _print_group(result: TriageResult, g: Group, rank: int, console: Console) ->
             line.append(clean_text(f.title, oneline=True), style="bold")
             parts.append(line)
             if f.code:
-                parts.append(Syntax(clean_text(f.code).rstrip(), "python", theme="ansi_dark", background_color="default", word_wrap=True, padding=(0, 0, 0, 3)))
+                parts.append(code_block(f.code))
         if len(d.fixes) > 2:
             parts.append(Text(f"   (+{len(d.fixes) - 2} more fix{'es' if len(d.fixes) > 3 else ''} in the full report)", style="dim"))
         if d.sources:

@@ -348,7 +348,9 @@
   }
 
   function renderDiagnosis(d) {
-    $("result-title").textContent = d.title || "Diagnosis";
+    const title = $("result-title");
+    clear(title);
+    inline(d.title || "Diagnosis", title); // a title's `code` spans become <code>, as the cause's do
     $("result-category").textContent = d.category || "unknown";
     const confidence = Number(d.confidence);
     $("result-confidence").textContent = Number.isFinite(confidence) ? `${Math.round(confidence * 100)}%` : "n/a";
