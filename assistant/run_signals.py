@@ -10,6 +10,10 @@ that invisible:
 - SIGTERM and SIGHUP are meant for the job: they are forwarded to the child.
 - When the child was killed by a signal, torchhelp ends by the same signal (``die_like``), so the
   shell's ``$?``, ``set -e`` and ``wait`` see the status they would have seen without us.
+- A stop asked for twice (a second Ctrl-C, or any second SIGINT/SIGQUIT/SIGTERM/SIGHUP) while the
+  child is still shutting down ends torchhelp at once: the child and every process under it are
+  killed (``RunAbandoned``). A stop after the child has exited, while its last output is collected,
+  ends torchhelp at once too.
 """
 
 from __future__ import annotations
@@ -21,12 +25,27 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import FrameType
+
+from assistant.errors import RunnerError
 
 # Signals a terminal sends to its whole foreground process group, the child included.
 TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
 # Signals aimed at the job as a whole; the child only gets them if we pass them on.
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class RunAbandoned(RunnerError):
+    """A second stop arrived: the child's processes were killed and torchhelp ends without waiting.
+
+    ``signum`` is the signal that ended it; torchhelp then dies of it like the child would have.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by a second {signal.Signals(signum).name}; the command's processes were killed")
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
 def _in_terminal_foreground() -> bool:
@@ -55,6 +74,8 @@ class SignalRelay:
 
     def __init__(self, on_resize: Callable[[], None] | None = None) -> None:
         self.forwarded: list[int] = []
+        self.stops: list[int] = []  # every stop signal torchhelp received, the terminal's included
+        self._exited = False
         self._pid: int | None = None
         self._pending: list[int] = []
         self._on_resize = on_resize
@@ -86,7 +107,17 @@ class SignalRelay:
         for sig in pending:
             self._send(sig)
 
+    def child_exited(self) -> None:
+        """The child is gone: a stop from now on only cuts short the collection of its last output."""
+        self._exited = True
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.stops.append(signum)
+        if self._exited or len(self.stops) > 1:
+            # Asked twice (or with nothing left to stop): do not wait for the child any longer.
+            if self._pid is not None and not self._exited:
+                kill_tree(self._pid)
+            raise RunAbandoned(signum)
         if signum in TERMINAL_SIGNALS and _in_terminal_foreground():
             return  # the terminal signalled the child too; a second copy would interrupt its handler
         self._send(signum)
@@ -103,6 +134,48 @@ class SignalRelay:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self._pid, sig)
             self.forwarded.append(sig)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process under ``pid`` (children, grandchildren...), read from /proc; none elsewhere."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        found.extend(kids)
+        todo.extend(kids)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL the child, everything under it, and its own process group when it made one.
+
+    The child normally shares torchhelp's process group (that is how the terminal's Ctrl-C reaches it),
+    so that group is never killed as a whole: it holds torchhelp and may hold the rest of a pipeline.
+    """
+    tree = [pid, *_descendants(pid)]
+    groups = set()
+    for p in tree:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(p))
+    for p in tree:
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGKILL)
+    for group in groups - {os.getpgrp()}:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

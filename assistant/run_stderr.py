@@ -106,7 +106,8 @@ class StderrTee:
                 self._size -= len(self._chunks.popleft())
         os.close(self._read_fd)
 
-    def tail(self) -> str:
-        """The last MiB the child wrote (waits a little for writers that outlive it, e.g. workers)."""
-        self._thread.join(timeout=10)
+    def tail(self, wait_s: float = 10.0) -> str:
+        """The last MiB the child wrote (waits up to ``wait_s`` for writers that outlive it, e.g. workers)."""
+        if self._thread.is_alive():
+            self._thread.join(timeout=wait_s)
         return b"".join(self._chunks).decode("utf-8", errors="replace")

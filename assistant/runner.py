@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from assistant.errors import InputError, RunnerError
-from assistant.run_signals import SignalRelay, stoppable
+from assistant.run_launch import command_not_found, missing_launch
+from assistant.run_signals import RunAbandoned, SignalRelay, stoppable
 from assistant.run_stderr import STDERR_TAIL_BYTES, StderrTee
 
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
@@ -44,6 +45,12 @@ class RunOutcome:
     run_dir: Path
     stderr_tail: str = ""
     forwarded: tuple[int, ...] = ()  # SIGTERM/SIGHUP (or a non-terminal SIGINT) passed on to the child
+    stops: tuple[int, ...] = ()  # every stop signal torchhelp received while the command ran (Ctrl-C included)
+
+    @property
+    def stopped(self) -> bool:
+        """Someone asked the command to stop (Ctrl-C, SIGTERM, SIGHUP...), or it died of SIGINT."""
+        return bool(self.stops) or self.exit_code == -signal.SIGINT
 
 
 def _child_env(run_dir: Path, memory_history: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -67,7 +74,7 @@ def execute(argv: list[str], memory_history: bool = False, extra_env: dict[str, 
     if not argv:
         raise RunnerError("no command given: use `torchhelp run -- python train.py ...`")
     if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
-        raise _start_error(f"command not found: {argv[0]}", 127)
+        raise _start_error(command_not_found(argv[0]), 127)
     run_dir = Path(tempfile.mkdtemp(prefix="torchhelp-run-"))
     env = _child_env(run_dir, memory_history, extra_env)
     kwargs: dict[str, Any] = {"env": env}
@@ -92,13 +99,24 @@ def execute(argv: list[str], memory_history: bool = False, extra_env: dict[str, 
         relay.attach(proc.pid)
         if tee is not None:
             tee.started()
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate()
+            relay.child_exited()
+            # After a stop the last writers are dying too: do not wait long for them.
+            tail = tee.tail(1.0 if relay.stops else 10.0) if tee is not None else ""
+        except RunAbandoned:
+            if proc.returncode is None:  # stopped twice while it ran: its processes were killed
+                shutil.rmtree(run_dir, ignore_errors=True)
+                raise
+            # Stopped while its last output was collected: the command's own status stands.
+            err, tail = None, tee.tail(0) if tee is not None else ""
     duration = time.perf_counter() - start
     records = _read_records(run_dir)
-    tail = tee.tail() if tee is not None else (err or b"").decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]
+    if tee is None:
+        tail = (err or b"").decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]
     if capture_output and err:
         (run_dir / "stderr.log").write_bytes(err)
-    return RunOutcome(proc.returncode, duration, choose_record(records), records, run_dir, tail, tuple(relay.forwarded))
+    return RunOutcome(proc.returncode, duration, choose_record(records), records, run_dir, tail, tuple(relay.forwarded), tuple(relay.stops))
 
 
 def _start_error(message: str, shell_code: int) -> RunnerError:
@@ -213,12 +231,16 @@ def run(
     for option, path in (("--report", report), ("--evidence-out", evidence_out)):
         if path is not None:
             check_output_path(path, option)
-    outcome = execute(argv, memory_history=memory_history)
+    try:
+        outcome = execute(argv, memory_history=memory_history)
+    except RunAbandoned as exc:
+        _note("torchhelp: stopped at once; the command's processes were killed.")
+        return -exc.signum
     try:
         # SIGTERM/SIGHUP now stop the diagnosis (as KeyboardInterrupt), not torchhelp's exit status.
         with stoppable():
             _after_exit(outcome, argv, report, rerun_blocking, evidence_out, diagnose_failures, settings, console)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RunAbandoned):  # RunAbandoned: stopped twice during the CUDA_LAUNCH_BLOCKING rerun
         _note("torchhelp: diagnosis interrupted.")
     except Exception as exc:  # noqa: BLE001 - the edge of `run`: our failure must not replace the program's status
         if os.environ.get("TORCHHELP_DEBUG"):
@@ -231,6 +253,14 @@ def run(
     finally:
         shutil.rmtree(outcome.run_dir, ignore_errors=True)
     return outcome.exit_code
+
+
+def stop_line(outcome: RunOutcome) -> str:
+    """The one line shown when the command was stopped on request: which stop, and that nothing is diagnosed."""
+    forwarded = next((s for s in outcome.forwarded if s in (signal.SIGTERM, signal.SIGHUP)), None)
+    if forwarded is not None:
+        return f"torchhelp: {signal.Signals(forwarded).name} was passed on to the command; no diagnosis."
+    return "torchhelp: interrupted; no diagnosis."
 
 
 def _note(text: str) -> None:
@@ -250,10 +280,15 @@ def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun
         evidence_out.write_text(json.dumps({"exit_code": outcome.exit_code, "record": shown_value(outcome.record), "records": len(outcome.records)}, default=str))
     if outcome.exit_code == 0 or not diagnose_failures:
         return
-    stop = next((s for s in outcome.forwarded if s in (signal.SIGTERM, signal.SIGHUP)), None)
-    if stop is not None:
+    if outcome.stopped:
         # Someone asked the job to end; a diagnosis of that would only delay it.
-        _note(f"torchhelp: {signal.Signals(stop).name} was passed on to the command; no diagnosis.")
+        _note(stop_line(outcome))
+        return
+    launcher_only = outcome.record is None or outcome.record.get("exc_type") in _SECONDARY  # e.g. torchrun's ChildFailedError
+    missing = missing_launch(outcome.stderr_tail, argv) if launcher_only else None
+    if missing is not None:
+        # Not a crash: the command named something that does not exist. Say what, where, and the closest name.
+        _note(f"torchhelp: {missing}")
         return
     from assistant.engine import default_engine
     from assistant.probes.collect import evidence_from_record

@@ -103,12 +103,13 @@ def test_ctrl_c_on_the_terminal_interrupts_the_program_as_without_us(tmp_path: P
     direct_out, direct = run_on_terminal([PY, "sleeper.py"], tmp_path, env, keys=b"\x03")
     out, status = run_on_terminal(wrapper("--", PY, "sleeper.py"), tmp_path, env, keys=b"\x03")
     assert signalled(direct) == "SIGINT" and "KeyboardInterrupt" in direct_out
-    # The same death, the program's own KeyboardInterrupt traceback, then our diagnosis of it.
+    # The same death, the program's own KeyboardInterrupt traceback, then one line of ours (issue 21.4: no diagnosis).
     assert signalled(status) == "SIGINT", out[-3000:]
     assert "slept through" not in out
     assert 'sleeper.py", line 5, in <module>' in out and "KeyboardInterrupt" in out
     assert out.index("KeyboardInterrupt") < out.index("torchhelp")
-    assert "without a Python traceback" not in out  # its traceback is the failure
+    assert "without a Python traceback" not in out and "╭─ torchhelp" not in out
+    assert "torchhelp: interrupted; no diagnosis." in out
     # The program's stderr is still a terminal, of the user's terminal's width.
     assert "stderr-tty True 101" in out and "stderr-tty True 101" in direct_out
 
@@ -142,7 +143,9 @@ def test_sigint_sent_to_the_wrapper_alone_reaches_the_program(tmp_path: Path, en
         proc.kill()
     assert proc.returncode == -signal.SIGINT, err[-3000:]
     assert "slept through" not in out
-    assert err.count("KeyboardInterrupt\n") == 1 and "╭─ torchhelp" in err
+    # Passed on once, then ended quietly (issue 21.4): one line, no diagnosis of a requested stop.
+    assert err.count("KeyboardInterrupt\n") == 1 and "╭─ torchhelp" not in err
+    assert err.rstrip().endswith("torchhelp: interrupted; no diagnosis.")
 
 
 def _alive(pid: int) -> bool:
