@@ -76,7 +76,7 @@ def _stderr_console():  # type: ignore[no-untyped-def]
 
 
 def index_progress():  # type: ignore[no-untyped-def]
-    """A progress callback for index builds: a bar on a terminal, one line otherwise."""
+    """A progress callback for index builds and ``kb add`` embeddings: a bar with an ETA on a terminal, one line otherwise."""
     console = _stderr_console()
     state: dict = {}
 
@@ -84,12 +84,13 @@ def index_progress():  # type: ignore[no-untyped-def]
         if not console.is_terminal:
             if "announced" not in state:
                 state["announced"] = True
-                print(f"torchhelp: building the knowledge index ({total} chunks, one time)…", file=sys.stderr)
+                print(f"torchhelp: embedding {total} chunk(s) for the knowledge index…", file=sys.stderr)
             return
         if "progress" not in state:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-            p = Progress(TextColumn("building knowledge index"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
+            p = Progress(TextColumn("embedding knowledge chunks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                         console=console, transient=True)
             p.start()
             state["progress"] = p
             state["task"] = p.add_task(stage, total=total)

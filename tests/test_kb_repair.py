@@ -196,13 +196,15 @@ def test_no_writable_folder_at_all_gives_a_lexical_index_in_memory(small_kb: Pat
     assert Retriever(loaded).search("out of memory", k=1, mode="lexical")
 
 
-def test_ask_with_an_unwritable_home_works_with_a_note(tmp_path: Path) -> None:
+def test_ask_with_an_unwritable_home_works_with_a_note(knowledge: Path, tmp_path: Path) -> None:
+    """Knowledge the shipped index does not cover must be built: in the temp folder, with a note
+    (with the shipped knowledge nothing is written at all: tests/test_shipped_index.py)."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     log = tmp_path / "error.log"
     log.write_text(CAPTURE["stderr"])
     env = {**_env(blocker / "home", dense=False), "TMPDIR": str(tmp_path)}
-    res = subprocess.run([sys.executable, "-m", "assistant", "ask", "--json", str(log)], capture_output=True, text=True, timeout=300, env=env)
+    res = subprocess.run([sys.executable, "-c", CLI_WITH_KNOWLEDGE, str(knowledge), "ask", "--json", str(log)], capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["category"] == CAPTURE["category"]
     assert [line for line in res.stderr.splitlines() if "not writable" in line], res.stderr
@@ -232,16 +234,17 @@ def _can_bind_read_only() -> bool:
 
 
 @pytest.mark.skipif(not _can_bind_read_only(), reason="needs a private mount namespace (root with CAP_SYS_ADMIN)")
-def test_read_only_mount_home_works_with_a_note(tmp_path: Path) -> None:
-    """An empty home on a read-only file system (a bind mount in a private mount namespace)."""
+def test_read_only_mount_home_works_with_a_note(knowledge: Path, tmp_path: Path) -> None:
+    """An empty home on a read-only file system (a bind mount in a private mount namespace), with
+    knowledge the shipped index does not cover (so an index must be built somewhere)."""
     home = tmp_path / "home"
     home.mkdir()
     log = tmp_path / "error.log"
     log.write_text(CAPTURE["stderr"])
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    script = f'mount --bind "{home}" "{home}" && mount -o remount,ro,bind "{home}" && exec "{sys.executable}" -m assistant ask --json "{log}"'
-    res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300, env={**_env(home, dense=False), "TMPDIR": str(tmp)})
+    script = f'mount --bind "{home}" "{home}" && mount -o remount,ro,bind "{home}" && exec "{sys.executable}" -c "$CLI" "{knowledge}" ask --json "{log}"'
+    res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300, env={**_env(home, dense=False), "TMPDIR": str(tmp), "CLI": CLI_WITH_KNOWLEDGE})
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["category"] == CAPTURE["category"]
     notes = [line for line in res.stderr.splitlines() if "not writable" in line]

@@ -12,7 +12,9 @@ The index looks after itself:
   swapped whole), so concurrent first runs wait for one build and then load it;
 * a home that cannot be written moves the index to a private temporary folder (or, failing
   that, to a lexical-only index in memory), with a note;
-* a rebuild reuses the vectors of unchanged chunks, so ``kb add`` embeds only what is new.
+* a rebuild reuses the vectors of unchanged chunks, so ``kb add`` embeds only what is new;
+* the wheel ships an index of its own documents (``kb.shipped``): a home without documents of its
+  own loads it in place, and builds reuse its vectors (only the user's documents are embedded).
 """
 
 from __future__ import annotations
@@ -134,12 +136,22 @@ def _checksum(data: bytes) -> dict:
 
 
 def ensure_index(home: Path, dense: bool = True, encoder_kind: str = DEFAULT_ENCODER, progress: Progress | None = None, force: bool = False) -> LoadedIndex:
-    """Load the index, building, repairing or rebuilding it first when needed."""
-    fingerprint = _fingerprint(builtin_knowledge_dir(), user_docs_dir(home))
+    """Load the index, building, repairing or rebuilding it first when needed.
+
+    A home with no documents of its own and no index of its own (or a stale one) loads the index
+    shipped in the package when it matches the knowledge documents and the encoder: nothing is built.
+    """
+    knowledge = builtin_knowledge_dir()
+    fingerprint = _fingerprint(knowledge, user_docs_dir(home))
+    shipped_why: str | None = None
     if not force:
         found = _load_current(index_dir(home), fingerprint, dense, encoder_kind)
         if isinstance(found, LoadedIndex):
             return found
+        if found is None and not _has_user_docs(home):
+            shipped, shipped_why = load_shipped(knowledge, dense, encoder_kind)
+            if shipped is not None:
+                return shipped
     root, notes = _writable_root(home)
     if root is None:  # nowhere to write: index in memory, lexical only
         _note(notes, "the knowledge index is kept in memory for this run (lexical retrieval only)")
@@ -150,11 +162,37 @@ def ensure_index(home: Path, dense: bool = True, encoder_kind: str = DEFAULT_ENC
             found.notes = tuple(notes)
             return found
     with _build_lock(root):
-        return _ensure_locked(home, root, fingerprint, dense, encoder_kind, progress, force, notes)
+        return _ensure_locked(home, root, fingerprint, dense, encoder_kind, progress, force, notes, shipped_why)
+
+
+def _has_user_docs(home: Path) -> bool:
+    """Whether the user docs folder holds a document the index would read."""
+    from assistant.kb.documents import USER_DOC_SUFFIXES
+
+    folder = user_docs_dir(home)
+    return folder.is_dir() and any(p.suffix.lower() in USER_DOC_SUFFIXES and p.is_file() for p in folder.iterdir())
+
+
+def load_shipped(knowledge: Path, dense: bool, encoder_kind: str = DEFAULT_ENCODER) -> tuple[LoadedIndex | None, str | None]:
+    """The index shipped in the package, read in place, if it stands for ``knowledge`` with this encoder;
+    else (None, why) — why is None when the package ships no index."""
+    from assistant.kb import shipped
+
+    manifest = shipped.read_manifest()
+    if manifest is None:
+        return None, None
+    why = shipped.mismatch(manifest, knowledge, dense, encoder_id(encoder_kind))
+    if why is not None:
+        return None, why
+    try:
+        return _load_verified(shipped.shipped_dir(), manifest, dense), None
+    except IndexDamaged as exc:
+        return None, f"it is damaged ({exc})"
 
 
 def _ensure_locked(
     home: Path, root: Path, fingerprint: str, dense: bool, encoder_kind: str, progress: Progress | None, force: bool, notes: list[str],
+    shipped_why: str | None = None,
 ) -> LoadedIndex:
     idir = index_dir(root)
     damage: str | None = None
@@ -167,7 +205,7 @@ def _ensure_locked(
     docs = load_documents(home)
     chash = corpus_hash(docs)
     manifest = _read_manifest(idir)
-    reuse: LoadedIndex | None = None
+    reuse: list[LoadedIndex] = []
     if not force and damage is None and manifest and manifest.get("version") == INDEX_VERSION:
         if manifest.get("knowledge_hash") == chash and (not dense or (manifest.get("dense") and manifest.get("encoder") == encoder_id(encoder_kind))):
             try:  # same content, touched files: no rebuild, only a new fingerprint
@@ -180,9 +218,13 @@ def _ensure_locked(
                 loaded.notes = tuple(notes)
                 return loaded
     if not force and damage is None and dense:
-        reuse = _reusable(idir, encoder_kind) or (_reusable(index_dir(home), encoder_kind) if root != home else None)
+        reuse = [r for r in (_reusable(idir, encoder_kind), _reusable(index_dir(home), encoder_kind) if root != home else None, _reusable_shipped(encoder_kind)) if r]
     if damage:
         _note(notes, f"the knowledge index was damaged ({damage}); rebuilding it")
+    if shipped_why:  # a checkout whose documents were edited: said once, on stderr (the build makes the home's index current)
+        from assistant.kb.shipped import BUILD_SCRIPT
+
+        log.warning("torchhelp: note: the index shipped with torchhelp does not fit: %s; building a local one (to refresh it: python %s)", shipped_why, BUILD_SCRIPT)
     _build_into(root, home, docs, dense=dense, encoder_kind=encoder_kind, progress=progress, fingerprint=fingerprint, knowledge_hash=chash, reuse=reuse)
     try:
         loaded = _load_verified(idir, _read_manifest(idir) or {}, dense)
@@ -209,7 +251,7 @@ def build(
 
 def _build_into(
     root: Path, home: Path, docs: list[Document] | None, dense: bool, encoder_kind: str, progress: Progress | None,
-    fingerprint: str | None, knowledge_hash: str | None, reuse: LoadedIndex | None,
+    fingerprint: str | None, knowledge_hash: str | None, reuse: list[LoadedIndex] | None,
 ) -> dict:
     """Write a complete index into a temp folder of ``root``, then swap it in (caller holds the lock)."""
     docs = docs if docs is not None else load_documents(home)
@@ -239,6 +281,7 @@ def _build_into(
         files["lexical.json"] = _write_bytes(tmp / "lexical.json", _json_bytes(BM25([c.text for c in chunks]).to_data()))
         manifest = {
             "version": INDEX_VERSION, "model": MODEL_NAME, "encoder": encoder_id(encoder_kind) if dense else None, "dimension": DIMENSION,
+            "model_key": _model_key() if dense else None,
             "knowledge_hash": knowledge_hash or corpus_hash(docs),
             "fingerprint": fingerprint or _fingerprint(builtin_knowledge_dir(), user_docs_dir(home)),
             "documents": len(docs), "chunks": len(chunks), "dense": has_dense, "files": files,
@@ -257,26 +300,29 @@ def _build_into(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _vectors(chunks: list[Chunk], encoder_kind: str, progress: Progress | None, reuse: LoadedIndex | None):  # type: ignore[no-untyped-def]
-    """One float32 row per chunk, in chunk order; rows of unchanged chunks are copied from ``reuse``.
+def _vectors(chunks: list[Chunk], encoder_kind: str, progress: Progress | None, reuse: list[LoadedIndex] | None):  # type: ignore[no-untyped-def]
+    """One float32 row per chunk, in chunk order; rows of unchanged chunks are copied from ``reuse``
+    (the previous index first, then the shipped one).
 
-    A chunk is unchanged when the previous index has the same id with the same text (the encoder
+    A chunk is unchanged when a previous index has the same id with the same text (the encoder
     sees only the text), so the result equals a full rebuild while only new text is embedded.
     """
     import numpy as np
 
     out = np.zeros((len(chunks), DIMENSION), dtype="float32")
     todo = list(range(len(chunks)))
-    if reuse is not None:
-        old_rows = {c.id: (i, c.text) for i, c in enumerate(reuse.chunks)}
-        old = reuse.faiss_index()
-        keep = [(i, old_rows[c.id][0]) for i, c in enumerate(chunks) if c.id in old_rows and old_rows[c.id][1] == c.text]
+    for source in reuse or ():
+        old_rows = {c.id: (i, c.text) for i, c in enumerate(source.chunks)}
+        keep = [(i, old_rows[chunks[i].id][0]) for i in todo if chunks[i].id in old_rows and old_rows[chunks[i].id][1] == chunks[i].text]
         if keep:
+            old = source.faiss_index()
             old_vectors = old.reconstruct_n(0, old.ntotal)  # type: ignore[attr-defined]
             out[[i for i, _ in keep]] = old_vectors[[j for _, j in keep]]
         kept = {i for i, _ in keep}
-        todo = [i for i in range(len(chunks)) if i not in kept]
+        todo = [i for i in todo if i not in kept]
     if todo:
+        if progress:
+            progress("embedding", 0, len(todo))
         encoder = get_encoder(encoder_kind)
         done = [0]
 
@@ -302,6 +348,30 @@ def _reusable(idir: Path, encoder_kind: str) -> LoadedIndex | None:
     except (IndexDamaged, KnowledgeError):
         return None
     return previous
+
+
+def _reusable_shipped(encoder_kind: str) -> LoadedIndex | None:
+    """The shipped index when its vectors can stand in for new embeddings (same encoder, same model files)."""
+    from assistant.kb import shipped
+
+    manifest = shipped.read_manifest()
+    if not manifest or manifest.get("version") != INDEX_VERSION or not manifest.get("dense") or manifest.get("encoder") != encoder_id(encoder_kind):
+        return None
+    if manifest.get("dimension") != DIMENSION or manifest.get("model_key") != shipped.model_identity():
+        return None
+    try:
+        found = _load_verified(shipped.shipped_dir(), manifest, dense=True)
+        found.faiss_index()
+    except (IndexDamaged, KnowledgeError):
+        return None
+    return found
+
+
+def _model_key() -> str | None:
+    """The embedding model's identity recorded in a dense index's manifest (None: not installed)."""
+    from assistant.kb.shipped import model_identity
+
+    return model_identity()
 
 
 def _load_current(idir: Path, fingerprint: str, dense: bool, encoder_kind: str = DEFAULT_ENCODER) -> LoadedIndex | str | None:

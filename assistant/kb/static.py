@@ -17,6 +17,12 @@ The vector of a text is a pure function of its text (never of the corpus), so do
 share one space, an incremental ``kb add`` equals a full rebuild, and nothing depends on which
 words some other index happened to contain. A query costs a tokenizer call and a few dozen row
 lookups (tens of microseconds); a word never seen before costs one small transformer batch.
+
+The wheel ships the table's mean row for its model (``assistant/kb/data/static_mean.json``, written
+by ``scripts/build_shipped_index.py``). With it, a machine without the table does not distil all
+30,522 rows first: rows are computed on demand for the pieces a text uses (``LazyTable``) and kept
+in ``rows.npz`` beside the word store, so the first ``ask`` after an install costs one small
+transformer batch instead of a minute.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ SIF = 1e-5  # SIF coefficient a in a / (a + p(token))
 MAX_WORD_PIECES = 16  # longer "words" (hashes, long numbers) are summed piece by piece instead
 TABLE_BATCH = 1024
 CLS, SEP = 101, 102
+SHIPPED_MEAN = Path(__file__).resolve().parent / "data" / "static_mean.json"  # the table's mean row, for the shipped model
+PROGRESS_SLICE = 64  # texts per progress step when an encode has rows or words to compute
 
 
 def cache_dir() -> Path:
@@ -119,6 +127,97 @@ def _save_npy(path: Path, array) -> None:  # type: ignore[no-untyped-def]
     os.replace(tmp, path)
 
 
+def _sif_weights(vocab: int):  # type: ignore[no-untyped-def]
+    """SIF weight ``a / (a + p)`` per piece, with p Zipf-estimated from the piece's id (float64)."""
+    import numpy as np
+
+    inv_rank = 1.0 / np.arange(2, vocab + 2, dtype=np.float64)
+    return SIF / (SIF + inv_rank / inv_rank.sum())
+
+
+def shipped_mean(key: str):  # type: ignore[no-untyped-def]
+    """The table's mean row shipped with the package when it was made from the model with this ``key``
+    by this recipe VERSION (else None: the table is distilled whole, as before)."""
+    import json
+
+    import numpy as np
+
+    try:
+        data = json.loads(SHIPPED_MEAN.read_bytes())
+        version, shipped_key, mean = int(data["version"]), str(data["model_key"]), np.asarray(data["mean"], dtype=np.float32)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if version != VERSION or shipped_key != key or mean.shape != (384,):
+        return None
+    return mean
+
+
+def write_shipped_mean(table, key: str, path: Path = SHIPPED_MEAN) -> bool:  # type: ignore[no-untyped-def]
+    """Write the table's mean row for ``shipped_mean`` (release time); False when the file already says so."""
+    import json
+
+    data = {"version": VERSION, "model_key": key, "mean": [float(x) for x in table[-1]]}
+    text = json.dumps(data, indent=None) + "\n"
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+class LazyTable:
+    """The distilled table, row by row: a row is computed the first time a text uses its piece.
+
+    Indexing (``table[ids]``, ``table[-1]``) and ``shape`` behave like the full table's array; a row
+    is ``(state(t) - mean) * sif(t)`` exactly as :meth:`StaticMiniLM._build_table` makes it.
+    """
+
+    def __init__(self, vocab: int, mean, weights, states: Callable) -> None:  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        self._np = np
+        self._rows = np.zeros((vocab + 1, len(mean)), dtype=np.float32)  # untouched pages cost no memory
+        self._rows[vocab] = mean
+        self._known = np.zeros(vocab + 1, dtype=bool)
+        self._known[vocab] = True
+        self._mean = mean.astype(np.float64)
+        self._weights = weights  # float64 SIF weight per piece
+        self._states = states  # piece ids -> their [CLS] t [SEP] states at t, (n, 384)
+        self.shape = self._rows.shape
+        self.dtype = self._rows.dtype
+        self.computed = 0  # rows computed by this process (not read from the row store)
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        self.ensure(self._np.arange(self.shape[0])[key])
+        return self._rows[key]
+
+    def missing(self, ids) -> list[int]:  # type: ignore[no-untyped-def]
+        """Which of these piece ids have no row yet (sorted, unique)."""
+        ids = self._np.unique(self._np.asarray(ids, dtype=self._np.int64).ravel())
+        return ids[~self._known[ids]].tolist()
+
+    def ensure(self, ids) -> int:  # type: ignore[no-untyped-def]
+        """Compute the rows these piece ids lack (in batches of TABLE_BATCH); returns how many."""
+        np = self._np
+        todo = self.missing(ids)
+        for start in range(0, len(todo), TABLE_BATCH):
+            part = np.asarray(todo[start : start + TABLE_BATCH], dtype=np.int64)
+            self._rows[part] = ((self._states(part) - self._mean) * self._weights[part][:, None]).astype(np.float32)
+            self._known[part] = True
+        self.computed += len(todo)
+        return len(todo)
+
+    def add(self, ids, rows) -> None:  # type: ignore[no-untyped-def]
+        """Rows read back from the row store."""
+        self._rows[ids] = rows
+        self._known[ids] = True
+
+    def known_rows(self):  # type: ignore[no-untyped-def]
+        """(ids, rows) of every computed row (the mean row excluded), for the row store."""
+        ids = self._np.flatnonzero(self._known[:-1])
+        return ids, self._rows[ids]
+
+
 class StaticMiniLM:
     """All-MiniLM-L6-v2 distilled to static word vectors (``TORCHHELP_ENCODER=static``)."""
 
@@ -138,12 +237,12 @@ class StaticMiniLM:
         self._tok.no_padding()
         self._lock = threading.RLock()
         self._transformer = None  # the NumPy MiniLM, loaded only when a word must be computed
+        self._key = model_key(self._root)
         self._dir = self._choose_dir(folder)
+        self._weights = _sif_weights(self._tok.get_vocab_size())  # float64, one per vocabulary piece
+        self._sif = self._weights.astype(np.float32)
+        self._rows_stored = 0  # rows of a LazyTable that came from (or went to) the row store
         self._table = self._load_or_build_table()  # (vocab + 1, 384): weighted, centred rows; the last row is the mean
-        vocab = self._table.shape[0] - 1
-        inv_rank = 1.0 / np.arange(2, vocab + 2, dtype=np.float64)
-        prob = inv_rank / inv_rank.sum()
-        self._sif = (SIF / (SIF + prob)).astype(np.float32)
         self._words: dict[tuple[int, ...], object] = {}  # piece ids -> weighted, centred word vector (384,)
         self._stored = 0  # how many of them came from (or went to) the word file
         self._load_words()
@@ -152,7 +251,7 @@ class StaticMiniLM:
     # -- the table --------------------------------------------------------------------------
 
     def _choose_dir(self, folder: Path | None) -> Path | None:
-        key = model_key(self._root)
+        key = self._key
         for base in ([folder] if folder is not None else [cache_dir(), _fallback_dir()]):
             if base is not None and _writable(base / f"static-v{VERSION}-{key}"):
                 return base / f"static-v{VERSION}-{key}"
@@ -179,6 +278,11 @@ class StaticMiniLM:
         table = self._read_table()
         if table is not None:
             return table
+        mean = shipped_mean(self._key)
+        if mean is not None:  # rows on demand: no minute of distillation before the first answer
+            lazy = LazyTable(self._tok.get_vocab_size(), mean, self._weights, self._piece_states)
+            self._load_rows(lazy)
+            return lazy
         if self._dir is None:
             return self._build_table()
         with _lock(self._dir):
@@ -197,6 +301,63 @@ class StaticMiniLM:
             self._transformer = NumpyMiniLM(self._root)
         return self._transformer
 
+    def _piece_states(self, ids):  # type: ignore[no-untyped-def]
+        """The transformer state of ``[CLS] t [SEP]`` at t for each piece id t, (n, 384)."""
+        np = self._np
+        seq = np.stack([np.full_like(ids, CLS), ids, np.full_like(ids, SEP)], axis=1)
+        return self._model().hidden_states(seq, np.ones_like(seq))[:, 1]
+
+    # -- rows computed on demand (LazyTable), kept between processes --------------------------
+
+    def _rows_path(self) -> Path | None:
+        return self._dir / "rows.npz" if self._dir is not None else None
+
+    def _read_rows(self):  # type: ignore[no-untyped-def]
+        """(ids, rows) from the row store, or None when it is absent or damaged (a cache miss)."""
+        np = self._np
+        path = self._rows_path()
+        if path is None or not path.is_file():
+            return None
+        try:
+            with np.load(path) as data:
+                ids, rows = np.asarray(data["ids"], dtype=np.int64), np.asarray(data["rows"], dtype=np.float32)
+        except (OSError, ValueError, KeyError):
+            return None
+        vocab = self._tok.get_vocab_size()
+        if rows.ndim != 2 or rows.shape != (len(ids), self.dimension) or (len(ids) and (ids.min() < 0 or ids.max() >= vocab)):
+            return None
+        return ids, rows
+
+    def _load_rows(self, table: LazyTable) -> None:
+        stored = self._read_rows()
+        if stored is not None:
+            table.add(*stored)
+            self._rows_stored = len(stored[0])
+
+    def _save_rows(self) -> None:
+        """Merge the rows computed here into the row store (a cache: a lost race only costs a recomputation)."""
+        np = self._np
+        table = self._table
+        if self._dir is None or not isinstance(table, LazyTable) or not table.computed:
+            return
+        try:
+            with _lock(self._dir):
+                stored = self._read_rows()
+                if stored is not None:
+                    table.add(*stored)
+                ids, rows = table.known_rows()
+                if len(ids) == self._rows_stored:
+                    return
+                path = self._rows_path()
+                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")  # type: ignore[union-attr]
+                with open(tmp, "wb") as f:
+                    np.savez(f, ids=ids.astype(np.int32), rows=rows)
+                os.replace(tmp, path)  # type: ignore[arg-type]
+                self._rows_stored = len(ids)
+                table.computed = 0
+        except OSError as exc:
+            log.info("torchhelp: could not store the static encoder's rows (%s)", exc)
+
     def _build_table(self):  # type: ignore[no-untyped-def]
         """Run every vocabulary token through the transformer once (the distillation step)."""
         np = self._np
@@ -209,9 +370,7 @@ class StaticMiniLM:
             seq = np.stack([np.full_like(ids, CLS), ids, np.full_like(ids, SEP)], axis=1)
             raw[ids] = model.hidden_states(seq, np.ones_like(seq))[:, 1]
         mean = raw.astype(np.float64).mean(0)
-        inv_rank = 1.0 / np.arange(2, vocab + 2, dtype=np.float64)
-        prob = inv_rank / inv_rank.sum()
-        weights = SIF / (SIF + prob)
+        weights = _sif_weights(vocab)
         table = np.empty((vocab + 1, self.dimension), dtype=np.float32)
         table[:vocab] = (raw - mean) * weights[:, None]
         table[vocab] = mean
@@ -324,28 +483,44 @@ class StaticMiniLM:
         return ids[keep], keys
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, progress: Callable[[int], None] | None = None):  # type: ignore[no-untyped-def]
-        """L2-normalised (n, 384) float32 vectors; ``batch_size`` is accepted for the Encoder protocol."""
+        """L2-normalised (n, 384) float32 vectors; ``batch_size`` is accepted for the Encoder protocol.
+
+        Texts are taken PROGRESS_SLICE at a time, each slice's missing rows and words computed first,
+        so ``progress`` (called with the number of texts done) moves while new text is embedded."""
         np = self._np
         encs = self._tokenize(texts)
         split = [self._split(e) for e in encs]
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         with self._lock:
-            missing = list(dict.fromkeys(k for _, keys in split for k in keys if k not in self._words))
-            if missing:
-                self._compute_words(missing)
-                if len(texts) > 1:  # an index build: keep its words for the next process
-                    self._save_words()
-            out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-            for row, (singles, keys) in enumerate(split):
-                vec = self._table[singles].sum(0, dtype=np.float32) if len(singles) else np.zeros(self.dimension, np.float32)
-                for k in keys:
-                    vec += self._words[k]
-                out[row] = vec
+            computed_words = False
+            for start in range(0, len(split), PROGRESS_SLICE):
+                part = split[start : start + PROGRESS_SLICE]
+                computed_words |= self._prepare(part)
+                for row, (singles, keys) in enumerate(part, start):
+                    vec = self._table[singles].sum(0, dtype=np.float32) if len(singles) else np.zeros(self.dimension, np.float32)
+                    for k in keys:
+                        vec += self._words[k]
+                    out[row] = vec
+                if progress is not None:
+                    progress(len(part))
+            if computed_words and len(texts) > 1:  # an index build: keep its words for the next process
+                self._save_words()
+            self._save_rows()
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         out /= np.maximum(norms, 1e-12)
-        if progress is not None:
-            for start in range(0, len(texts), batch_size):
-                progress(min(batch_size, len(texts) - start))
         return out
+
+    def _prepare(self, split) -> bool:  # type: ignore[no-untyped-def]
+        """Compute the table rows (lazy table only) and multi-piece words these texts lack; True if any word was new."""
+        np = self._np
+        if isinstance(self._table, LazyTable):
+            singles = [s for s, _ in split if len(s)]
+            if singles:
+                self._table.ensure(np.concatenate(singles))
+        missing = list(dict.fromkeys(k for _, keys in split for k in keys if k not in self._words))
+        if missing:
+            self._compute_words(missing)
+        return bool(missing)
 
     def forget_words(self, keep_stored: bool = True) -> None:
         """Drop word vectors computed in this process (benchmarks: measure queries with unseen words again)."""
