@@ -21,7 +21,9 @@ import typer
 
 from assistant.errors import InputError, TorchhelpError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# `-h` as well as `--help`: click hands the root's help option names down to every subcommand and group.
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP_OPTIONS,
                   help="torchhelp: diagnose PyTorch failures — the cause, the fix, and the sources.")
 kb_app = typer.Typer(no_args_is_help=True, help="Manage the knowledge base and its retrieval index.")
 app.add_typer(kb_app, name="kb")
@@ -145,7 +147,7 @@ def ask(
     file: Optional[str] = typer.Argument(None, help="Log or traceback file, or a job's folder of logs; '-' or nothing reads standard input."),
     json_out: bool = typer.Option(False, "--json", help="Same as --format json: print Diagnosis.to_dict() as JSON."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="terminal (default) | markdown | json"),
-    brief: bool = typer.Option(False, "--brief", help="Terminal only: at most 15 lines (title, cause, top 2 fixes, sources)."),
+    brief: bool = typer.Option(False, "--brief", help="Terminal only: at most 20 lines (title, cause, top 2 fixes with their code, sources, and the note when a requested LLM was not used)."),
     llm: Optional[str] = typer.Option(None, "--llm", help="Answer writer: none | local | openai (default: a configured API, else none)."),
     offline: bool = typer.Option(False, "--offline", help="Forbid remote LLM backends."),
     no_dense: bool = typer.Option(False, "--no-dense", help="Lexical retrieval only (no embedding model)."),

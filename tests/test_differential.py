@@ -16,6 +16,7 @@ import pytest
 
 from assistant import diagnose
 from assistant.differential.cues import read_cues
+from assistant.render.terminal import BRIEF_LINES
 from assistant.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,7 +168,7 @@ def test_terminal_shows_the_check_and_the_other_causes(oom: str, settings, width
     for i, h in enumerate(d.hypotheses[1:], 2):
         assert f"{i}. {h.likelihood:>4.0%}" in full
     assert full.count("check:") == len(d.hypotheses)
-    assert len(brief.splitlines()) <= 15 and "check:" in brief
+    assert len(brief.splitlines()) <= BRIEF_LINES and "check:" in brief
     for line in full.splitlines():
         if not line.startswith(" " * 6):  # code lines may overflow; prose never does
             assert len(line) <= width, line

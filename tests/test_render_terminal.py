@@ -97,13 +97,13 @@ def test_wrapped_detail_keeps_indent(diagnoses: dict, slug: str, width: int) -> 
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("slug", SLUGS)
 def test_raw_error_once_and_order(diagnoses: dict, slug: str, width: int) -> None:  # type: ignore[type-arg]
-    from assistant.render.facts import split_cause
+    from assistant.sentences import split_first
 
     d = diagnoses[slug]
     text = flat(render(d, width))
     error = " ".join(d.error.split())
     assert error and text.count(error) == 1, text
-    first, _ = split_cause(d.cause)
+    first, _ = split_first(d.cause)
     marks = [text.index(d.title), text.index(" ".join(first.split())), text.index(" ".join(d.fixes[0].title.split())),
              text.index("Evidence"), text.index(error), text.index("Sources")]
     assert marks == sorted(marks), marks
@@ -111,10 +111,12 @@ def test_raw_error_once_and_order(diagnoses: dict, slug: str, width: int) -> Non
 
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("slug", SLUGS)
-def test_brief_at_most_15_lines(diagnoses: dict, slug: str, width: int) -> None:  # type: ignore[type-arg]
+def test_brief_within_its_line_budget(diagnoses: dict, slug: str, width: int) -> None:  # type: ignore[type-arg]
+    from assistant.render.terminal import BRIEF_LINES
+
     d = diagnoses[slug]
     lines = render(d, width, brief=True)
-    assert 0 < len(lines) <= 15, "\n".join(lines)
+    assert 0 < len(lines) <= BRIEF_LINES, "\n".join(lines)
     text = flat(lines)
     assert d.title in text and d.category in text
     for f in d.fixes[:2]:
@@ -129,7 +131,7 @@ def test_brief_at_most_15_lines(diagnoses: dict, slug: str, width: int) -> None:
 
 
 def test_split_cause_keeps_abbreviations_and_calls() -> None:
-    from assistant.render.facts import split_cause
+    from assistant.sentences import split_first as split_cause
 
     first, rest = split_cause("Any .cuda() / device='cuda' call fails, e.g. the model. Either pip picked a CPU wheel.")
     assert first == "Any .cuda() / device='cuda' call fails, e.g. the model."

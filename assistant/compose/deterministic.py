@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from assistant.kb.cases import CLOSE
-from assistant.render.facts import split_cause
+from assistant.sentences import first_sentence, first_sentences
 from assistant.types import Diagnosis, Evidence, Fact, Failure, Fix, Hypothesis, Passage, RuleHit, SimilarReport, Source
 
 if TYPE_CHECKING:
@@ -88,8 +88,9 @@ def _evidence(failure: Failure, evidence: Evidence, facts: Sequence[Fact]) -> tu
     return tuple(unique)
 
 
-def _summary(title: str, cause: str) -> str:
-    first = re.split(r"(?<=[.!?])\s+", cause.strip(), maxsplit=1)[0]
+def summary_of(title: str, cause: str) -> str:
+    """The one-line summary: the title and the cause's first sentence (the title alone when the cause starts with it)."""
+    first = first_sentence(cause)
     return f"{title}. {first}" if first and not first.startswith(title) else title
 
 
@@ -101,7 +102,7 @@ def compose_from_rule(failure: Failure, evidence: Evidence, hit: RuleHit, passag
     return Diagnosis(
         category=hit.category,
         title=hit.title,
-        summary=_summary(hit.title, hit.full_cause),
+        summary=summary_of(hit.title, hit.full_cause),
         cause=hit.full_cause,
         fixes=fixes,
         evidence=_evidence(failure, evidence, hit.evidence),
@@ -150,7 +151,7 @@ def compose_from_documents(failure: Failure, evidence: Evidence, decision: Decis
     hypotheses = tuple(replace(h, fixes=tuple(f for f in h.fixes if all(s in available for s in f.sources))) for h in hypotheses)
     basis = " and ".join(decision.basis) or "retrieval"
     return Diagnosis(
-        category=decision.category, title=title, summary=f"{title}. {split_cause(cause)[0]}", cause=cause,
+        category=decision.category, title=title, summary=summary_of(title, cause), cause=cause,
         fixes=fixes,
         evidence=_evidence(failure, evidence, facts_for(failure, title, decision.basis)), sources=sources, confidence=decision.likelihood,
         backend="none", rule=None, hypotheses=hypotheses,
@@ -219,12 +220,9 @@ def _section_text(passages: Sequence[Passage], name: str) -> str:
     return "\n".join(parts)
 
 
-def first_sentences(text: str, n: int) -> str:
-    """The first ``n`` sentences of a document's prose, markup and line breaks removed."""
-    clean = re.sub(r"[*`#>]", "", text)
-    clean = re.sub(r"\s+", " ", clean).strip()
-    sentences = re.split(r"(?<=[.!?])\s+", clean)
-    return " ".join(sentences[:n])
+def prose_sentences(text: str, n: int) -> str:
+    """The first ``n`` sentences of a document's prose, its markdown markup removed."""
+    return first_sentences(re.sub(r"[*`#>]", "", text), n)
 
 
 _ITEM = re.compile(r"(?m)^(?:#{3,4}\s+|\d+[.)]\s+|[-*]\s+(?=\*\*))")
@@ -238,7 +236,7 @@ def extract_fixes(text: str) -> list[Fix]:
     if not starts:
         from assistant.kb.remedies import as_fix
 
-        generic = as_fix(f"{GENERAL_GUIDE}#apply-documented-fix", {"summary": first_sentences(text, 2)})
+        generic = as_fix(f"{GENERAL_GUIDE}#apply-documented-fix", {"summary": prose_sentences(text, 2)})
         return [replace(generic, sources=())] if generic else []
     out: list[Fix] = []
     for i, start in enumerate(starts):
@@ -254,7 +252,7 @@ def extract_fixes(text: str) -> list[Fix]:
             first_line, _, rest = prose.partition("\n")
             title, detail = first_line.strip(), rest
         title = re.sub(r"[*`]", "", title).strip().rstrip(".:")
-        detail = first_sentences(detail, 2)
+        detail = prose_sentences(detail, 2)
         if title:
             out.append(Fix(title[:140], detail, code))
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from assistant.compose.deterministic import extract_fixes, first_sentences
+from assistant.compose.deterministic import extract_fixes, prose_sentences
 from assistant.kb.remedies import DocCause, DocFix, Remedies, fill, find_fix, remedies_of
 from assistant.types import Fact, Failure, Fix, Hypothesis, Passage
 
@@ -83,7 +83,7 @@ def prose_answer(doc_id: str, passages: Sequence[Passage]) -> tuple[str, tuple[F
     causes = "\n".join(p.text.split("\n", 1)[-1] for p in doc_passages if p.section.lower().startswith("cause"))
     fix_text = "\n".join(p.text.split("\n", 1)[-1] for p in doc_passages if p.section.lower().startswith("fix"))
     fixes = tuple(Fix(f.title, f.detail, f.code, (doc_id,)) for f in extract_fixes(fix_text))[:MAX_FIXES]
-    return first_sentences(causes, 2) if causes else "", fixes
+    return prose_sentences(causes, 2) if causes else "", fixes
 
 
 def facts_for(failure: Failure, doc_title: str, basis: Sequence[str]) -> tuple[Fact, ...]:

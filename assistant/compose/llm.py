@@ -16,7 +16,8 @@ from dataclasses import replace
 from collections.abc import Sequence
 
 from assistant.backends.base import TokenSink, get_backend
-from assistant.compose.deterministic import sources_from
+from assistant.compose.deterministic import sources_from, summary_of
+from assistant.compose.notes import backend_fallback_note
 from assistant.compose.prompts import build_messages, reply_schema
 from assistant.compose.verify import verify
 from assistant.errors import BackendError
@@ -35,8 +36,9 @@ def _one_line(reason: object) -> str:
     return text if len(text) <= MAX_NOTE_REASON else text[: MAX_NOTE_REASON - 1] + "…"
 
 
-def _fallback(det: Diagnosis, note: str) -> Diagnosis:
-    return replace(det, notes=tuple(det.notes) + (note,))
+def _fallback(det: Diagnosis, reason: str) -> Diagnosis:
+    """The deterministic diagnosis, with the note saying why the backend's answer is not shown."""
+    return replace(det, notes=tuple(det.notes) + (backend_fallback_note(reason),))
 
 
 def llm_compose(
@@ -47,7 +49,7 @@ def llm_compose(
     try:
         backend = get_backend(name, settings)
     except BackendError as exc:
-        return _fallback(det, f"LLM backend '{_one_line(name)}' not used: {_one_line(exc)}. Showing the deterministic diagnosis.")
+        return _fallback(det, f"LLM backend '{_one_line(name)}' not used: {_one_line(exc)}")
     messages = build_messages(failure, hit, evidence, passages, det)
     if backend.remote:
         # Secrets never leave the machine: tracebacks and probe facts can carry keys and tokens.
@@ -59,10 +61,10 @@ def llm_compose(
     try:
         text = backend.complete(messages, on_token=sink, json_mode=True, max_tokens=MAX_REPLY_TOKENS, schema=reply_schema(passages, hit, det))
     except BackendError as exc:
-        return _fallback(det, f"LLM backend '{_one_line(name)}' gave no usable answer ({_one_line(exc)}). Showing the deterministic diagnosis.")
+        return _fallback(det, f"LLM backend '{_one_line(name)}' gave no usable answer ({_one_line(exc)})")
     verdict = verify(text, passages, hit, evidence, det)
     if not verdict.ok or verdict.reply is None:
-        return _fallback(det, f"The answer from '{_one_line(name)}' was discarded: {_one_line(verdict.reason)}. Showing the deterministic diagnosis.")
+        return _fallback(det, f"The answer from '{_one_line(name)}' was discarded: {_one_line(verdict.reason)}")
     reply = verdict.reply
     allowed = {p.doc_id for p in passages}
     fixes = tuple(
@@ -73,7 +75,7 @@ def llm_compose(
     confidence = det.confidence if hit is not None else min(det.confidence + 0.2, NO_RULE_CONFIDENCE_CAP)
     return replace(
         det, category=reply["category"], sources=sources_from(passages, keep=[s for f in fixes for s in f.sources]), title=str(reply.get("title") or det.title).strip(), cause=reply["cause"].strip(),
-        summary=str(reply.get("title") or det.title).strip() + ". " + reply["cause"].strip().split(". ")[0].rstrip(".") + ".",
+        summary=summary_of(str(reply.get("title") or det.title).strip(), reply["cause"].strip()),
         fixes=fixes, confidence=confidence, backend=name,
         notes=tuple(det.notes) + (f"Written by the '{name}' backend and verified against the evidence and retrieved sources.",),
     )

@@ -16,7 +16,7 @@ from dataclasses import replace
 from collections.abc import Sequence
 
 from assistant.kb.remedies import as_fix
-from assistant.compose.deterministic import first_sentences
+from assistant.compose.deterministic import prose_sentences
 from assistant.kb.runbooks import RunbookMatch, read_advice
 from assistant.types import CATEGORIES, Diagnosis, Fact, Fix, Source
 
@@ -26,7 +26,7 @@ MAX_FIXES = 5
 
 def _sentences(text: str, n: int) -> str:
     """The first sentences of a runbook section, its code blocks left out."""
-    return first_sentences(re.sub(r"```.*?```", " ", text, flags=re.S), n)
+    return prose_sentences(re.sub(r"```.*?```", " ", text, flags=re.S), n)
 
 
 def with_runbooks(d: Diagnosis, matches: Sequence[RunbookMatch]) -> Diagnosis:

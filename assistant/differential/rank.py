@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from assistant.differential.cues import Cue, read_cues
 from assistant.differential.families import FAMILIES, Alternative, Family
-from assistant.render.facts import split_cause
+from assistant.compose.deterministic import summary_of
 from assistant.types import Diagnosis, Fact, Failure, Hypothesis, Passage, Source
 
 RULE_WEIGHT = 25.0  # the text matched this branch's own wording: specific evidence, stronger than any single cue
@@ -106,5 +106,5 @@ def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = 
         notes = (*notes, "No single cause stands out from what the text says; the checks under each possible cause tell them apart.")
     cue_facts = tuple(f for f in {c.fact: None for c in cues if any(c.id in a.cues for a in family.alternatives)})
     evidence = (*d.evidence, *(Fact("context", f) for f in cue_facts))
-    summary = d.summary if lead.cause == d.cause else f"{d.title}. {split_cause(lead.cause)[0]}"
+    summary = d.summary if lead.cause == d.cause else summary_of(d.title, lead.cause)
     return replace(d, cause=lead.cause, fixes=lead.fixes, hypotheses=ranked, notes=notes, evidence=evidence, summary=summary, sources=sources)

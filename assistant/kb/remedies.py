@@ -52,7 +52,7 @@ VALUE_NAMES: dict[str, str] = {
     "index": "the offending index value", "bound": "the size the index must stay below", "num_classes": "classes in the model's output",
     "requested": "memory asked for", "capacity": "the GPU's total memory", "free": "memory free on the GPU",
     "package": "a Python package name", "version": "a version that was found", "torch_version": "the installed torch version",
-    "arch": "a GPU architecture (sm_90)", "gpu": "the GPU model", "env_var": "an environment variable", "path": "a file path",
+    "arch": "a GPU architecture (sm_90)", "gpu": "the GPU model", "env_var": "an environment variable", "path": "a file path", "shell_path": "a file path quoted for the shell (shlex.quote)",
     "rank": "a distributed rank", "world_size": "the number of ranks", "timeout": "a timeout value",
     "num_workers": "DataLoader workers", "lr": "the learning rate",
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 _UNITS = {"B": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
           "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
@@ -147,3 +148,43 @@ def first_int(pattern: str, text: str, flags: int = 0) -> int | None:
     """First integer captured by group 1 of ``pattern``."""
     m = re.search(pattern, text, flags)
     return int(m.group(1)) if m else None
+
+
+# An OSError's own text: ``[Errno 2] No such file or directory: 'x'`` (also ``[WinError 3] ...``), the
+# path written as Python's repr: single quotes, double quotes when it holds a single quote, escaped backslashes.
+_OS_ERROR = re.compile(
+    r"\[(?P<code>(?:Errno|WinError) \d+)\] (?P<what>[^\n'\"\[\]]*?): "
+    r"(?P<path>'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\")"
+)
+NOT_FOUND_CODES = frozenset({"Errno 2", "WinError 2", "WinError 3"})
+
+
+@dataclass(frozen=True)
+class OsErrorPath:
+    """The code (``Errno 2``), the strerror (``No such file or directory``) and the path of an OSError's text."""
+
+    code: str
+    what: str
+    path: str
+
+
+def _unquote(quoted: str) -> str:
+    """A path as Python's repr wrote it, read back (``'C:\\\\x'`` -> ``C:\\x``); text that is not a repr stays as written."""
+    import ast
+
+    try:
+        value = ast.literal_eval(quoted)
+    except (ValueError, SyntaxError):
+        return quoted[1:-1]
+    return value if isinstance(value, str) and value.isprintable() else quoted[1:-1]
+
+
+def os_error_path(text: str, codes: frozenset[str] | None = None) -> OsErrorPath | None:
+    """The first ``[Errno N] what: 'path'`` in ``text`` (of one of ``codes`` when given), path unquoted; None when none.
+
+    A two-path message (``os.rename``: ``'a' -> 'b'``) gives the first path, the one that was missing.
+    """
+    for m in _OS_ERROR.finditer(text):
+        if codes is None or m.group("code") in codes:
+            return OsErrorPath(m.group("code"), m.group("what"), _unquote(m.group("path")))
+    return None

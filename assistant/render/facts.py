@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from assistant.types import Diagnosis
 
 
@@ -24,17 +22,3 @@ def facts_line(d: Diagnosis) -> str:
     if f.call:
         parts.append(f"call {f.call}")
     return " · ".join(p.strip() for p in parts)
-
-
-# A sentence ends at . ! or ? followed by whitespace and a capital, a backtick or a quote; this keeps
-# "e.g. the", "torch.from_numpy" and ".cuda() call" inside their sentence.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"(])")
-
-
-def split_cause(cause: str) -> tuple[str, str]:
-    """The cause's first sentence (shown first) and the rest (shown after the fixes); rest may be ''."""
-    text = " ".join(cause.split())
-    parts = _SENTENCE_END.split(text, maxsplit=1)
-    first = parts[0].strip()
-    rest = parts[1].strip() if len(parts) > 1 else ""
-    return first, rest

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from assistant.render.facts import split_cause
+from assistant.sentences import first_sentence
 from assistant.types import Diagnosis, Hypothesis
 
 if TYPE_CHECKING:
@@ -18,11 +18,6 @@ if TYPE_CHECKING:
 UNCERTAIN = 0.35  # the leading likelihood under which no cause stands out (same threshold as the ranking)
 INDENT = 4
 LABEL = 8  # "2.  22%" and a space
-
-
-def first_sentence(text: str) -> str:
-    """The first sentence of a cause (what a ranked list shows)."""
-    return split_cause(text)[0]
 
 
 def uncertain(d: Diagnosis) -> bool:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from assistant.render.facts import facts_line, split_cause
+from assistant.render.facts import facts_line
 from assistant.render.hypotheses import print_alternatives, print_lead_check
 from assistant.render.outgoing import shown
+from assistant.sentences import split_first
 from assistant.types import Diagnosis, Fact, Fix
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def render_terminal(d: Diagnosis, console: Console) -> None:
 
     d = shown(d)
     colour = _colour(d)
-    first, rest = split_cause(d.cause)
+    first, rest = split_first(d.cause)
     head = Text()
     head.append(f"{d.title}\n", style=f"bold {colour}")
     head.append(d.category, style="bold")
@@ -152,36 +153,105 @@ def render_terminal(d: Diagnosis, console: Console) -> None:
         console.print(Text(f"note: {n}", style="dim italic"))
 
 
+BRIEF_LINES = 20  # the most lines --brief prints (its help text and the README say so)
 BRIEF_FIXES = 2
+BRIEF_CODE_LINES = 8  # a fix's code this short is shown whole (when the budget has room)
+BRIEF_CODE_INDENT = 3
+# The most screen lines each part of the brief view may take (code gets what is left of BRIEF_LINES).
+BRIEF_TITLE_LINES, BRIEF_CAUSE_LINES, BRIEF_CHECK_LINES, BRIEF_FIX_TITLE_LINES, BRIEF_NOTE_LINES = 2, 3, 2, 2, 3
+
+
+def _height(text: Text, console: Console) -> int:
+    """Screen lines ``text`` takes when printed wrapped at the console's width."""
+    return len(text.wrap(console, max(console.width, 1)))
+
+
+def _clipped(text: Text, lines: int, console: Console) -> Text:
+    """``text`` cut at a word and ended with "…" so that it takes at most ``lines`` screen lines."""
+    if _height(text, console) <= lines:
+        return text
+    cut = min(len(text.plain), lines * max(console.width, 20))
+    while cut > 1:
+        shorter = text[:cut]
+        shorter.rstrip()
+        shorter.append("…")
+        if _height(shorter, console) <= lines:
+            return shorter
+        space = text.plain.rfind(" ", 0, cut - 1)
+        cut = space if space > 0 else cut - 1
+    return text[:0] + "…"
+
+
+def brief_code(code: str | None, room: int) -> tuple[str, int]:
+    """A fix's code within ``room`` lines, and how many of its lines are left out.
+
+    The whole snippet when it has at most BRIEF_CODE_LINES lines and they fit; else its first lines,
+    keeping one line of ``room`` for the count of the rest. At least the first line is always kept.
+    """
+    lines = (code or "").strip("\n").split("\n")
+    if not lines[0].strip() and len(lines) == 1:
+        return "", 0
+    cap = min(room, BRIEF_CODE_LINES)
+    if len(lines) <= cap:
+        return "\n".join(lines), 0
+    keep = max(cap - 1, 1)
+    return "\n".join(lines[:keep]), len(lines) - keep
+
+
+def _code_height(code: str | None) -> int:
+    """Lines a fix's code has (0 when it has none)."""
+    return len(code.strip("\n").split("\n")) if code and code.strip() else 0
 
 
 def render_brief(d: Diagnosis, console: Console) -> None:
-    """At most 15 lines: title, category/confidence, cause sentence, top fixes with first code line, source ids."""
+    """At most BRIEF_LINES lines: title, category/confidence, cause sentence, the lead check, the top fixes
+    with their code (whole when short, else its first lines and a count of the rest), the sources, and the
+    note when a requested LLM backend did not write the answer."""
     from rich.text import Text
 
+    from assistant.compose.notes import is_backend_fallback
+
     d = shown(d)  # untrusted text: no escapes, no secrets (see render_terminal)
-    first, _ = split_cause(d.cause)
-    # Cap the cause sentence at three screen lines so the whole answer stays within 15.
-    limit = 3 * max(console.width, 20) - 1
-    if len(first) > limit:
-        first = first[: limit - 1].rstrip() + "…"
-    console.print(Text(d.title, style=f"bold {_colour(d)}"))
-    console.print(Text(_meta(d), style="dim"), overflow="ellipsis", no_wrap=True)
-    if first:
-        console.print(Text(first))
-    if d.hypotheses and d.hypotheses[0].check:
-        check = d.hypotheses[0].check
-        check = check if len(check) <= 2 * max(console.width, 20) - 8 else check[: 2 * max(console.width, 20) - 9].rstrip() + "…"
-        console.print(Text("check: ", style="bold cyan") + Text(check))
-    for i, f in enumerate(d.fixes[:BRIEF_FIXES], 1):
-        line = Text(f"{i}. ", style="bold green") + Text(f.title, style="bold")
-        if f.from_team_runbook:
-            line.append("  (team runbook)", style="magenta")
-        console.print(line)
-        code = (f.code or "").strip("\n").split("\n")[0]
-        if code:
-            _print_code(code, console, indent=3)
+    first, _ = split_first(d.cause)
+    title = _clipped(Text(d.title, style=f"bold {_colour(d)}"), BRIEF_TITLE_LINES, console)
+    cause = _clipped(Text(first), BRIEF_CAUSE_LINES, console) if first else None
+    check = d.hypotheses[0].check if d.hypotheses and d.hypotheses[0].check else ""
+    check_text = _clipped(Text("check: ", style="bold cyan") + Text(check), BRIEF_CHECK_LINES, console) if check else None
+    fixes = d.fixes[:BRIEF_FIXES]
+    fix_titles = [_clipped(_brief_fix_title(i, f), BRIEF_FIX_TITLE_LINES, console) for i, f in enumerate(fixes, 1)]
     # The documents behind what the brief view shows (the full view lists every source).
-    cited = list(dict.fromkeys(src for f in d.fixes[:BRIEF_FIXES] for src in f.sources))
+    cited = list(dict.fromkeys(src for f in fixes for src in f.sources))
+    fallback = " ".join(n for n in d.notes if is_backend_fallback(n))
+    note = _clipped(Text(f"note: {fallback}", style="dim italic"), BRIEF_NOTE_LINES, console) if fallback else None
+    used = 1 + sum(_height(t, console) for t in (title, cause, check_text, *fix_titles, note) if t is not None) + (1 if cited else 0)
+    room = BRIEF_LINES - used
+    console.print(title)
+    console.print(Text(_meta(d), style="dim"), overflow="ellipsis", no_wrap=True)
+    for part in (cause, check_text):
+        if part is not None:
+            console.print(part)
+    for i, (f, line) in enumerate(zip(fixes, fix_titles, strict=True)):
+        console.print(line)
+        later = sum(min(_code_height(g.code), 2) for g in fixes[i + 1:])
+        code, more = brief_code(f.code, room - later)
+        if code:
+            _print_code(code, console, indent=BRIEF_CODE_INDENT)
+            room -= code.count("\n") + 1
+        if more:
+            console.print(Text(" " * BRIEF_CODE_INDENT + f"… ({more} more line{'s' if more > 1 else ''}: run without --brief)", style="dim"),
+                          overflow="ellipsis", no_wrap=True)
+            room -= 1
     if cited:
         console.print(Text("sources: " + ", ".join(cited), style="dim"), overflow="ellipsis", no_wrap=True)
+    if note is not None:
+        console.print(note)
+
+
+def _brief_fix_title(i: int, f: Fix) -> Text:
+    """A fix's numbered title line in the brief view."""
+    from rich.text import Text
+
+    line = Text(f"{i}. ", style="bold green") + Text(f.title, style="bold")
+    if f.from_team_runbook:
+        line.append("  (team runbook)", style="magenta")
+    return line

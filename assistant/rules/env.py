@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 
+from assistant.parse.messages import NOT_FOUND_CODES, os_error_path
 from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
@@ -371,24 +373,24 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
 def files_and_disk(ctx: Context) -> RuleHit | None:
     """Files that are missing or unreadable, full disks, no network for downloads, CPU instruction sets."""
     docs = ("files-and-permissions",)
-    m = ctx.search(r"\[Errno 2\] No such file or directory: '([^']+)'|FileNotFoundError: ([^\n]+)")
-    if m and ctx.exc_type in ("FileNotFoundError", "OSError", "IOError", ""):
-        return _file_not_found(ctx, m.group(1) or m.group(2))
+    missing = os_error_path(ctx.text, NOT_FOUND_CODES)
+    if ctx.exc_type in ("FileNotFoundError", "OSError", "IOError", "") and (missing or ctx.search(r"FileNotFoundError: ")):
+        return _file_not_found(ctx, missing.path if missing else _bare_path(ctx.message))
     m = ctx.search(r"Parent directory (\S+) does not exist")
     if m:
         return _parent_missing(ctx, m.group(1).rstrip("."), None)
-    m = ctx.search(r"\[Errno (20|21|17)\] (Not a directory|Is a directory|File exists): '([^']+)'")
-    if m:
-        code, what, path = m.groups()
-        story = {"20": f"a component of `{path}` is a file, not a directory (a file sits where a folder is expected)",
-                 "21": f"`{path}` is a directory, but the code opens it as a file",
-                 "17": f"`{path}` already exists (and is not a directory) where a directory is being created"}[code]
+    kind = os_error_path(ctx.text, frozenset({"Errno 20", "Errno 21", "Errno 17"}))
+    if kind:
+        what, path = kind.what, kind.path
+        story = {"Errno 20": f"a component of `{path}` is a file, not a directory (a file sits where a folder is expected)",
+                 "Errno 21": f"`{path}` is a directory, but the code opens it as a file",
+                 "Errno 17": f"`{path}` already exists (and is not a directory) where a directory is being created"}[kind.code]
         cause = f"{what}: {story}. Typical of output directories left by an earlier run, or a path in the config that names the wrong level."
         fixes = [remedy("files-and-permissions#inspect-path-on-disk", path=path, directory=path.rsplit("/", 1)[0] if "/" in path else None)]
         return hit("env.path_kind", "environment_error", f"{what}: {path}", cause, fixes, docs, _found(ctx, Fact("path", path)), 0.9, facts=Facts(names=(path,)))
-    m = ctx.search(r"\[Errno 13\] Permission denied: '([^']+)'")
-    if m:
-        path = m.group(1)
+    denied = os_error_path(ctx.text, frozenset({"Errno 13"}))
+    if denied:
+        path = denied.path
         cache = bool(re.search(r"[/\\]\.cache\b|cache", path, re.I))
         cause = (f"The process may not write or read `{path}`"
                  + (": it is a cache location (under a home directory the job's user does not own, or a read-only root in a container)." if cache else
@@ -421,8 +423,19 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
     return None
 
 
-def _file_not_found(ctx: Context, path: str) -> RuleHit:
-    """A missing file: reading it, or writing into a directory that does not exist."""
+def _bare_path(message: str) -> str | None:
+    """A FileNotFoundError message that is nothing but a path (``raise FileNotFoundError(path)``); None for prose."""
+    text = message.strip().strip("'\"")
+    return text if re.fullmatch(r"[^\s'\"]*[/\\.][^\s'\"]*", text) and not text.endswith(".") else None
+
+
+def _file_not_found(ctx: Context, path: str | None) -> RuleHit:
+    """A missing file: reading it, or writing into a directory that does not exist; ``path`` None when the message names none."""
+    if path is None:
+        cause = (f"A file or directory the code needs does not exist ({ctx.message.strip() or 'the message names no path'}): "
+                 "a path relative to another working directory, a dataset not downloaded or mounted, or a typo.")
+        fixes = [remedy("files-and-permissions#check-path-on-host"), remedy("files-and-permissions#paths-from-script-location")]
+        return hit("env.file_not_found", "environment_error", "File not found", cause, fixes, ("files-and-permissions",), _found(ctx), 0.85)
     writing = any(re.search(r"save|open\([^)]*['\"][wa]b?['\"]|makedirs|mkdir|write", fr.source or "") or (fr.function or "") in ("save", "_open_zipfile_writer")
                   for fr in ctx.failure.frames)
     if writing and re.search(r"[/\\]", path):
@@ -434,7 +447,7 @@ def _file_not_found(ctx: Context, path: str) -> RuleHit:
     if re.search(r"\.(pt|pth|ckpt|bin|safetensors)$", path):
         cause += " It is a checkpoint: check the run that should have written it."
     fixes = [
-        remedy("files-and-permissions#check-path-on-host", path=path),
+        remedy("files-and-permissions#check-path-on-host", shell_path=shlex.quote(path)),
         remedy("files-and-permissions#paths-from-script-location"),
     ]
     return hit("env.file_not_found", "environment_error", f"File not found: {path}", cause, fixes, ("files-and-permissions",),
