@@ -399,4 +399,7 @@ def verdict_of_text(text: str) -> Verdict | None:
         return None
     log = text_file(text)
     gpus, multi = shape_of([log])
-    return decide(scans_of([log]), multi=multi, ranks_seen=gpus.ranks_seen, world=world_size(gpus))
+    verdict = decide(scans_of([log]), multi=multi, ranks_seen=gpus.ranks_seen, world=world_size(gpus))
+    if verdict is not None and verdict.first_rank is None and not multi:
+        return None  # one process (one rank's lines pasted, a one-process launcher): the parser reads it with its context
+    return verdict
