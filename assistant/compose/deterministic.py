@@ -228,12 +228,20 @@ def prose_sentences(text: str, n: int) -> str:
 _ITEM = re.compile(r"(?m)^(?:#{3,4}\s+|\d+[.)]\s+|[-*]\s+(?=\*\*))")
 
 
+def _starts_a_sentence(text: str) -> bool:
+    """Whether a piece of prose begins where a sentence does (a capital, a code span, emphasis), not mid-sentence."""
+    head = text.lstrip()[:1]
+    return head.isupper() or head in ("`", "*", "_")
+
+
 def extract_fixes(text: str) -> list[Fix]:
     """Turn a document's Fixes section (numbered items, bullets with bold titles, or ### headings) into Fix objects."""
     if not text.strip():
         return []
     starts = [m.start() for m in _ITEM.finditer(text)]
     if not starts:
+        if not _starts_a_sentence(text):
+            return []  # a retrieved chunk that begins mid-item: its words are the tail of another fix, not one of their own
         from assistant.kb.remedies import as_fix
 
         generic = as_fix(f"{GENERAL_GUIDE}#apply-documented-fix", {"summary": prose_sentences(text, 2)})
