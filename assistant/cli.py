@@ -20,6 +20,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import typer
 
 from assistant.errors import InputError, TorchhelpError
+from assistant.render.progress import index_progress
 
 # `-h` as well as `--help`: click hands the root's help option names down to every subcommand and group.
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
@@ -69,38 +70,6 @@ def _settings(**overrides):  # type: ignore[no-untyped-def]
     from assistant.settings import load_settings
 
     return load_settings(**overrides)
-
-
-def _stderr_console():  # type: ignore[no-untyped-def]
-    from rich.console import Console
-
-    return Console(stderr=True)
-
-
-def index_progress():  # type: ignore[no-untyped-def]
-    """A progress callback for index builds and ``kb add`` embeddings: a bar with an ETA on a terminal, one line otherwise."""
-    console = _stderr_console()
-    state: dict = {}
-
-    def callback(stage: str, done: int, total: int) -> None:
-        if not console.is_terminal:
-            if "announced" not in state:
-                state["announced"] = True
-                print(f"torchhelp: embedding {total} chunk(s) for the knowledge index…", file=sys.stderr)
-            return
-        if "progress" not in state:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-            p = Progress(TextColumn("embedding knowledge chunks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                         console=console, transient=True)
-            p.start()
-            state["progress"] = p
-            state["task"] = p.add_task(stage, total=total)
-        state["progress"].update(state["task"], completed=done)
-        if done >= total:
-            state["progress"].stop()
-
-    return callback
 
 
 def _read_input(path: Optional[str], window: int):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""The backend protocol and registry.
+"""The backend registry (the protocol itself is in ``assistant.backends.protocol``).
 
 A backend turns chat messages into text. It is registered by name (``openai``, ``local``) and
 third parties can add their own through the ``torchhelp.backends`` entry-point group: the entry
@@ -9,28 +9,12 @@ deterministic answer.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 
+from assistant.backends.protocol import Backend, Message, TokenSink
 from assistant.errors import BackendUnavailable
 
-Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
-TokenSink = Callable[[str], None]
-
-
-class Backend(Protocol):
-    """Anything that can answer a chat."""
-
-    name: str
-    remote: bool  # sends text off this machine (redaction and --offline apply)
-
-    def complete(self, messages: Sequence[Message], *, max_tokens: int = 800, on_token: TokenSink | None = None, json_mode: bool = False,
-                 schema: Mapping[str, Any] | None = None) -> str:
-        """Return the assistant's reply; stream tokens to ``on_token`` when given; ``json_mode``
-        asks the server/model to constrain its output to a JSON object where it can; ``schema``, a
-        JSON schema, constrains it further where the backend can enforce one (a local grammar)."""
-        ...
-
+__all__ = ["Backend", "Factory", "Message", "TokenSink", "available", "get_backend", "register"]
 
 Factory = Callable[..., Backend]
 _REGISTRY: dict[str, Factory] = {}

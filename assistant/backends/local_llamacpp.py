@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping, Sequence
 
-from assistant.backends.base import Message, TokenSink
+from assistant.backends.protocol import Message, TokenSink
 from assistant.errors import BackendReplyError, BackendUnavailable
 
 _MODELS: dict[str, Any] = {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Iterator, Mapping, Sequence
 
-from assistant.backends.base import Message, TokenSink
+from assistant.backends.protocol import Message, TokenSink
 from assistant.backends.deadline import Deadline, GatedSink, run_with_deadline
 from assistant.backends.keypolicy import choose_api_key, withheld_openai_key
 from assistant.backends.wire import Chunk, Completion, safe_snippet, schema_problem

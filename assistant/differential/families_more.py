@@ -10,7 +10,7 @@ alternative they are, so the single answer still gets that alternative's check.
 
 from __future__ import annotations
 
-from assistant.differential.families import Alternative, Family
+from assistant.differential.family import Alternative, Family
 
 DEVICE_SIDE_ASSERT = Family(
     alternatives=(

@@ -14,7 +14,8 @@ from dataclasses import replace
 from collections.abc import Sequence
 
 from assistant.differential.cues import Cue, read_cues
-from assistant.differential.families import FAMILIES, Alternative, Family
+from assistant.differential.families import FAMILIES
+from assistant.differential.family import Alternative, Family
 from assistant.compose.deterministic import summary_of
 from assistant.types import Diagnosis, Fact, Failure, Hypothesis, Passage, Source
 

@@ -172,7 +172,7 @@ def score_cmd(
         run_name = name or f"{run_name}-{backend.replace(',', '-')}-sample{limit}"
         description += f" Stratified sample of {len(items)}."
     settings = load_settings()
-    from assistant.cli import index_progress
+    from assistant.render.progress import index_progress
 
     retriever = get_retriever(settings.home, dense=settings.dense, encoder_kind=settings.encoder, progress=index_progress())
     scorer = Scorer(settings, set(retriever.docs))
