@@ -137,26 +137,10 @@ def ask(
             get_retriever(settings.home, dense=True, encoder_kind=settings.encoder, progress=index_progress())  # builds with a progress bar
         except TorchhelpError:
             pass  # diagnose() falls back to lexical retrieval and says so
-    from assistant.backends.select import resolve_backend_name
-
-    def stream_draft(token: str) -> None:
-        from assistant.render.safe_text import safe_text
-
-        sys.stderr.write(f"\x1b[2m{safe_text(token)}\x1b[0m")  # the model's text is untrusted: no escapes of its own
-        sys.stderr.flush()
-
-    on_token = None
-    if resolve_backend_name(settings) != "none" and fmt == "terminal" and sys.stderr.isatty():
-        # Show the model's draft as it streams; the verified diagnosis is printed after it.
-        print("drafting with the LLM (verified before it is shown)…", file=sys.stderr)
-        on_token = stream_draft
-
     if job is not None:
-        diagnosis = engine.diagnose(job.failure_text or job.headline, notes=job.notes, on_token=on_token, failing_rank=job.first_failing_rank)
+        diagnosis = engine.diagnose(job.failure_text or job.headline, notes=job.notes, failing_rank=job.first_failing_rank)
     else:
-        diagnosis = engine.diagnose(inp.text, notes=inp.notes, on_token=on_token)
-    if on_token is not None:
-        print(file=sys.stderr)
+        diagnosis = engine.diagnose(inp.text, notes=inp.notes)
     if fmt == "json":
         import json
 

@@ -314,11 +314,11 @@ class Engine:
         sources = sources_from(passages, keep=[*(s.id for s in d.sources), *cited])
         return replace(d, fixes=(*d.fixes, *extra), sources=sources)
 
-    def verify(self, diagnosis: Diagnosis, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, on_token: Any = None) -> Diagnosis:
+    def verify(self, diagnosis: Diagnosis, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval) -> Diagnosis:
         """Let the configured LLM write the answer; it is used only if it passes verification."""
         from assistant.backends.select import maybe_llm_compose
 
-        written = maybe_llm_compose(diagnosis, failure, evidence, list(retrieval.passages), hit, self.settings, on_token=on_token)
+        written = maybe_llm_compose(diagnosis, failure, evidence, list(retrieval.passages), hit, self.settings)
         return self._hypotheses_after_llm(diagnosis, written)
 
     @staticmethod
@@ -339,7 +339,7 @@ class Engine:
     # -- the whole way ------------------------------------------------------------------------
 
     def diagnose(
-        self, text: str | bytes, *, evidence: Evidence | None = None, notes: Sequence[str] = (), on_token: Any = None, exclude_cases: Sequence[str] = (),
+        self, text: str | bytes, *, evidence: Evidence | None = None, notes: Sequence[str] = (), exclude_cases: Sequence[str] = (),
         failing_rank: int | None = None,
     ) -> Diagnosis:
         """Every stage in order; ``timings_ms`` on the result says where the time went.
@@ -374,7 +374,7 @@ class Engine:
             all_notes.append(f"A rule read this as {found.hit.category}, but the knowledge base and similar resolved reports point to {decision.category}.")
         diagnosis = self.compose(failure, evidence, hit, retrieval, all_notes, decision, proposals.similar, related, proposals.origin)
         t_compose = time.perf_counter()
-        diagnosis = self.verify(diagnosis, failure, evidence, found.hit, retrieval, on_token=on_token)
+        diagnosis = self.verify(diagnosis, failure, evidence, found.hit, retrieval)
         t_end = time.perf_counter()
         timings = {
             "parse": t_parse - t0, "rules": t_rules - t_parse, "retrieve": t_retrieve - t_rules,  # retrieve: proposals, decision and the answer's passages

@@ -17,15 +17,15 @@ def diagnose(
     settings: Settings | None = None,
     notes: Sequence[str] = (),
     llm: str | None = None,
-    on_token: Any = None,
     **overrides: Any,
 ) -> Diagnosis:
     """Diagnose a PyTorch failure from its text (a traceback, a log, or a bare error line).
 
     ``evidence`` carries live probe facts (from ``torchhelp run``); ``llm`` picks a backend
     (``none``, ``local``, ``openai``…; default from settings); other keyword overrides are
-    settings fields (e.g. ``dense=False``, ``top_k=3``); ``on_token`` receives streamed LLM text.
+    settings fields (e.g. ``dense=False``, ``top_k=3``). An LLM's answer is returned only once verified:
+    nothing of it is streamed.
     Raises ``InputError`` for empty input.
     """
     engine = default_engine(settings).with_settings(**overrides, llm=llm)
-    return engine.diagnose(text, evidence=evidence, notes=notes, on_token=on_token)
+    return engine.diagnose(text, evidence=evidence, notes=notes)

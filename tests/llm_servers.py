@@ -241,3 +241,15 @@ def llama_server(model: Path, startup_timeout: float = 180.0) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def stream_on_the_wire(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Make the ``openai`` backend ask for a streamed (SSE) reply, as a server-side choice: the answer path
+    passes no token sink (nothing unverified is shown), so the stream's faults are reached this way."""
+    from dataclasses import replace
+
+    from assistant.backends import base
+    from assistant.backends.openai_http import OpenAIBackend
+
+    base.available()  # the built-ins are registered before one is replaced
+    monkeypatch.setitem(base._REGISTRY, "openai", lambda settings: replace(OpenAIBackend.from_settings(settings), stream=True))

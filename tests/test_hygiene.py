@@ -216,3 +216,20 @@ def test_no_new_circle_hides_behind_a_deferred_import() -> None:
     for named in (["assistant.backends.base", "assistant.backends.local_llamacpp", "assistant.backends.openai_http"],
                   ["assistant.cli", "assistant.eval.cli"], ["assistant.differential.families", "assistant.differential.families_more"]):
         assert not any(set(named) <= set(c) for c in cycles), named
+
+
+# --------------------------------------------------------------------------- no token path that nothing listens to
+
+def test_the_answer_path_takes_no_token_sink_and_promises_no_draft() -> None:
+    """`on_token` went through four layers and was never called while `ask` printed "drafting with the LLM…":
+    removed. Only a verified answer is ever shown, so there is nothing to stream to a door."""
+    import inspect
+
+    from assistant import pipeline
+    from assistant.backends import select
+    from assistant.compose import llm
+    from assistant.engine import Engine
+
+    for fn in (pipeline.diagnose, Engine.diagnose, Engine.verify, select.maybe_llm_compose, llm.llm_compose):
+        assert "on_token" not in inspect.signature(fn).parameters, fn.__qualname__
+    assert "drafting" not in (PACKAGE / "cli.py").read_text(encoding="utf-8")

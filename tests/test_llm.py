@@ -22,7 +22,7 @@ from assistant.parse import parse_failure
 from assistant.rules import match
 from assistant.types import Evidence, ModuleSummary, Passage
 from conftest import CAPTURES, ROOT
-from llm_servers import MisbehavingServer, bundled_gguf, llama_server
+from llm_servers import MisbehavingServer, bundled_gguf, llama_server, stream_on_the_wire
 
 GOLDEN = Path(__file__).parent / "golden"
 LINEAR = next(c for c in CAPTURES if c["slug"] == "linear-after-conv-flatten")
@@ -167,10 +167,10 @@ def test_faults_end_with_the_deterministic_answer(mode: str, note: str, settings
 
 
 @pytest.mark.parametrize("mode,note", [("truncated-stream", "truncated"), ("bad-event", "malformed stream")])
-def test_stream_faults_end_with_the_deterministic_answer(mode: str, note: str, settings) -> None:  # type: ignore[no-untyped-def]
-    tokens: list[str] = []
+def test_stream_faults_end_with_the_deterministic_answer(mode: str, note: str, settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    stream_on_the_wire(monkeypatch)
     with MisbehavingServer(mode, good_reply()) as server:
-        d = diagnose(LINEAR["stderr"], settings=settings, llm="openai", llm_url=server.url, llm_retries=0, on_token=tokens.append)
+        d = diagnose(LINEAR["stderr"], settings=settings, llm="openai", llm_url=server.url, llm_retries=0)
     assert d.backend == "none" and any(note in n for n in d.notes), d.notes
 
 
@@ -184,13 +184,12 @@ def test_429_then_success_is_retried_and_verified(settings) -> None:  # type: ig
     assert any("verified" in n for n in d.notes)
 
 
-def test_streaming_shows_no_draft_and_keeps_the_verified_answer(settings) -> None:  # type: ignore[no-untyped-def]
-    """The reply streams on the wire, into a buffer: the caller's sink (a terminal) gets no unverified text."""
-    tokens: list[str] = []
+def test_a_streamed_reply_is_verified_whole(settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A reply streamed on the wire is read into the backend's buffer and verified whole (no caller is handed a draft)."""
+    stream_on_the_wire(monkeypatch)
     with MisbehavingServer("ok", good_reply()) as server:
-        d = diagnose(LINEAR["stderr"], settings=settings, llm="openai", llm_url=server.url, on_token=tokens.append)
+        d = diagnose(LINEAR["stderr"], settings=settings, llm="openai", llm_url=server.url)
         assert server.requests[-1]["stream"] is True
-    assert tokens == []
     assert d.backend == "openai" and "2048 after flattening" in d.cause
 
 

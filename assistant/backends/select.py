@@ -15,7 +15,7 @@ def resolve_backend_name(settings: Settings) -> str:
 
 
 def maybe_llm_compose(
-    diagnosis: Diagnosis, failure: Failure, evidence: Evidence, passages: list[Passage], hit: RuleHit | None, settings: Settings, on_token=None,  # type: ignore[no-untyped-def]
+    diagnosis: Diagnosis, failure: Failure, evidence: Evidence, passages: list[Passage], hit: RuleHit | None, settings: Settings,
 ) -> Diagnosis:
     """Let the selected LLM backend rewrite the diagnosis; any failure keeps the deterministic answer."""
     name = resolve_backend_name(settings)
@@ -23,4 +23,4 @@ def maybe_llm_compose(
         return diagnosis
     from assistant.compose.llm import llm_compose
 
-    return llm_compose(name, diagnosis, failure, evidence, passages, hit, settings, on_token=on_token)
+    return llm_compose(name, diagnosis, failure, evidence, passages, hit, settings)

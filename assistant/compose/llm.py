@@ -5,9 +5,9 @@ reply is not JSON, it cites documents that were not retrieved, it contradicts a 
 the user gets the deterministic diagnosis and a one-line note saying which backend was tried and
 why its answer was not used.
 
-Nothing unverified is shown: the backend streams into a private buffer, and ``on_token`` (a door's
-live display) receives no draft text at all. A draft that might obey instructions injected into
-the log must not reach the terminal even for a moment.
+Nothing unverified is shown: no caller receives draft text (the doors print the verified answer
+only). A draft that might obey instructions injected into the log must not reach the terminal even
+for a moment.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from collections.abc import Sequence
 
-from assistant.backends.base import TokenSink, get_backend
+from assistant.backends.base import get_backend
 from assistant.compose.deterministic import sources_from, summary_of
 from assistant.compose.notes import backend_fallback_note
 from assistant.compose.prompts import build_messages, reply_schema
@@ -43,7 +43,6 @@ def _fallback(det: Diagnosis, reason: str) -> Diagnosis:
 
 def llm_compose(
     name: str, det: Diagnosis, failure: Failure, evidence: Evidence, passages: Sequence[Passage], hit: RuleHit | None, settings,  # type: ignore[no-untyped-def]
-    on_token: TokenSink | None = None,
 ) -> Diagnosis:
     """The verified LLM diagnosis, or the deterministic one with a note."""
     try:
@@ -54,12 +53,10 @@ def llm_compose(
     if backend.remote:
         # Secrets never leave the machine: tracebacks and probe facts can carry keys and tokens.
         messages = [{"role": m["role"], "content": redact_text(m["content"])} for m in messages]
-    # Streaming still happens on the wire when a door wants it (progress, the deadline and the size
-    # cap act as text arrives), but into this buffer: the door's sink is never given a draft.
-    draft: list[str] = []
-    sink: TokenSink | None = draft.append if on_token is not None else None
+    # No token sink: the backend returns the whole reply (a backend may still stream on the wire into
+    # its own buffer), and only a verified reply reaches any door.
     try:
-        text = backend.complete(messages, on_token=sink, json_mode=True, max_tokens=MAX_REPLY_TOKENS, schema=reply_schema(passages, hit, det))
+        text = backend.complete(messages, json_mode=True, max_tokens=MAX_REPLY_TOKENS, schema=reply_schema(passages, hit, det))
     except BackendError as exc:
         return _fallback(det, f"LLM backend '{_one_line(name)}' gave no usable answer ({_one_line(exc)})")
     verdict = verify(text, passages, hit, evidence, det)
