@@ -263,6 +263,52 @@ def kb_add(paths: list[Path] = typer.Argument(..., help="Markdown, reStructuredT
         print(f"  {p}")
 
 
+@kb_app.command("list")
+def kb_list(json_out: bool = typer.Option(False, "--json", help="Print the documents as JSON.")) -> None:
+    """List the documents you added (id, title, path, when added, chunks)."""
+    from assistant.kb.user_docs import list_user_documents
+
+    docs = list_user_documents(_settings().home)
+    if json_out:
+        import json
+
+        print(json.dumps([d.to_dict() for d in docs], indent=2, ensure_ascii=False))
+        return
+    if not docs:
+        print("no documents added yet (add your team's runbooks with `torchhelp kb add FILE.md`)")
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(highlight=False)
+    table = Table(box=None, header_style="dim", pad_edge=False)
+    # Ids and paths are printed whole (`kb remove` takes either): folded where they must, the id on one line where it fits.
+    table.add_column("id", overflow="fold", min_width=min(max(len(d.id) for d in docs), console.width // 2))
+    table.add_column("title", overflow="fold")
+    table.add_column("path", overflow="fold")
+    table.add_column("added", no_wrap=True)
+    table.add_column("chunks", justify="right")
+    for d in docs:
+        table.add_row(Text(d.id), Text(d.title), Text(d.path), d.added.replace("T", " ").removesuffix("Z") + " UTC", str(d.chunks))
+    console.print(table)
+
+
+@kb_app.command("remove")
+def kb_remove(document: str = typer.Argument(..., help="A document's id (as `kb list` shows it) or the path it was added from.")) -> None:
+    """Remove a document you added; its chunks leave the index (nothing else is embedded again)."""
+    from assistant.kb.index import ensure_index
+    from assistant.kb.retrieve import clear_cache
+    from assistant.kb.user_docs import remove_user_document
+
+    settings = _settings()
+    removed = remove_user_document(settings.home, document)
+    clear_cache()
+    manifest = ensure_index(settings.home, dense=settings.dense, encoder_kind=settings.encoder, progress=index_progress()).manifest
+    embedded = f"; embedded {manifest['embedded']} chunk(s), reused {manifest['reused']}" if manifest.get("dense") and "embedded" in manifest else ""
+    print(f"removed {removed.id} ({removed.path}); the index now holds {manifest['documents']} documents ({manifest['chunks']} chunks){embedded}")
+
+
 def _register_optional_commands() -> None:
     """Commands that live in their own modules (eval; run and env; triage; serve), kept out of this file."""
     from assistant import runner_cli

@@ -44,6 +44,7 @@ class Retrieval:
     answer_doc: str | None = None
     notes: tuple[str, ...] = ()
     runbooks: tuple[RunbookMatch, ...] = ()  # the team's own documents that quote this error, strongest first
+    builtin_signed: tuple[str, ...] = ()  # built-in documents whose signatures the error carries (read when a runbook matched)
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,8 @@ class Engine:
         if runbooks and not any(p.doc_id == runbooks[0].doc_id for p in passages):
             extra = retriever.search(query, k=self.settings.top_k, must_include=[runbooks[0].doc_id], signature_text=failure.search_text, use_dense=False)
             passages = [*passages, *(p for p in extra if p.doc_id == runbooks[0].doc_id)]
-        return Retrieval(tuple(passages), answer_doc, tuple(notes), tuple(runbooks))
+        signed = self._builtin_signed(retriever, failure) if runbooks else ()
+        return Retrieval(tuple(passages), answer_doc, tuple(notes), tuple(runbooks), signed)
 
     def answer_document(self, decision: Decision, proposals: Proposals) -> str | None:
         """The document to answer from when the decided category is not the rule's: one quoting the error's
@@ -269,6 +271,11 @@ class Engine:
 
         return match_runbooks(failure.search_text, user_docs)
 
+    @staticmethod
+    def _builtin_signed(retriever: Retriever, failure: Failure) -> tuple[str, ...]:
+        """Built-in documents (not the user's) whose error signature occurs in the failure's text."""
+        return tuple(d for d in retriever.signature_hits(failure.search_text) if retriever.docs[d].origin != "user")
+
     def compose(
         self, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval, notes: Sequence[str] = (),
         decision: Decision | None = None, similar: Sequence[SimilarCase] = (), related: Sequence[str] = (), origin: AtlasMatch | None = None,
@@ -294,7 +301,7 @@ class Engine:
         # documents' fixes that share the user's words.
         if hit is None:
             diagnosis = self._with_related_fixes(diagnosis, failure, related, passages)
-        return with_runbooks(diagnosis, retrieval.runbooks)
+        return with_runbooks(diagnosis, retrieval.runbooks, retrieval.builtin_signed)
 
     def _with_related_fixes(self, d: Diagnosis, failure: Failure, related: Sequence[str], passages: Sequence[Passage], limit: int = 3) -> Diagnosis:
         """The answer's fixes, then the decided family's other documented fixes that share the user's words."""

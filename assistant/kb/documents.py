@@ -182,7 +182,10 @@ def sections(doc: Document) -> list[tuple[str, str]]:
         return [("text", "\n".join(paras))]
     else:
         # Our own documents split on `##` only: `###` entries (causes, fixes) stay inside their section.
-        spans = [(m.group(2).strip(), m.start(), m.end()) for m in _MD_HEADING.finditer(body) if len(m.group(1)) == 2 or doc.origin == "user"]
+        # A `# comment` line inside a fenced code block (a team runbook's bash) is code, not a heading.
+        fenced = fence_spans(body)
+        spans = [(m.group(2).strip(), m.start(), m.end()) for m in _MD_HEADING.finditer(body)
+                 if (len(m.group(1)) == 2 or doc.origin == "user") and not _inside(m.start(), fenced)]
     if not spans:
         return [("overview", body)]
     out: list[tuple[str, str]] = []
@@ -194,6 +197,19 @@ def sections(doc: Document) -> list[tuple[str, str]]:
         stop = spans[i + 1][1] if i + 1 < len(spans) else len(body)
         out.append((title, body[end:stop].strip()))
     return out
+
+
+_FENCE_BLOCK = re.compile(r"(?ms)^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)")
+
+
+def fence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every fenced code block in markdown text (an unclosed fence runs to the end)."""
+    return [m.span() for m in _FENCE_BLOCK.finditer(text)]
+
+
+def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``pos`` falls inside one of ``spans``."""
+    return any(start <= pos < end for start, end in spans)
 
 
 _ENTRY_ID = re.compile(r"\s*\{#[a-z0-9][a-z0-9-]*\}")

@@ -126,11 +126,110 @@ class RunbookAdvice:
     fixes: tuple[tuple[str, str, str | None], ...]  # (title, detail, code) per fix item
 
 
-def read_advice(match: RunbookMatch) -> RunbookAdvice:
-    """The runbook's cause and fix sections (a runbook without a fix section gives its first section)."""
-    from assistant.compose.deterministic import extract_fixes
-    from assistant.types import Fix
+# A team runbook is written for people, not for our document format: its fix section may be a numbered
+# list, bold bullets, or plain paragraphs each followed by a fenced command. Its code is code: a fence is
+# never read as prose (the fence's language tag included), and its prose keeps what people type in it
+# (`#channel`, `a > b`): only markup at the start of a line (a heading's `#`, a quote's `>`) is removed.
+_FENCED = re.compile(r"(?ms)^[ \t]*(`{3,}|~{3,})[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*$|\Z)")
+_ITEM_START = re.compile(r"(?m)^[ \t]{0,3}(?:\d+[.)]\s+|[-*+]\s+(?=\*\*))")
+_LINE_MARKUP = re.compile(r"(?m)^[ \t]{0,3}(?:#{1,6}[ \t]+|>[ \t]?|[-*+][ \t]+|\d+[.)][ \t]+)")
+_EMPHASIS = re.compile(r"\*\*|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)")  # `*`/`**` emphasis; `a*b` and `__init__` stay
+_BOLD_LEAD = re.compile(r"\A\s*\*\*(.+?)\*\*[.:]?\s*(.*)\Z", re.S)
+MAX_TITLE_CHARS = 140
 
+
+def split_code(text: str) -> list[tuple[str, str]]:
+    """The text as ("prose", text) and ("code", code) pieces in order; a fence's language tag is dropped."""
+    pieces: list[tuple[str, str]] = []
+    at = 0
+    for m in _FENCED.finditer(text):
+        pieces.append(("prose", text[at:m.start()]))
+        pieces.append(("code", m.group(2).rstrip()))
+        at = m.end()
+    pieces.append(("prose", text[at:]))
+    return [(kind, body) for kind, body in pieces if body.strip()]
+
+
+def plain_prose(text: str) -> str:
+    """Markdown prose as a reader reads it: no code blocks, no line-start markup, no emphasis or backticks, one line."""
+    prose = " ".join(body for kind, body in split_code(text) if kind == "prose")
+    prose = _EMPHASIS.sub("", _LINE_MARKUP.sub("", prose)).replace("`", "")
+    return _SPACE.sub(" ", prose).strip()
+
+
+def runbook_sentences(text: str, n: int) -> str:
+    """The first ``n`` sentences of a runbook section's prose (code blocks left out)."""
+    from assistant.sentences import first_sentences
+
+    return first_sentences(plain_prose(text), n)
+
+
+def _step(prose: str, code: str | None) -> tuple[str, str, str | None] | None:
+    """One fix from a step's prose and code: the bold lead (else the first sentence) is its title."""
+    from assistant.sentences import split_first
+
+    bold = _BOLD_LEAD.match(_LINE_MARKUP.sub("", prose))
+    if bold:
+        title, rest = plain_prose(bold.group(1)), plain_prose(bold.group(2))
+    else:
+        title, rest = split_first(plain_prose(prose))
+    title = title.strip().rstrip(".:").strip()
+    if not title and code:
+        title = "Run"
+    if not title:
+        return None
+    return title[:MAX_TITLE_CHARS], runbook_sentences(rest, 2), code
+
+
+def _item_blocks(text: str) -> list[str]:
+    """A fix section split at its list items (numbered, or bullets with a bold title); [] when it has none.
+
+    Item markers inside fenced code are code, not items."""
+    fenced = [m.span() for m in _FENCED.finditer(text)]
+    starts = [m.start() for m in _ITEM_START.finditer(text) if not any(a <= m.start() < b for a, b in fenced)]
+    return [text[s: starts[i + 1] if i + 1 < len(starts) else len(text)] for i, s in enumerate(starts)]
+
+
+def _paragraph_steps(text: str) -> list[tuple[str, str, str | None]]:
+    """A fix section written as paragraphs and code: each code block with the prose before it is one step,
+    prose after the last block one more step; code blocks in a row belong to the same step."""
+    steps: list[tuple[str, str | None]] = []
+    prose = ""
+    for kind, body in split_code(text):
+        if kind == "prose":
+            if prose.strip():
+                steps.append((prose, None))
+            prose = body
+        elif prose.strip() or not steps:
+            steps.append((prose, body))
+            prose = ""
+        else:
+            last_prose, last_code = steps[-1]
+            steps[-1] = (last_prose, f"{last_code}\n\n{body}" if last_code else body)
+    if prose.strip():
+        steps.append((prose, None))
+    return [s for s in (_step(p, c) for p, c in steps) if s is not None]
+
+
+def runbook_fixes(text: str) -> list[tuple[str, str, str | None]]:
+    """(title, detail, code) per step of a runbook's fix section: list items if it has them, else its paragraphs.
+
+    Every fenced block of an item is its code (joined by a blank line), in order, and nowhere in its prose."""
+    blocks = _item_blocks(text)
+    if not blocks:
+        return _paragraph_steps(text)
+    out: list[tuple[str, str, str | None]] = []
+    for block in blocks:
+        pieces = split_code(block)
+        code = "\n\n".join(body for kind, body in pieces if kind == "code") or None
+        step = _step("\n".join(body for kind, body in pieces if kind == "prose"), code)
+        if step is not None:
+            out.append(step)
+    return out
+
+
+def read_advice(match: RunbookMatch) -> RunbookAdvice:
+    """The runbook's cause and fix sections (a runbook without a fix section gives its sections that are not a cause)."""
     loaded = load_runbook(match.path)
     if loaded is None:
         return RunbookAdvice("", ())
@@ -141,13 +240,10 @@ def read_advice(match: RunbookMatch) -> RunbookAdvice:
     if not fix_text and parts:
         # No heading says "fix": the runbook as a whole is the remedy (a short team note).
         fix_text = "\n\n".join(text for heading, text in parts if not _CAUSE_HEADING.search(heading))
-    fixes = extract_fixes(fix_text)
-    if len(fixes) == 1 and fixes[0].title == "Apply the documented fix":
-        code = _first_code(fix_text)
-        fixes = [Fix(f"Follow the team runbook “{doc.title}”", fixes[0].detail, code)]
-    return RunbookAdvice(cause_text, tuple((f.title, f.detail, f.code) for f in fixes[:MAX_RUNBOOK_FIXES]))
+    steps = [s for s in runbook_fixes(fix_text) if not _quotes_error(s[2], match.fragment)]
+    return RunbookAdvice(cause_text, tuple(steps[:MAX_RUNBOOK_FIXES]))
 
 
-def _first_code(text: str) -> str | None:
-    m = _FENCE.search(text)
-    return m.group(1).strip() if m else None
+def _quotes_error(code: str | None, fragment: str) -> bool:
+    """Whether a code block is the quoted error itself (what the team saw), not a step to take."""
+    return code is not None and bool(fragment) and normalise(fragment) in normalise(code)

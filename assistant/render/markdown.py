@@ -16,6 +16,22 @@ def _fence(text: str, char: str = "`") -> str:
     return char * max(3, longest + 1)
 
 
+_SHELL_COMMANDS = (
+    "accelerate apt apt-get cat cd chmod conda cp curl deepspeed df dmesg docker du echo env export find free git grep head "
+    "htop kill kubectl ls make mkdir module mv nvidia-smi pip pip3 ps python python3 rm rsync sacct salloc sbatch scancel "
+    "scontrol scp sinfo source squeue srun ssh sudo tail tar time top torchhelp torchrun ulimit uv watch wget which"
+).split()
+_SHELL_LINE = re.compile(
+    r"^(?:\$\s+)?(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:" + "|".join(map(re.escape, _SHELL_COMMANDS)) + r")(?=\s+[^=\s]|\s*$)"
+)
+
+
+def code_language(code: str) -> str:
+    """The fence language for a fix's code: ``bash`` when every line (comments aside) is a shell command, else ``python``."""
+    lines = [ln.strip() for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return "bash" if lines and all(_SHELL_LINE.match(ln) for ln in lines) else "python"
+
+
 def render_markdown(d: Diagnosis) -> str:
     """The diagnosis as GitHub-flavoured markdown (untrusted strings sanitised: no escapes, no secrets)."""
     d = shown(d)
@@ -41,7 +57,7 @@ def render_markdown(d: Diagnosis) -> str:
             lines.append(f"{i}. **{f.title}**{cite}" + (f" — {f.detail}" if f.detail else ""))
             if f.code:
                 fence = _fence(f.code)
-                lines += ["", f"   {fence}python", *("   " + ln for ln in f.code.splitlines()), f"   {fence}"]
+                lines += ["", f"   {fence}{code_language(f.code)}", *("   " + ln for ln in f.code.splitlines()), f"   {fence}"]
         lines.append("")
     if d.sources:
         lines += ["### Sources", ""]

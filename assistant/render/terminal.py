@@ -135,7 +135,7 @@ def render_terminal(d: Diagnosis, console: Console) -> None:
     if d.sources:
         _section("Sources", "blue", console)
         src = Table(show_header=True, box=None, header_style="dim", pad_edge=False)
-        src.add_column("source")
+        src.add_column("source", overflow="fold")  # a long id (a team runbook's) wraps, never cut: it is what `kb remove` takes
         src.add_column("title")
         src.add_column("score", justify="right")
         for s in d.sources:
@@ -221,9 +221,11 @@ def render_brief(d: Diagnosis, console: Console) -> None:
     fix_titles = [_clipped(_brief_fix_title(i, f), BRIEF_FIX_TITLE_LINES, console) for i, f in enumerate(fixes, 1)]
     # The documents behind what the brief view shows (the full view lists every source).
     cited = list(dict.fromkeys(src for f in fixes for src in f.sources))
+    # Ids are printed whole (a team runbook's may be long): the line wraps, and its height is budgeted.
+    sources = Text("sources: " + ", ".join(cited), style="dim", overflow="fold") if cited else None
     fallback = " ".join(n for n in d.notes if is_backend_fallback(n))
     note = _clipped(Text(f"note: {fallback}", style="dim italic"), BRIEF_NOTE_LINES, console) if fallback else None
-    used = 1 + sum(_height(t, console) for t in (title, cause, check_text, *fix_titles, note) if t is not None) + (1 if cited else 0)
+    used = 1 + sum(_height(t, console) for t in (title, cause, check_text, *fix_titles, note, sources) if t is not None)
     room = BRIEF_LINES - used
     console.print(title)
     console.print(Text(_meta(d), style="dim"), overflow="ellipsis", no_wrap=True)
@@ -241,8 +243,8 @@ def render_brief(d: Diagnosis, console: Console) -> None:
             console.print(Text(" " * BRIEF_CODE_INDENT + f"… ({more} more line{'s' if more > 1 else ''}: run without --brief)", style="dim"),
                           overflow="ellipsis", no_wrap=True)
             room -= 1
-    if cited:
-        console.print(Text("sources: " + ", ".join(cited), style="dim"), overflow="ellipsis", no_wrap=True)
+    if sources is not None:
+        console.print(sources)
     if note is not None:
         console.print(note)
 
