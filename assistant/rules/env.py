@@ -426,7 +426,9 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
 def _bare_path(message: str) -> str | None:
     """A FileNotFoundError message that is nothing but a path (``raise FileNotFoundError(path)``); None for prose."""
     text = message.strip().strip("'\"")
-    return text if re.fullmatch(r"[^\s'\"]*[/\\.][^\s'\"]*", text) and not text.endswith(".") else None
+    # Plain string tests, not a pattern: a path has a separator or a dot and no space or quote (linear on any text).
+    one_token = bool(text) and not any(c.isspace() or c in "'\"" for c in text)
+    return text if one_token and any(c in "/\\." for c in text) and not text.endswith(".") else None
 
 
 def _file_not_found(ctx: Context, path: str | None) -> RuleHit:
