@@ -2,9 +2,10 @@
 
 With an LLM backend the conversation history is kept and every reply's [citations] must be
 among the retrieved passages (a reply citing anything else is withheld). With no backend, each
-question is answered from the diagnosis and the knowledge base directly: the fixes for "how do I
-fix it", the cause and evidence for "why", else the knowledge section closest to the question,
-shown whole (see :mod:`assistant.compose.offline_chat`), with the ids of the documents it cites.
+question is answered from what the diagnosis and its family's knowledge actually cover: the fixes
+not yet shown, why it failed (beyond the cause's first sentence), the checks, the sources, or a short
+quote from a same-family section about the question's words; anything else gets one line saying
+that it needs an LLM (see :mod:`assistant.compose.offline_chat`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from typing import TextIO
 
 from assistant.backends.select import resolve_backend_name
-from assistant.compose.offline_chat import OfflineAnswer, Section, answer_offline, read_sections
+from assistant.compose.offline_chat import LLM_SETUP, OfflineAnswer, Section, answer_offline, read_sections
 from assistant.compose.prompts import chat_system_message
 from assistant.errors import BackendError
 from assistant.probes.redact import redact_text
@@ -23,8 +24,8 @@ from assistant.types import Diagnosis, Passage
 _CITATION = re.compile(r"\[([a-z0-9][\w:.-]*)\]")
 EXIT_WORDS = {"exit", "quit", "q", ":q", "bye"}
 # Said once when a chat starts without an LLM: the knobs that turn on free-form answers (settings.py).
-LLM_HINT = ("Without an LLM, answers are sections of the diagnosis and the knowledge base. For free-form answers, "
-            "set TORCHHELP_LLM_URL to an OpenAI-compatible server, or TORCHHELP_LLM=local with TORCHHELP_LOCAL_MODEL=<file.gguf>.")
+LLM_HINT = ("Without an LLM, answers come from the diagnosis and its knowledge (why, fixes, checks, sources, terms). "
+            f"For free-form answers, {LLM_SETUP}.")
 
 
 def check_citations(reply: str, allowed: set[str]) -> list[str]:
@@ -89,6 +90,8 @@ class ChatSession:
         return reply
 
     def _ask_kb(self, question: str) -> str:
+        """Answer from the diagnosis and its family's knowledge (no LLM); the passages retrieved for the
+        question become citable for later turns."""
         if self.retriever is None:
             from assistant.kb.retrieve import get_retriever
 
@@ -98,15 +101,25 @@ class ChatSession:
         for p in hits:
             if p.doc_id not in self.allowed:
                 self.passages.append(p)
-        # Candidate sections: every section of the documents retrieved for the question, then of the
-        # diagnosis' own sources, in that order (ties in the ranking go to the earlier document).
+        docs = self._candidate_docs(hits)
+        sections = [s for doc_id, (title, path) in docs.items() for s in self._doc_sections(doc_id, title, path)]
+        earlier = [m["content"] for m in self.history if m["role"] == "assistant"]
+        answer = answer_offline(question, self.diagnosis, sections, {doc_id: path for doc_id, (_, path) in docs.items()},
+                                idf=self.retriever.idf, earlier=earlier)
+        self.last_offline = answer
+        return answer.markdown()
+
+    def _candidate_docs(self, hits: list[Passage]) -> dict[str, tuple[str, str]]:
+        """Documents whose sections may answer, as id -> (title, path): those retrieved for the question,
+        then the diagnosis' passages, then every other document of its failure family (ties in the
+        ranking go to the earlier one; answer_offline keeps only the family's and team runbooks)."""
         docs: dict[str, tuple[str, str]] = {}
         for p in [*hits, *self.passages]:
             docs.setdefault(p.doc_id, (p.title, p.path))
-        sections = [s for doc_id, (title, path) in docs.items() for s in self._doc_sections(doc_id, title, path)]
-        answer = answer_offline(question, self.diagnosis, sections, {doc_id: path for doc_id, (_, path) in docs.items()})
-        self.last_offline = answer
-        return answer.markdown()
+        for info in self.retriever.docs.values():
+            if info.category == self.diagnosis.category:
+                docs.setdefault(info.id, (info.title, info.path))
+        return docs
 
     def _doc_sections(self, doc_id: str, title: str, path: str) -> list[Section]:
         if doc_id not in self._sections:
