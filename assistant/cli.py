@@ -19,6 +19,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import typer
 
+from assistant.cli_options import llm_option
 from assistant.errors import InputError, TorchhelpError
 from assistant.render.progress import index_progress
 
@@ -117,7 +118,7 @@ def ask(
     json_out: bool = typer.Option(False, "--json", help="Same as --format json: print Diagnosis.to_dict() as JSON."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="terminal (default) | markdown | json"),
     brief: bool = typer.Option(False, "--brief", help="Terminal only: at most 20 lines (title, cause, top 2 fixes with their code, sources, and the note when a requested LLM was not used)."),
-    llm: Optional[str] = typer.Option(None, "--llm", help="Answer writer: none | local | openai (default: a configured API, else none)."),
+    llm: Optional[str] = llm_option(),
     offline: bool = typer.Option(False, "--offline", help="Forbid remote LLM backends."),
     no_dense: bool = typer.Option(False, "--no-dense", help="Lexical retrieval only (no embedding model)."),
     chat: bool = typer.Option(False, "--chat", help="After the diagnosis, ask follow-up questions."),
@@ -310,8 +311,8 @@ def kb_remove(document: str = typer.Argument(..., help="A document's id (as `kb 
 
 
 def _register_optional_commands() -> None:
-    """Commands that live in their own modules (eval; run and env; triage; serve), kept out of this file."""
-    from assistant import runner_cli
+    """Commands that live in their own modules (eval; run and env; triage; serve; config), kept out of this file."""
+    from assistant import config_cli, runner_cli
     from assistant.eval import cli as eval_cli
     from assistant.serve import cli as serve_cli
     from assistant.triage import cli as triage_cli
@@ -320,6 +321,7 @@ def _register_optional_commands() -> None:
     runner_cli.register(app)
     triage_cli.register(app)
     serve_cli.register(app)
+    config_cli.register(app)
 
 
 def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:

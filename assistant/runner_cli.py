@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from assistant.cli_options import llm_option
+
 
 def register(app: typer.Typer) -> None:
     app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run)
@@ -21,6 +23,7 @@ def run(
     memory_history: bool = typer.Option(False, "--memory-history", help="Record CUDA allocation stacks from the start and summarise the top sites at an OOM."),
     evidence_out: Optional[Path] = typer.Option(None, "--evidence-out", help="Write the raw probe record here (used by `eval reproduce --with-probes`)."),
     no_diagnose: bool = typer.Option(False, "--no-diagnose", help="Only collect evidence; print no diagnosis."),
+    llm: Optional[str] = llm_option(),
 ) -> None:
     """Run a command (after `--`); if it fails, diagnose it with live probes. The exit status is preserved (same code, or death by the same signal)."""
     from assistant.run_signals import die_like
@@ -31,7 +34,7 @@ def run(
     if argv and argv[0] == "--":
         argv = argv[1:]
     code = run_command(argv, report=report, rerun_blocking=rerun_blocking, memory_history=memory_history,
-                       evidence_out=evidence_out, diagnose_failures=not no_diagnose, settings=load_settings())
+                       evidence_out=evidence_out, diagnose_failures=not no_diagnose, settings=load_settings(llm=llm))
     # A child killed by a signal: end by that signal too, so the shell sees the same status.
     raise typer.Exit(die_like(code))
 

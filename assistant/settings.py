@@ -55,12 +55,53 @@ class Settings:
         return replace(self, **clean)
 
 
-_ENV = {
-    "TORCHHELP_DENSE": "dense", "TORCHHELP_DENSE_POLICY": "dense_policy", "TORCHHELP_ENCODER": "encoder", "TORCHHELP_TOP_K": "top_k", "TORCHHELP_ATLAS": "atlas",
-    "TORCHHELP_LLM": "llm", "TORCHHELP_LLM_URL": "llm_url", "TORCHHELP_LLM_MODEL": "llm_model",
-    "TORCHHELP_LLM_API_KEY": "llm_api_key", "TORCHHELP_LLM_TIMEOUT": "llm_timeout",
-    "TORCHHELP_LOCAL_MODEL": "local_model_path", "TORCHHELP_OFFLINE": "offline",
-}
+@dataclass(frozen=True)
+class EnvVar:
+    """One ``TORCHHELP_*`` (or other) environment variable torchhelp reads: the one list of them.
+
+    ``setting`` names the :class:`Settings` field it sets (None: read elsewhere, for the reason in ``meaning``);
+    ``audience`` is ``user`` (documented for everyone), ``internal`` (set by torchhelp for a child process it
+    starts) or ``test`` (the test suite's switches).
+    """
+
+    name: str
+    meaning: str
+    setting: str | None = None
+    audience: str = "user"
+
+
+ENVIRONMENT: tuple[EnvVar, ...] = (
+    EnvVar("TORCHHELP_HOME", "Where the index, your documents, config.toml and triage state live (default ~/.cache/torchhelp).", "home"),
+    EnvVar("TORCHHELP_LLM", "Who writes the answer: auto (an API if TORCHHELP_LLM_URL is set, else none) | none | local | openai | a plugin's name.", "llm"),
+    EnvVar("TORCHHELP_LLM_URL", "Base URL of an OpenAI-compatible API (https://api.openai.com/v1, http://localhost:11434/v1, …).", "llm_url"),
+    EnvVar("TORCHHELP_LLM_MODEL", "The model name sent to that API (default gpt-4o-mini).", "llm_model"),
+    EnvVar("TORCHHELP_LLM_API_KEY", "The key sent to TORCHHELP_LLM_URL, whatever its host (never over plain http except to loopback).", "llm_api_key"),
+    EnvVar("OPENAI_API_KEY", "OpenAI's key: sent to api.openai.com only.", "openai_api_key"),
+    EnvVar("TORCHHELP_LLM_TIMEOUT", "Seconds for the whole LLM answer, retries included.", "llm_timeout"),
+    EnvVar("TORCHHELP_LOCAL_MODEL", "The GGUF for --llm local: a path, or gemma3-270m (default: the bundled SmolLM2-135M).", "local_model_path"),
+    EnvVar("TORCHHELP_OFFLINE", "1: never send anything off this machine (remote LLM backends are refused).", "offline"),
+    EnvVar("TORCHHELP_DENSE", "0: lexical retrieval only (no embedding model).", "dense"),
+    EnvVar("TORCHHELP_DENSE_POLICY", "When to embed the query: auto (only without a confident rule) | always.", "dense_policy"),
+    EnvVar("TORCHHELP_ENCODER", "Embeddings: static (default, fast) | numpy (the full MiniLM) | sentence-transformers (imports torch).", "encoder"),
+    EnvVar("TORCHHELP_TOP_K", "How many passages retrieval returns.", "top_k"),
+    EnvVar("TORCHHELP_ATLAS", "0: do not recognise messages with the error atlas.", "atlas"),
+    EnvVar("TORCHHELP_ENCODER_CACHE", "Where the static encoder keeps its per-machine table (default: the user cache)."),
+    EnvVar("TORCHHELP_DEBUG", "1: show torchhelp's own traceback on an internal error."),
+    EnvVar("TORCHHELP_SERVE_TOKEN", "torchhelp serve: the bearer token every API route requires (or --token-file)."),
+    EnvVar("TORCHHELP_SERVE_CONFIG", "torchhelp serve --workers N: the configuration handed to each worker.", audience="internal"),
+    EnvVar("TORCHHELP_RUN_DIR", "torchhelp run: where the child's crash hook writes its evidence.", audience="internal"),
+    EnvVar("TORCHHELP_PKG_PARENT", "torchhelp run: where the child finds the assistant package.", audience="internal"),
+    EnvVar("TORCHHELP_MEMORY_HISTORY", "torchhelp run --memory-history: record CUDA allocation stacks in the child.", audience="internal"),
+    EnvVar("TORCHHELP_PROBE_BUDGET", "torchhelp run: seconds the probes may take at a crash (default 3).", audience="user"),
+    EnvVar("TORCHHELP_GPU_OUT", "Tests: keep the GPU tests' reports and outputs here (for committing).", audience="test"),
+    EnvVar("TORCHHELP_REQUIRE_CHROMIUM", "Tests: 1 fails (not skips) the browser tests without Chromium (CI sets it).", audience="test"),
+    EnvVar("TORCHHELP_UPDATE_GOLDEN", "Tests: 1 rewrites the golden LLM replies.", audience="test"),
+)
+
+# The variables that set a Settings field (TORCHHELP_HOME and OPENAI_API_KEY are read on their own in load_settings).
+_ENV = {v.name: v.setting for v in ENVIRONMENT if v.setting is not None and v.name not in ("TORCHHELP_HOME", "OPENAI_API_KEY")}
+
+SOURCES = ("default", "config.toml", "environment", "flag")
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -88,9 +129,17 @@ def _coerce(name: str, value: Any) -> Any:
 
 def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
     """Resolve settings from the config file, the environment and explicit overrides."""
+    return load_settings_with_sources(env, **overrides)[0]
+
+
+def load_settings_with_sources(env: Mapping[str, str] | None = None, **overrides: Any) -> tuple[Settings, dict[str, str]]:
+    """The settings, and where each field's value came from: one of :data:`SOURCES` per field."""
     env = os.environ if env is None else env
     home = Path(env.get("TORCHHELP_HOME") or "~/.cache/torchhelp").expanduser()
     values: dict[str, Any] = {"home": home}
+    sources = {f.name: "default" for f in fields(Settings)}
+    if env.get("TORCHHELP_HOME"):
+        sources["home"] = "environment"
     config = home / "config.toml"
     if config.is_file():
         try:
@@ -102,13 +151,17 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
             if key not in known or key == "home":
                 raise ConfigError(f"{config}: unknown setting {key!r}")
             values[key] = _coerce(key, value)
+            sources[key] = "config.toml"
     for var, name in _ENV.items():
         if var in env:
             values[name] = _coerce(name, env[var])
+            sources[name] = "environment"
     if env.get("OPENAI_API_KEY"):
         # Kept apart from llm_api_key: this key belongs to OpenAI, not to whatever llm_url names.
         values["openai_api_key"] = env["OPENAI_API_KEY"]
+        sources["openai_api_key"] = "environment"
     settings = Settings(**values).with_overrides(**overrides)
+    sources.update({k: "flag" for k, v in overrides.items() if v is not None})
     if settings.dense_policy not in ("auto", "always"):
         raise ConfigError(f"dense_policy must be 'auto' or 'always', not {settings.dense_policy!r}")
-    return settings
+    return settings, sources

@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
             "diagnose_groups": diagnose == "1",
-            "env": {k: os.environ[k] for k in ("TORCHHELP_DENSE", "TORCHHELP_BACKEND", "TORCHHELP_LLM") if k in os.environ},
+            "env": {k: os.environ[k] for k in ("TORCHHELP_DENSE", "TORCHHELP_LLM") if k in os.environ},
             "corpus": corpus_info,
             "runs": args.runs,
             "triage": summary("triage"),

@@ -233,3 +233,125 @@ def test_the_answer_path_takes_no_token_sink_and_promises_no_draft() -> None:
     for fn in (pipeline.diagnose, Engine.diagnose, Engine.verify, select.maybe_llm_compose, llm.llm_compose):
         assert "on_token" not in inspect.signature(fn).parameters, fn.__qualname__
     assert "drafting" not in (PACKAGE / "cli.py").read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- one LLM option, one list of settings
+
+def _commands():  # type: ignore[no-untyped-def]
+    import typer.main
+
+    from assistant.cli import _register_optional_commands, app
+
+    _register_optional_commands()
+    root = typer.main.get_command(app)
+    return root.commands  # type: ignore[attr-defined]
+
+
+def test_every_command_that_can_use_an_llm_takes_llm() -> None:
+    commands = _commands()
+    for path in (("ask",), ("run",), ("triage",), ("eval", "score")):
+        command = commands[path[0]]
+        for part in path[1:]:
+            command = command.commands[part]
+        opts = {o for p in command.params for o in getattr(p, "opts", [])}
+        assert "--llm" in opts, path
+    score = commands["eval"].commands["score"]
+    hidden = {o: p.hidden for p in score.params for o in getattr(p, "opts", [])}
+    assert hidden["--backend"] and not hidden["--llm"]  # the old name still works, out of sight
+
+
+def test_run_and_triage_pass_llm_to_the_engine(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`--llm` means what it means in `ask`: the backend that writes the (verified) answer."""
+    import assistant.runner
+    import assistant.triage.api
+    from assistant.cli import main
+
+    monkeypatch.setenv("TORCHHELP_HOME", str(tmp_path))
+    monkeypatch.delenv("TORCHHELP_LLM", raising=False)
+    seen: dict[str, object] = {}
+
+    def fake_run(argv, **kwargs):  # type: ignore[no-untyped-def]
+        seen["run"] = kwargs["settings"].llm
+        return 0
+
+    def fake_triage(paths, **kwargs):  # type: ignore[no-untyped-def]
+        seen["triage"] = kwargs["engine_obj"].settings.llm
+        raise SystemExit(0)
+
+    monkeypatch.setattr(assistant.runner, "run", fake_run)
+    monkeypatch.setattr(assistant.triage.api, "triage", fake_triage)
+    assert main(["run", "--llm", "none", "--", "true"]) == 0
+    with pytest.raises(SystemExit):
+        main(["triage", "--llm", "local", "--quiet", str(tmp_path)])
+    assert seen == {"run": "none", "triage": "local"}
+
+
+def test_eval_score_llm_and_its_old_name() -> None:
+    from assistant.errors import EvalError
+    from assistant.eval.cli import _llm_choice
+
+    assert _llm_choice(None, None) == "none"
+    assert _llm_choice("local", None) == _llm_choice(None, "local") == _llm_choice("local", "local") == "local"
+    with pytest.raises(EvalError):
+        _llm_choice("local", "openai")
+
+
+def test_readme_lists_every_variable_from_the_settings_module() -> None:
+    from assistant.settings_doc import environment_table, readme_section
+
+    section = readme_section((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert section is not None, "README.md lost its settings-table markers"
+    assert section == environment_table(), "README's settings table is stale: run `python scripts/settings_table.py --write`"
+
+
+def _mentions(folder: Path, pattern: str = r"\bTORCHHELP_[A-Z0-9_]+") -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in folder.rglob("*.py"):
+        if path.name in ("test_hygiene.py",) or path.relative_to(ROOT).as_posix() in ("assistant/settings.py", "assistant/settings_doc.py"):
+            continue
+        for name in re.findall(pattern, path.read_text(encoding="utf-8", errors="replace")):
+            found.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_every_variable_is_listed_once_and_read_somewhere() -> None:
+    """One list (assistant.settings.ENVIRONMENT): every TORCHHELP_* name the code, tests and scripts use is on it,
+    and every name on it is read (TORCHHELP_BACKEND was set by a benchmark and read nowhere: removed)."""
+    from assistant.settings import _ENV, ENVIRONMENT
+
+    names = [v.name for v in ENVIRONMENT]
+    assert len(names) == len(set(names))
+    used = {**_mentions(ROOT / "scripts"), **_mentions(ROOT / "tests"), **_mentions(PACKAGE)}
+    unlisted = sorted(set(used) - set(names))
+    assert not unlisted, f"TORCHHELP_* variables used but not in assistant.settings.ENVIRONMENT: {unlisted}"
+    in_package, in_tests = _mentions(PACKAGE), _mentions(ROOT / "tests")
+    for v in ENVIRONMENT:
+        if v.name == "OPENAI_API_KEY" or v.name in _ENV or v.name == "TORCHHELP_HOME":
+            continue  # read by load_settings itself
+        where = in_tests if v.audience == "test" else in_package
+        assert v.name in where, f"{v.name} is listed but read nowhere"
+
+
+def test_config_says_where_each_setting_came_from(monkeypatch, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from assistant.cli import main
+
+    (tmp_path / "config.toml").write_text('top_k = 7\nllm_api_key = "sk-secret-123"\n', encoding="utf-8")
+    for var in ("TORCHHELP_LLM", "TORCHHELP_DENSE", "TORCHHELP_TOP_K", "TORCHHELP_LLM_API_KEY", "OPENAI_API_KEY", "TORCHHELP_ENCODER", "TORCHHELP_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TORCHHELP_HOME", str(tmp_path))
+    monkeypatch.setenv("TORCHHELP_DENSE", "0")
+    assert main(["config", "--json", "--llm", "none"]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out)
+    rows = {r["name"]: r for r in doc["settings"]}
+    assert (rows["home"]["source"], rows["home"]["value"]) == ("environment", str(tmp_path))
+    assert (rows["top_k"]["source"], rows["top_k"]["value"]) == ("config.toml", 7)
+    assert (rows["dense"]["source"], rows["dense"]["value"]) == ("environment", False)
+    assert (rows["llm"]["source"], rows["llm"]["value"]) == ("flag", "none")
+    assert (rows["encoder"]["source"], rows["encoder"]["env"]) == ("default", "TORCHHELP_ENCODER")
+    assert "sk-secret-123" not in out and rows["llm_api_key"]["value"] == "(set, hidden)"
+    assert main(["config"]) == 0
+    shown = capsys.readouterr().out
+    assert "config.toml" in shown and "TORCHHELP_DENSE" in shown and "sk-secret" not in shown

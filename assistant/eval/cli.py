@@ -104,9 +104,17 @@ def reproduce_cmd(
         raise typer.Exit(1)
 
 
+def _llm_choice(llm: str | None, backend_alias: str | None) -> str:
+    """``--llm``, or its hidden old name ``--backend``; both given and different is refused. Default: none."""
+    if llm is not None and backend_alias is not None and llm != backend_alias:
+        raise EvalError(f"--llm {llm} and --backend {backend_alias} disagree (--backend is the old name of --llm; give one)")
+    return llm or backend_alias or "none"
+
+
 @eval_app.command("score")
 def score_cmd(
-    backend: str = typer.Option("none", "--backend", help="Who writes the full engine's answer: none | local | openai, or several comma-separated (one row each)."),
+    llm: Optional[str] = typer.Option(None, "--llm", help="Who writes the full engine's answer: none (default here) | local | openai, or several comma-separated (one row each)."),
+    backend_alias: Optional[str] = typer.Option(None, "--backend", hidden=True, help="The old name of --llm."),
     cases: Optional[list[Path]] = typer.Option(None, "--cases", help="Score outside JSONL sets (error_text, category, fix_keywords) instead of the captures; repeat to combine files."),
     claims: Optional[list[Path]] = typer.Option(None, "--claims", help="Sidecar JSONL of {id, must_not_claim} labels for --cases: answers stating them count as contradicted."),
     captures: Optional[Path] = typer.Option(None, "--captures", help="Capture folder (default: eval/captured of the checkout you are in)."),
@@ -120,6 +128,7 @@ def score_cmd(
     limit: Optional[int] = typer.Option(None, "--limit", help="Score at most N items, categories in turn (for slow LLM backends)."),
 ) -> None:
     """Diagnose every capture (or outside case) and write metrics, per variant and per category."""
+    backend = _llm_choice(llm, backend_alias)
     from rich.console import Console
     from rich.text import Text
 

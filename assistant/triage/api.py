@@ -31,13 +31,15 @@ def triage(
     on_job: Callable[[JobReport], None] | None = None,
     options: ExtractOptions | None = None,
     on_discovered: Callable[[int, int], None] | None = None,
+    engine_obj: Any = None,
 ) -> TriageResult:
     """Triage every job under ``paths`` (directories, files or globs).
 
     ``engine`` is ``local`` (``jobs`` processes; 0: one per CPU for a large folder, which needs the caller's script to
     guard its entry point with ``if __name__ == "__main__":``, as any process pool does; the CLI defaults to 0) or ``ray`` (``ray_address`` or a local instance);
     the result is the same either way. ``on_discovered(job_count, total_bytes)`` is called once
-    before extraction and ``on_job`` as each job is read (progress bars).
+    before extraction and ``on_job`` as each job is read (progress bars). ``engine_obj`` diagnoses the groups'
+    representatives (default: the engine of the environment's settings; the CLI's ``--llm`` passes its own).
     """
     from assistant.triage.distribute import extract_all
     from assistant.triage.jobs import discover
@@ -54,7 +56,7 @@ def triage(
         rows = load_sacct(sacct)
         reports, covered = apply_sacct(reports, rows)
         notes.append(f"scheduler accounting covered {covered} of {len(reports)} jobs")
-    result = build_result(reports, diagnose_groups=diagnose_groups, notes=notes)
+    result = build_result(reports, engine_obj=engine_obj, diagnose_groups=diagnose_groups, notes=notes)
     return dataclasses.replace(result, elapsed_s=time.perf_counter() - started)
 
 

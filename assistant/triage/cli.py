@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from assistant.cli_options import llm_option
 from assistant.errors import TriageError
 
 
@@ -66,6 +67,7 @@ def triage_cmd(
     state: Optional[Path] = typer.Option(None, "--state", help="The SQLite state file: the watcher's memory, resolved groups (default under TORCHHELP_HOME)."),
     regression_after: Optional[str] = typer.Option(None, "--regression-after", help="Jobs of a resolved group that ended after this date (YYYY-MM-DD, UTC) are regressions (default: the resolution's own date)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table or progress bar (files are still written)."),
+    llm: Optional[str] = llm_option("Who writes each group's diagnosis (one representative per group): none | local | openai (default: a configured API, else none; TORCHHELP_LLM)."),
 ) -> None:
     """Triage job logs (see `torchhelp triage --help`)."""
     from rich.console import Console
@@ -81,9 +83,10 @@ def triage_cmd(
         from assistant.triage.resolutions import parse_when
 
         cutoff = parse_when(regression_after)
+    engine_obj = _diagnosis_engine(llm)
     if watch:
         _watch(paths, webhook=webhook, interval=interval, settle=settle, notify_every=notify_every, state=state, console=err,
-               regression_after=cutoff)
+               regression_after=cutoff, engine_obj=engine_obj)
         return
 
     from assistant.triage.api import triage
@@ -98,9 +101,9 @@ def triage_cmd(
                 progress.update(task, total=count)
 
             result = triage(paths, sacct=sacct, engine=engine, jobs=jobs, ray_address=ray_address,
-                            on_job=progress_hook(progress, task), on_discovered=discovered)
+                            on_job=progress_hook(progress, task), on_discovered=discovered, engine_obj=engine_obj)
     else:
-        result = triage(paths, sacct=sacct, engine=engine, jobs=jobs, ray_address=ray_address)
+        result = triage(paths, sacct=sacct, engine=engine, jobs=jobs, ray_address=ray_address, engine_obj=engine_obj)
     result = _with_memory(result, paths, state, cutoff)
 
     if jsonl is not None:
@@ -137,12 +140,23 @@ def _with_memory(result, paths: list[str], state: Path | None, cutoff: float | N
 
 
 def _watch(paths: list[str], *, webhook: str | None, interval: float, settle: float, notify_every: int, state: Path | None, console,  # type: ignore[no-untyped-def]
-           regression_after: float | None = None) -> None:
+           regression_after: float | None = None, engine_obj=None) -> None:  # type: ignore[no-untyped-def]
     from assistant.triage.watch import watch
 
     console.print(f"watching {', '.join(paths)} every {interval:g}s (finished after {settle:g}s without change); Ctrl-C stops", markup=False, highlight=False)
     watch(paths, interval_s=interval, settle_s=settle, webhook=webhook, notify_every=notify_every, state_path=state,
-          on_event=lambda e: console.print(e.text, markup=False, highlight=False), regression_after=regression_after)
+          on_event=lambda e: console.print(e.text, markup=False, highlight=False), regression_after=regression_after,
+          engine_obj=engine_obj)
+
+
+def _diagnosis_engine(llm: str | None):  # type: ignore[no-untyped-def]
+    """The engine that diagnoses each group's representative: ``--llm`` as in ``ask``; None keeps the default engine."""
+    if llm is None:
+        return None
+    from assistant.engine import default_engine
+    from assistant.settings import load_settings
+
+    return default_engine(load_settings(llm=llm))
 
 
 def _write(path: Path, text: str) -> None:
