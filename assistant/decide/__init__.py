@@ -78,9 +78,10 @@ def decide(
     shares = raw_scores(cands, fitted)
     by_cat = {c.category: c for c in cands}
     rule_stands = hit is not None and shares[0][0] != hit.category and not _may_override(by_cat[shares[0][0]], fitted.calibrate(shares[0][1]))
-    if rule_stands:
+    if rule_stands and hit is not None:
         # The rule's reading stands: move its category to the front (its own share, calibrated, is its likelihood).
-        shares = sorted(shares, key=lambda cs: cs[0] != hit.category)
+        rule_category = hit.category
+        shares = sorted(shares, key=lambda cs: cs[0] != rule_category)
     lead_cat, lead_raw = shares[0]
     rule_leads = hit is not None and lead_cat == hit.category
     lead_p = max(fitted.calibrate(lead_raw), RULE_STANDS_LIKELIHOOD) if rule_stands else fitted.calibrate(lead_raw)

@@ -96,7 +96,7 @@ def candidates(
     prose = 1.0 if is_prose(failure) else 0.0
     query = tokenize((failure.search_text or failure.text)[:2000])
     words = {t: (idf(t) if idf else 1.0) for t in dict.fromkeys(query)}
-    cover = {}
+    cover: dict[str, float] = {}
     for p in passages:  # best passage per category: the first one, passages come best first
         cover.setdefault(p.category, coverage(words, p.text))
     out = []

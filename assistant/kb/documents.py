@@ -157,9 +157,9 @@ def chunk_document(doc: Document) -> list[Chunk]:
         words = text.split()
         if not words:
             continue
-        parts = [words[i : i + MAX_CHUNK_WORDS] for i in range(0, len(words), MAX_CHUNK_WORDS)]
-        for n, part in enumerate(parts):
-            sec_slug = _slug(heading) + (f"-{n + 1}" if len(parts) > 1 else "")
+        pieces = [words[i : i + MAX_CHUNK_WORDS] for i in range(0, len(words), MAX_CHUNK_WORDS)]
+        for n, part in enumerate(pieces):
+            sec_slug = _slug(heading) + (f"-{n + 1}" if len(pieces) > 1 else "")
             prefix = f"{doc.title}. {heading}."
             body = readable(" ".join(part))
             sigs = doc.signatures if heading.lower().startswith("symptom") and n == 0 else ()

@@ -491,6 +491,6 @@ def _failure_without_traceback(lines: list[Line], text: str, asserts, nccl, sig)
         nonblank = [t for t in texts if t.strip()]
         message = "\n".join(nonblank[-20:]).strip()
         rank, context = None, None
-    record = ExceptionRecord(None, message)
-    chain = tuple(r for r in (context, record) if r is not None)
+    error = ExceptionRecord(None, message)
+    chain = tuple(r for r in (context, error) if r is not None)
     return Failure(None, message, (), chain, wrapper, rank, asserts, nccl, sig, text, tuple(notes))

@@ -159,8 +159,8 @@ def decide(scans: Sequence[Scan], *, multi: bool, ranks_seen: int = 0, world: in
         first = min(launchers, key=_order_key)
         return Verdict(first.event.reason or "exit_code", first.event.headline, _failure_text(first), None, notes)
     if exits:
-        last = max(exits, key=_order_key)
-        return Verdict("exit_code", last.event.headline, _failure_text(last), None, notes)
+        final = max(exits, key=_order_key)
+        return Verdict("exit_code", final.event.headline, _failure_text(final), None, notes)
     return None
 
 
