@@ -259,6 +259,11 @@ _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.@~+-]+){2,}[\\/]?|\b[\w.-]+\.(?:s
 STEM_WORDS = 6
 
 
+def _is_name(word: str) -> bool:
+    """A class or module name rather than a word: capitals after its first letter (CamelCase, ALLCAPS)."""
+    return any(c.isupper() for c in word[1:])
+
+
 def failure_stem(headline: str) -> str:
     """What a failure says, without what varies between runs and versions of it: the first words of its message
     (numbers, quoted names, paths, sizes and the exception's class dropped); the class alone when the message is only
@@ -266,7 +271,9 @@ def failure_stem(headline: str) -> str:
     head = headline.strip()
     m = _TYPE_PREFIX.match(head)
     message = head[m.end():] if m else head
-    words = _WORD.findall(_PATH.sub(" ", _QUOTED.sub(" ", message)))[:STEM_WORDS]
+    # Names of the user's classes and modules (LlamaForCausalLM, GPT, ResNet) vary between jobs of one root cause; the
+    # words around them say what failed.
+    words = [w for w in _WORD.findall(_PATH.sub(" ", _QUOTED.sub(" ", message))) if not _is_name(w)][:STEM_WORDS]
     return " ".join(words).lower() if words else (m.group(1) if m else head[:80])
 
 
