@@ -140,7 +140,7 @@ def ask(
             pass  # diagnose() falls back to lexical retrieval and says so
     if job is not None:
         diagnosis = engine.diagnose(job.failure_text or job.headline, notes=job.notes, failing_rank=job.first_failing_rank)
-    else:
+    elif inp is not None:
         diagnosis = engine.diagnose(inp.text, notes=inp.notes)
     if fmt == "json":
         import json

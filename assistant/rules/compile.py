@@ -610,9 +610,12 @@ def _ts_builtin(ctx: Context, site: str | None) -> RuleHit | None:
 def _ts_attribute(ctx: Context, site: str | None) -> RuleHit | None:
     m = _ts_search(ctx, r"Module '(\w+)' has no attribute '(\w+)'")
     n = _ts_search(ctx, r"Tried to access nonexistent attribute (?:or method )?'?(\w+)'?(?: of type '([^']+?)(?: \(of Python compilation unit[^']*\))?')?")
-    if not (m or n):
+    if m:
+        owner_name, attr = m.group(1), m.group(2)
+    elif n:
+        owner_name, attr = n.group(2), n.group(1)
+    else:
         return None
-    owner_name, attr = (m.group(1), m.group(2)) if m else (n.group(2), n.group(1))
     owner = owner_name or "the object"
     conv = _ts_search(ctx, r"failed to convert Python type: '(\w+)'")
     if conv:

@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from assistant.parse.messages import fmt_bytes
 from assistant.rules.base import Context
@@ -85,7 +85,7 @@ def _frame_tensors(ctx: Context, exclude: set[str]) -> list[Fact]:
     return out
 
 
-def _layers(ctx: Context) -> Iterable[dict[str, Any]]:
+def _layers(ctx: Context) -> Iterable[Mapping[str, Any]]:
     for m in ctx.evidence.modules:
         yield from m.layers
 

@@ -258,7 +258,8 @@ def _optimizer_state(ctx: Context) -> RuleHit | None:
         fixes = [remedy("state-dict-keys#build-model-then-load-weights")]
         return hit("io.dict_not_model", "state_dict_loading", "Loaded a state_dict, used it as a model", cause, fixes, ("state-dict-keys",), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(names=(m.group(1) or m.group(2),)))
-    m = ctx.search(r"KeyError: '(state_dict|model_state_dict|model|net|optimizer|optimizer_state_dict|epoch)'") or (ctx.exc_type == "KeyError" and re.search(r"'(state_dict|model_state_dict|model|optimizer|epoch)'", ctx.message))
+    m = ctx.search(r"KeyError: '(state_dict|model_state_dict|model|net|optimizer|optimizer_state_dict|epoch)'") or (
+        re.search(r"'(state_dict|model_state_dict|model|optimizer|epoch)'", ctx.message) if ctx.exc_type == "KeyError" else None)
     if m and any(re.search(r"ckpt|checkpoint|state|torch\.load", f.source or "") for f in ctx.failure.user_frames):
         key = m.group(1)
         cause = f"The checkpoint dictionary has no '{key}' entry: it was saved in a different layout (maybe it is the state_dict itself, or uses another key name)."

@@ -239,7 +239,8 @@ def _stall(raw: str, v: Verdict) -> str | None:
         stamps = []
         for m in _STAMP.finditer(before):
             try:
-                stamps.append(datetime(*(int(g) for g in m.groups())))
+                y, mo, d, h, mi, s = (int(g) for g in m.groups())
+                stamps.append(datetime(y, mo, d, h, mi, s))
             except ValueError:
                 continue
         if stamps:
@@ -573,7 +574,7 @@ def native_crash(ctx: Context) -> RuleHit | None:
     return _bus_error(ctx, raw, bus)  # type: ignore[arg-type]
 
 
-def _faulthandler_frames(raw: str) -> list[str]:
+def _faulthandler_frames(raw: str) -> list[tuple[str, str, str]]:
     """The innermost Python frames faulthandler printed for the crashing thread ("Current thread ... (most recent call first)")."""
     m = re.search(r"Current thread 0x[0-9a-f]+ \(most recent call first\):\n((?:\s+File \"[^\"]+\", line \d+ in \S+\n?)+)", raw)
     return re.findall(r"File \"([^\"]+)\", line (\d+) in (\S+)", m.group(1)) if m else []

@@ -501,11 +501,11 @@ def broadcast(ctx: Context) -> RuleHit | None:
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(numbers={"position": int(m.group(1))}, call="torch.cat"))
     m = ctx.search(r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry (\d+) and \[([\d, ]*)\] at entry (\d+)")
     if m:
-        a, b = _shape_of(m.group(1)), _shape_of(m.group(3))
-        cause = f"torch.stack needs identical shapes, but entry {m.group(2)} is {fmt_shape(a)} and entry {m.group(4)} is {fmt_shape(b)}."
+        first, second = _shape_of(m.group(1)), _shape_of(m.group(3))
+        cause = f"torch.stack needs identical shapes, but entry {m.group(2)} is {fmt_shape(first)} and entry {m.group(4)} is {fmt_shape(second)}."
         fixes = [remedy("collate-size-mismatch#pad-before-stack")]
         return hit("shapes.stack", "shape_mismatch", "torch.stack inputs have different shapes", cause, fixes, ("collate-size-mismatch", "broadcast-size-mismatch"),
-                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(a, b), call="torch.stack"))
+                   _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(first, second), call="torch.stack"))
     m = ctx.search(r"The expanded size of the tensor \((-?\d+)\) must match the existing size \((\d+)\) at non-singleton dimension (\d+)")
     if m:
         new, old, dim = (int(g) for g in m.groups())

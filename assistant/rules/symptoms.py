@@ -339,7 +339,7 @@ def nan_loss(ctx: Context) -> RuleHit | None:
 
     when = ""
     if timing.count is not None:
-        when = f"after about {timing.count:g} {timing.unit}" if timing.count != 1 else f"after the first {timing.unit.rstrip('s')}"
+        when = f"after about {timing.count:g} {timing.unit}" if timing.count != 1 else f"after the first {(timing.unit or '').rstrip('s')}"
     half = (" The run uses half precision: fp16 overflows above 65504 and underflows below about 6e-5, so an activation, a loss term or a "
             "gradient that fp32 holds easily becomes Inf and then NaN." if fp16 else "")
     if timing.kind == "start":
