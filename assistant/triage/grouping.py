@@ -11,7 +11,7 @@ scheduled.
 from __future__ import annotations
 
 import hashlib
-import pickle
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -100,21 +100,107 @@ class Grouper:
         cluster = self._miner.match(message, full_search_strategy="fallback")
         return cluster.get_template() if cluster is not None else message
 
+    def to_json(self) -> dict[str, Any]:
+        """The miner and the group table as plain JSON data (no pickle: a state file is data, never code).
+
+        Drain3's own persistence (jsonpickle) can instantiate any class named in the file, so it is not
+        used: the clusters (id, template tokens, size), the prefix tree and the group table are written
+        explicitly and read back field by field."""
+        drain = self._miner.drain
+        clusters = [{"id": int(c.cluster_id), "tokens": list(c.log_template_tokens), "size": int(c.size)}
+                    for c in drain.id_to_cluster.values()]
+        groups = [{"kind": k, "part": p, "location": loc, "group": g} for (k, p, loc), g in self._groups.items()]
+        return {"format": GROUPER_FORMAT, "clusters_counter": int(drain.clusters_counter), "clusters": clusters,
+                "tree": _node_to_json(drain.root_node), "groups": groups}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Grouper:
+        """A grouper rebuilt from :meth:`to_json` data; TriageError when the data is not that shape."""
+        from drain3.drain import LogCluster
+
+        try:
+            if not isinstance(data, dict) or data.get("format") != GROUPER_FORMAT:
+                raise ValueError(f"not a {GROUPER_FORMAT} document")
+            grouper = cls()
+            drain = grouper._miner.drain
+            for c in data["clusters"]:
+                cluster = LogCluster([_text(t) for t in c["tokens"]], _int(c["id"]))
+                cluster.size = _int(c["size"])
+                drain.id_to_cluster[cluster.cluster_id] = cluster
+            drain.clusters_counter = _int(data["clusters_counter"])
+            drain.root_node = _node_from_json(data["tree"], depth=0)
+            for g in data["groups"]:
+                part = g["part"] if isinstance(g["part"], str) else _int(g["part"])
+                grouper._groups[(_text(g["kind"]), part, _text(g["location"]))] = _text(g["group"])
+        except (KeyError, TypeError, ValueError) as exc:
+            from assistant.errors import TriageError
+
+            raise TriageError(f"the saved grouper is not valid {GROUPER_FORMAT} JSON ({type(exc).__name__}: {exc})") from None
+        return grouper
+
     def save(self, path: str | Path) -> None:
-        """Write the miner and the group table to ``path`` (pickle of plain data and Drain3's own state)."""
-        state: dict[str, Any] = {"drain": pickle.dumps(self._miner.drain), "groups": self._groups}
-        Path(path).write_bytes(pickle.dumps(state))
+        """Write the miner and the group table to ``path`` as JSON (see :meth:`to_json`)."""
+        Path(path).write_text(json.dumps(self.to_json()), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> Grouper:
-        """A grouper restored from :meth:`save` (a fresh one when the file is absent)."""
-        grouper = cls()
+        """A grouper restored from :meth:`save` (a fresh one when the file is absent).
+
+        A file from an older version (a pickle) is refused with a TriageError, never unpickled."""
         p = Path(path)
-        if p.exists():
-            state = pickle.loads(p.read_bytes())  # our own file under TORCHHELP_HOME, never user input
-            grouper._miner.drain = pickle.loads(state["drain"])
-            grouper._groups = dict(state["groups"])
-        return grouper
+        if not p.exists():
+            return cls()
+        return cls.from_json(parse_grouper_bytes(p.read_bytes(), str(p)))
+
+
+GROUPER_FORMAT = "torchhelp-grouper-v1"
+_MAX_TREE_DEPTH = 64  # Drain3's prefix tree is a few levels deep; a deeper document is not ours
+
+
+def parse_grouper_bytes(raw: bytes, where: str) -> Any:
+    """JSON data of a saved grouper; TriageError (never an unpickle) for a pickle or anything not JSON."""
+    from assistant.errors import TriageError
+
+    if raw[:1] == b"\x80":  # pickle protocol 2+: what versions before the JSON state wrote
+        raise TriageError(f"{where} holds a grouper saved by an older torchhelp as a pickle, which is never loaded "
+                          "(a pickle can run code). Move the file away (or delete it) to start fresh.")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise TriageError(f"{where}: the saved grouper is not JSON; move the file away to start fresh") from None
+
+
+def _text(value: Any) -> str:
+    """A string field of the saved grouper (anything else is a ValueError)."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any) -> int:
+    """An integer field of the saved grouper (anything else, booleans included, is a ValueError)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _node_to_json(node: Any) -> dict[str, Any]:
+    """A Drain3 prefix-tree node as JSON: its children by token and its cluster ids."""
+    return {"children": {str(k): _node_to_json(v) for k, v in node.key_to_child_node.items()},
+            "cluster_ids": [int(i) for i in node.cluster_ids]}
+
+
+def _node_from_json(data: Any, depth: int) -> Any:
+    """A Drain3 prefix-tree node from :func:`_node_to_json` data."""
+    from drain3.drain import Node
+
+    if depth > _MAX_TREE_DEPTH or not isinstance(data, dict):
+        raise ValueError("malformed prefix tree")
+    node = Node()
+    node.cluster_ids = [_int(i) for i in data["cluster_ids"]]
+    for token, child in dict(data["children"]).items():
+        node.key_to_child_node[_text(token)] = _node_from_json(child, depth + 1)
+    return node
 
 
 # Endings whose root cause is the ending itself: the scheduler's verdict or a signal, however the

@@ -10,8 +10,10 @@ Default path: ``$TORCHHELP_HOME/triage/state.sqlite``. Tables:
 - ``pending``: the outbox. A message is queued in the same transaction that changes the group, then
   delivered; a message that could not be delivered stays and is retried on the next poll. Delivery
   is at least once: a crash between the receiver's 200 and our delete sends it again on restart.
-- ``meta``: the pickled-on-disk Drain3 grouper, stored as bytes in the same transaction as the jobs
-  it has seen, so group ids survive a restart and never disagree with the ``groups`` table.
+- ``meta``: the Drain3 grouper as explicit JSON (clusters: id, template tokens, size; the prefix
+  tree; the group table; see ``Grouper.to_json``), stored in the same transaction as the jobs it
+  has seen, so group ids survive a restart and never disagree with the ``groups`` table. No pickle
+  is ever stored or loaded: a state that holds one (older versions) is refused with a TriageError.
 
 WAL journal, one writer: an exclusive lock file next to the database stops a second watcher on the
 same state (two would double-report).

@@ -29,7 +29,6 @@ import logging
 import os
 import re
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -55,7 +54,8 @@ TERMINAL_MARKERS = re.compile(
 )
 TAIL_BYTES = 8192
 MARKER_GRACE_S = 2.0
-GROUPER_KEY = "grouper"
+GROUPER_KEY = "grouper_json"  # JSON (see Grouper.to_json)
+LEGACY_GROUPER_KEY = "grouper"  # the pickle older versions stored: refused, never loaded
 
 
 @dataclass(frozen=True)
@@ -158,10 +158,14 @@ class Watcher:
         self.options = options
         self._engine_obj = engine_obj
         self.state = TriageState(state_path)
-        ensure_tables(self.state.db)
         self.regression_after = regression_after
         self._resolutions: list[Any] = []
-        self.grouper = self._load_grouper()
+        try:
+            ensure_tables(self.state.db)
+            self.grouper = self._load_grouper()
+        except BaseException:
+            self.state.close()  # a refused state releases its lock: the user may move it away and start again
+            raise
         self.polls = 0
         self.jobs_reported = 0
         self.new_groups = 0
@@ -170,21 +174,23 @@ class Watcher:
     # -- the grouper travels inside the state -------------------------------------------------
 
     def _load_grouper(self) -> Any:
-        from assistant.triage.grouping import Grouper
+        """The grouper saved in the state (JSON), a fresh one when none; an older pickled one is refused."""
+        from assistant.triage.grouping import Grouper, parse_grouper_bytes
 
+        if self.state.get_blob(LEGACY_GROUPER_KEY) is not None:
+            raise TriageError(f"{self.state.path} holds a grouper saved by an older torchhelp as a pickle, which is never "
+                              "loaded (a writable state file would run code). Move the file away (or delete it) to start "
+                              "fresh: jobs already reported will be reported once more.")
         blob = self.state.get_blob(GROUPER_KEY)
         if blob is None:
             return Grouper()
-        with tempfile.TemporaryDirectory(prefix="torchhelp-grouper-") as tmp:
-            path = Path(tmp) / "grouper"
-            path.write_bytes(blob)
-            return Grouper.load(path)
+        return Grouper.from_json(parse_grouper_bytes(blob, str(self.state.path)))
 
     def _grouper_bytes(self) -> bytes:
-        with tempfile.TemporaryDirectory(prefix="torchhelp-grouper-") as tmp:
-            path = Path(tmp) / "grouper"
-            self.grouper.save(path)
-            return path.read_bytes()
+        """The grouper as JSON bytes, stored in the same transaction as the jobs it has seen."""
+        import json
+
+        return json.dumps(self.grouper.to_json()).encode("utf-8")
 
     # -- events -------------------------------------------------------------------------------
 
