@@ -15,8 +15,11 @@ A finished job is extracted (``extract_job``), assigned a group by the persisted
 group grew by ``notify_every`` jobs, in the same transaction, then delivered (see ``state.py``).
 A job whose files change after it was reported (a requeued job appending to its log) is triaged
 again when it settles, moving between groups if its failure changed. Restarting with the same
-state re-reports nothing. Ctrl-C and SIGTERM stop between steps: what was committed stays, a job
-caught half-way is triaged again next time, and a "stopped" event closes the run.
+state re-reports nothing. Ctrl-C and SIGTERM stop between steps, and a webhook delivery at once
+(within a fraction of a second, however slowly the receiver answers): what was committed stays, a
+job caught half-way is triaged again next time, an undelivered message stays in the outbox, and a
+"stopped" event closes the run. Delivery is at least once, in order, with a per-message cap (see
+``webhook``): a refused message is dropped with a note instead of blocking the ones after it.
 
 Clock note: the mtime shortcut trusts the file server's clock; a server far behind ours could
 make a live job look settled. The fingerprint clock (ours only) is the fallback that always holds.
@@ -62,7 +65,7 @@ LEGACY_GROUPER_KEY = "grouper"  # the pickle older versions stored: refused, nev
 class WatchEvent:
     """Something the watcher did; ``text`` is the line a terminal shows."""
 
-    kind: str  # job | new_group | group_grew | regression | sent | send_failed | error | stopped
+    kind: str  # job | new_group | group_grew | regression | sent | send_failed | send_dropped | error | stopped
     text: str
     job_id: str | None = None
     group: str | None = None
@@ -79,6 +82,7 @@ class WatchSummary:
     messages_sent: int
     pending: int  # messages still undelivered (kept for the next run)
     stopped_by: str  # once | stop | interrupt | sigterm
+    dropped: int = 0  # messages the webhook refused for good, or that failed MAX_DELIVERY_ROUNDS polls
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,8 @@ class Watcher:
     def __init__(self, paths: Sequence[str | os.PathLike[str]], *, settle_s: float = 60.0, webhook: str | None = None,
                  notify_every: int = 10, state_path: str | Path | None = None,
                  on_event: Callable[[WatchEvent], None] | None = None, diagnose_groups: bool = True,
-                 options: Any = None, engine_obj: Any = None, regression_after: float | None = None) -> None:
+                 options: Any = None, engine_obj: Any = None, regression_after: float | None = None,
+                 stop: threading.Event | None = None) -> None:
         from assistant.triage.resolution_log import ensure_tables
         from assistant.triage.state import TriageState
 
@@ -170,6 +175,8 @@ class Watcher:
         self.jobs_reported = 0
         self.new_groups = 0
         self.messages_sent = 0
+        self.messages_dropped = 0
+        self.stop = stop or threading.Event()  # set by SIGTERM/stop(): a poll ends between steps, a delivery at once
 
     # -- the grouper travels inside the state -------------------------------------------------
 
@@ -220,6 +227,8 @@ class Watcher:
                 if is_finished(spec, obs, observed_at, now, self.settle_s):
                     ready.append((spec, obs.fingerprint))
         for spec, fp in ready:
+            if self.stop.is_set():
+                return  # the rest is triaged next time (nothing of theirs was committed)
             self._report(spec, fp)
         self.flush()
 
@@ -360,25 +369,49 @@ class Watcher:
     # -- the outbox ---------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Deliver queued messages, oldest first; stop at the first failure (the receiver is down:
-        waiting out every message's retries would stall the watch) and keep the rest for next poll."""
+        """Deliver queued messages, oldest first (at least once; see ``webhook``'s module doc).
+
+        A permanent refusal (4xx other than 408/429, a redirect) drops that message with a note and
+        goes on with the next. A transient failure keeps it and stops this round (the receiver is
+        down: waiting out every message would stall the watch); after ``MAX_DELIVERY_ROUNDS`` such
+        rounds it is dropped with a note, so it cannot hold the later ones back forever. A stop
+        (SIGTERM, Ctrl-C, the stop event) ends the round at once: undelivered messages stay queued."""
         if not self.webhook:
             return
-        from assistant.triage.webhook import post
+        from assistant.triage.webhook import MAX_DELIVERY_ROUNDS, post
 
         for msg in self.state.pending():
-            delivery = post(self.webhook, msg.payload)
+            if self.stop.is_set():
+                return
+            delivery = post(self.webhook, msg.payload, stop=self.stop)
+            if delivery.stopped:
+                return  # nothing was decided: the message stays as it was
             if delivery.ok:
                 self.state.delivered(msg.id)
                 self.messages_sent += 1
                 self.emit(WatchEvent("sent", f"sent: {msg.payload.get('text', '').splitlines()[0]}",
                                      group=msg.payload.get("torchhelp", {}).get("group")))
                 continue
+            if delivery.permanent:
+                self._drop(msg, delivery, "refused by the webhook")
+                continue
             self.state.failed_delivery(msg.id, delivery.error)
+            if msg.attempts + 1 >= MAX_DELIVERY_ROUNDS:
+                self._drop(msg, delivery, f"undelivered after {msg.attempts + 1} polls")
+                continue
             self.emit(WatchEvent("send_failed", f"webhook failed ({delivery.error}); message kept for the next poll",
                                  group=msg.payload.get("torchhelp", {}).get("group"),
                                  data={"status": delivery.status, "attempts": delivery.attempts}))
             break
+
+    def _drop(self, msg: Any, delivery: Any, why: str) -> None:
+        """Take a message that will never be delivered out of the outbox, with a logged note and an event."""
+        self.state.delivered(msg.id)
+        self.messages_dropped += 1
+        group = msg.payload.get("torchhelp", {}).get("group")
+        log.warning("webhook message %d (group %s) dropped, %s: %s", msg.id, group, why, delivery.error)
+        self.emit(WatchEvent("send_dropped", f"webhook message dropped, {why} ({delivery.error}); later messages go on",
+                             group=group, data={"status": delivery.status, "attempts": delivery.attempts}))
 
     def close(self) -> None:
         """Close the state (everything was committed as it happened)."""
@@ -412,7 +445,7 @@ def watch(
     stop = stop or threading.Event()
     watcher = Watcher(paths, settle_s=settle_s, webhook=webhook, notify_every=notify_every, state_path=state_path,
                       on_event=on_event, diagnose_groups=diagnose_groups, options=options, engine_obj=engine_obj,
-                      regression_after=regression_after)
+                      regression_after=regression_after, stop=stop)
     sigterm = threading.Event()
     previous_handler: Any = None
     in_main = threading.current_thread() is threading.main_thread()
@@ -442,7 +475,8 @@ def watch(
             pending = watcher.state.counts()["pending"]
         finally:
             watcher.close()
-    summary = WatchSummary(watcher.polls, watcher.jobs_reported, watcher.new_groups, watcher.messages_sent, pending, stopped_by)
+    summary = WatchSummary(watcher.polls, watcher.jobs_reported, watcher.new_groups, watcher.messages_sent, pending, stopped_by,
+                           watcher.messages_dropped)
     reason = {"once": "after one poll", "stop": "on request", "interrupt": "by Ctrl-C", "sigterm": "by SIGTERM"}[stopped_by]
     text = (f"stopped {reason}: {summary.jobs_reported} job(s) triaged, {summary.new_groups} new group(s), "
             f"{summary.messages_sent} message(s) sent" + (f", {pending} kept for the next run" if pending else ""))
