@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from assistant.compose.deterministic import extract_fixes, prose_sentences
-from assistant.kb.remedies import DocCause, DocFix, Remedies, fill, find_fix, remedies_of
+from assistant.kb.remedies import DocCause, DocFix, Remedies, filled_fix, find_fix, remedies_of
 from assistant.types import Fact, Failure, Fix, Hypothesis, Passage
 
 CUE_WEIGHT = 4.0  # a cause whose telling words are in the user's text is this much more likely than its rank alone says
@@ -42,8 +42,7 @@ def _cue_hit(cause: DocCause, text: str) -> str | None:
 
 
 def _fix(fx: DocFix, values: Mapping[str, object]) -> Fix:
-    code = fill(fx.code, values) if fx.code else None
-    return Fix(fill(fx.title, values), fill(fx.detail, values), code, (fx.doc_id,))
+    return filled_fix(fx, values)
 
 
 def ranked_causes(rem: Remedies, text: str, likelihood: float, values: Mapping[str, object]) -> list[Hypothesis]:

@@ -22,17 +22,17 @@ def passages_table(passages: Sequence[Passage]) -> Table:
     from rich.table import Table
     from rich.text import Text
 
-    from assistant.render.safe_text import safe_line
+    from assistant.render.outgoing import shown_line
 
     table = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1, 0, 0), expand=False)
     table.add_column("score", justify="right", no_wrap=True, min_width=6)
     table.add_column("passage", overflow="fold")
     for p in passages:
-        body = safe_line(p.text.split("\n", 1)[-1])
+        body = shown_line(p.text.split("\n", 1)[-1])
         snippet = body if len(body) <= SNIPPET_CHARS else body[: SNIPPET_CHARS - 1].rstrip() + "…"
         cell = Text()
-        cell.append(safe_line(p.id), style="bold")
-        cell.append(f" ({safe_line(p.path)})", style="dim")
+        cell.append(shown_line(p.id), style="bold")
+        cell.append(f" ({shown_line(p.path)})", style="dim")
         cell.append("\n" + snippet)
         table.add_row(f"{p.score:.3f}", cell)
     return table
@@ -43,19 +43,19 @@ def atlas_table(entries: Sequence[dict]) -> Table:
     from rich.table import Table
     from rich.text import Text
 
-    from assistant.render.safe_text import safe_line
+    from assistant.render.outgoing import shown_line
 
     table = Table(title="PyTorch checks (error atlas)", title_justify="left", show_header=False, box=None, pad_edge=False, padding=(0, 1, 0, 0))
     table.add_column("score", justify="right", no_wrap=True, min_width=6)
     table.add_column("check", overflow="fold")
     for e in entries:
         cell = Text()
-        template = safe_line(str(e.get("template", "")))
+        template = shown_line(str(e.get("template", "")))
         cell.append(template if len(template) <= SNIPPET_CHARS else template[: SNIPPET_CHARS - 1] + "…", style="bold")
         where = ":".join(str(x) for x in (e.get("file"), e.get("line")) if x)
         meta = " · ".join(str(x) for x in (e.get("exc_type"), e.get("op"), where, e.get("category"), f"torch {e.get('torch_version')}") if x)
-        cell.append(f"\n{safe_line(meta)}", style="dim")
+        cell.append(f"\n{shown_line(meta)}", style="dim")
         if e.get("condition"):
-            cell.append(f"\ncheck: {safe_line(str(e['condition']))}")
+            cell.append(f"\ncheck: {shown_line(str(e['condition']))}")
         table.add_row("exact" if e.get("matched") else f"{e.get('score', 0):.3f}", cell)
     return table

@@ -35,7 +35,7 @@ _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.S)
 _ENTRY = re.compile(r"^###\s+(?P<title>.+?)\s*\{#(?P<id>[a-z0-9][a-z0-9-]*)\}\s*$", re.M)
 _SECTION = re.compile(r"^##\s+(?P<name>[^#\n].*?)\s*$", re.M)
 _FIELD = re.compile(r"^\s*[-*]\s*(?P<key>check|fixes|cues|applies)\s*:\s*(?P<value>.+?)\s*$", re.M | re.I)
-_CODE = re.compile(r"```[\w+-]*\n(?P<code>.*?)\n?```", re.S)
+_CODE = re.compile(r"```(?P<lang>[\w+-]*)\n(?P<code>.*?)\n?```", re.S)
 # The value names readers fill (documents may use others; these are the shared vocabulary).
 VALUE_NAMES: dict[str, str] = {
     "layer": "the attribute name of the module that failed (fc, classifier, encoder.proj)",
@@ -68,6 +68,7 @@ class DocFix:
     title: str
     detail: str
     code: str | None
+    code_lang: str = "python"  # the code fence's language (bash, python, ...)
 
     @property
     def ref(self) -> str:
@@ -152,7 +153,8 @@ def parse_body(doc_id: str, body_text: str) -> Remedies:
         code_m = _CODE.search(body)
         code = code_m.group("code").rstrip() if code_m else None
         detail = _CODE.sub("", body).strip()
-        fixes.append(DocFix(doc_id, fid, title, " ".join(detail.split()), code))
+        lang = (code_m.group("lang") or "python") if code_m else "python"
+        fixes.append(DocFix(doc_id, fid, title, " ".join(detail.split()), code, lang))
     return Remedies(doc_id, tuple(causes), tuple(fixes))
 
 
@@ -172,6 +174,26 @@ def fill(template: str, values: Mapping[str, object]) -> str:
         return default.strip() if default is not None else f"<{name}>"
 
     return PLACEHOLDER.sub(one, template)
+
+
+def fill_code(template: str, values: Mapping[str, object], lang: str) -> str:
+    """A fix's code filled like :func:`fill`, but only with values that are plainly data where they go.
+
+    The values come from the user's text; one that is not a validated identifier, literal or shell word
+    for its place (:func:`assistant.kb.code_values.code_values`) is treated as not read and its
+    placeholder keeps its default, so no text read from a log is ever offered as code to run.
+    """
+    from assistant.kb.code_values import code_values
+
+    return fill(template, code_values(template, values, lang))
+
+
+def filled_fix(fx: DocFix, values: Mapping[str, object]):  # -> assistant.types.Fix
+    """``fx`` as a :class:`~assistant.types.Fix` with the reader's ``values``: prose filled, code checked."""
+    from assistant.types import Fix
+
+    code = fill_code(fx.code, values, fx.code_lang) if fx.code else None
+    return Fix(fill(fx.title, values), fill(fx.detail, values), code, (fx.doc_id,))
 
 
 @lru_cache(maxsize=4)
@@ -210,10 +232,5 @@ def find_cause(ref: str) -> DocCause | None:
 
 def as_fix(ref: str, values: Mapping[str, object] | None = None):  # -> assistant.types.Fix | None
     """The fix ``ref`` names, filled with ``values`` (the reader's), citing its document; None when it does not exist."""
-    from assistant.types import Fix
-
     fx = find_fix(ref)
-    if fx is None:
-        return None
-    vals = values or {}
-    return Fix(fill(fx.title, vals), fill(fx.detail, vals), fill(fx.code, vals) if fx.code else None, (fx.doc_id,))
+    return filled_fix(fx, values or {}) if fx is not None else None

@@ -18,7 +18,7 @@ from importlib import metadata
 from typing import Any
 
 from assistant.probes.redact import redact_env, redact_value
-from assistant.render.safe_text import safe_line
+from assistant.render.outgoing import shown_line
 
 RELEVANT_ENV_PREFIXES = ("PYTORCH_", "TORCH_", "CUDA_", "NCCL_", "CUBLAS_", "CUDNN_", "OMP_", "MKL_", "TORCHINDUCTOR_", "TRITON_", "HF_", "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_", "LD_LIBRARY_PATH")
 RELATED_PACKAGES = ("torch", "torchvision", "torchaudio", "triton", "numpy", "transformers", "accelerate", "lightning", "pytorch-lightning", "deepspeed", "xformers", "flash-attn", "bitsandbytes", "apex", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
@@ -155,7 +155,7 @@ def format_environment(report: dict[str, Any]) -> str:
     for n in report.get("notes") or []:
         lines.append(f"note          {n}")
     # Values come from the environment and child processes: shown as text, never as terminal escapes.
-    return "\n".join(safe_line(line) for line in lines)
+    return "\n".join(shown_line(line) for line in lines)
 
 
 if __name__ == "__main__":  # pragma: no cover - used by `python -m assistant.probes.env`

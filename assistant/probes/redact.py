@@ -33,6 +33,8 @@ _W = r"[A-Za-z0-9_\-]"
 _TOKEN_PATTERNS = tuple(re.compile(p) for p in (
     # OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-api03-…), Stripe-style live/test keys.
     rf"[spr]k-(?<!{_W}[spr]k-)(?:ant-|proj-|svcacct-|admin-|live-|test-)?[A-Za-z0-9_\-]{{16,}}",
+    rf"[sr]k_(?<!{_W}[sr]k_)(?:live|test)_[A-Za-z0-9]{{16,}}",  # Stripe secret and restricted keys
+    rf"npm_(?<!{_W}npm_)[A-Za-z0-9]{{30,}}",  # npm access token
     rf"hf_(?<!{_W}hf_)[A-Za-z0-9]{{20,}}",  # Hugging Face
     rf"gh[pousr]_(?<!{_W}gh[pousr]_)[A-Za-z0-9]{{20,}}",  # GitHub classic: personal, OAuth, user, server, refresh
     rf"github_pat_(?<!{_W}github_pat_)[A-Za-z0-9_]{{20,}}",  # GitHub fine-grained personal token
@@ -63,13 +65,15 @@ _SECRET_WORDS = (
     r"api[_-]?key|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|"
     r"shared[_-]?access[_-]?key|storage[_-]?key|master[_-]?key|encryption[_-]?key|signing[_-]?key|client[_-]?secret|"
     r"(?:wandb|comet|neptune)[_-]?key|"
-    r"secret|passwd|password|passphrase|token|auth[_-]?token|access[_-]?token|refresh[_-]?token|id[_-]?token|"
+    r"secret|passwd|password|pwd|passphrase|token|auth[_-]?token|access[_-]?token|refresh[_-]?token|id[_-]?token|"
     r"session[_-]?token|security[_-]?token|credentials?|connection[_-]?string|shared[_-]?access[_-]?signature"
 )
 # A long alternation tried at every position is slow in Python, so an assignment is found from its end:
 # a cheap search for a word ending and a separator, then the name is matched in a short window before it.
-_ASSIGNMENT_HINT = re.compile(r"(?:key|id|secret|passwd|password|passphrase|token|credentials?|string|signature)['\"]?[ \t]*[=:]")
+_ASSIGNMENT_HINT = re.compile(r"(?:key|id|secret|passwd|password|pwd|passphrase|token|credentials?|string|signature)['\"]?[ \t]*[=:]")
 _ASSIGNMENT_HEAD = re.compile(rf"(?:{_SECRET_WORDS})['\"]?[ \t]*[=:]\Z")
+# Password names are secrets even glued to a prefix (PGPASSWORD=, MYSQL_PWD=, dbpasswd=).
+_PASSWORD_HEAD = re.compile(r"(?:passwd|password|pwd)['\"]?[ \t]*[=:]\Z")
 _ASSIGNMENT_VALUE = re.compile(r"[ \t]*(?P<value>\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`|[^\s'\",;&)}\]`]+)")
 _NAME_WINDOW = 48  # longer than any secret word with its quote and spaces
 # Command-line flags followed by their value as the next word: `--password hunter2`, `--api-key …`.
@@ -180,8 +184,13 @@ def _redact_assignments(text: str) -> str:
             continue  # inside the value just masked
         head = _ASSIGNMENT_HEAD.search(low, max(pos, hint.start() - _NAME_WINDOW), hint.end())
         value = _ASSIGNMENT_VALUE.match(low, hint.end()) if head is not None else None
-        if head is None or value is None or not _starts_name(text, head.start()):
-            continue  # not a secret name, or a secret word that only ends a longer name (`mytoken=`)
+        if head is None or value is None:
+            continue  # not a secret name
+        password = _PASSWORD_HEAD.match(low, head.start(), head.end()) is not None
+        if not (password or _starts_name(text, head.start())):
+            continue  # a secret word that only ends a longer name (`mytoken=`)
+        if low.startswith("pwd", head.start()) and low.startswith(("/", "~", "'/", '"/'), value.start("value")):
+            continue  # PWD=/home/…: the working directory, not a password
         start = head.start()
         if low.startswith("token", start) and _VOCAB_TOKEN.search(text, max(0, start - 20), start):
             continue  # a tokenizer's special token, e.g. pad_token='<pad>'

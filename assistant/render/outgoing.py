@@ -1,8 +1,10 @@
 """What leaves torchhelp for a person or a file: control characters removed, then secrets masked.
 
 A diagnosis carries text from untrusted places (the log, probe values, an LLM's reply, an HTTP error
-body in a note), so every output door (the terminal and Markdown renderers, ``ask --json``,
-``run --report``, ``--evidence-out``, ``env``, triage's reports) passes what it prints through here.
+body in a note, a job folder's name), so every output door passes what it prints through here: the
+terminal and Markdown renderers, ``ask --json``, the served JSON, ``run --report``, ``--evidence-out``,
+``env``, triage's JSONL, groups JSON, Markdown and HTML reports, the ``--watch`` terminal lines
+(:func:`shown_line`) and the webhook's messages (:func:`slack_text` for the text Slack renders).
 The order matters: escapes are removed first, so a secret split by an escape sequence
 (``ghp_\\x1b[0mAbC…``) is joined again before the redactor looks for it.
 """
@@ -22,6 +24,23 @@ T = TypeVar("T")
 def shown_text(text: object) -> str:
     """One string as it may be shown or written: no terminal controls, no credentials."""
     return redact_text(safe_text(text))
+
+
+def shown_line(text: object) -> str:
+    """:func:`shown_text` on one line (newlines and tabs become spaces): a terminal status line."""
+    return shown_text(text).replace("\n", " ").replace("\t", " ")
+
+
+_SLACK = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def slack_text(text: object) -> str:
+    """:func:`shown_text` for a Slack message: ``&``, ``<`` and ``>`` escaped as Slack asks.
+
+    Slack reads ``<!channel>``, ``<@U123>`` and ``<https://evil|https://good>`` in a message's text as a
+    mention or a disguised link; escaped, a log's text shows as typed and notifies no one.
+    """
+    return shown_text(text).translate(_SLACK)
 
 
 def _map_strings(obj: T, fn: Callable[[str], str]) -> T:

@@ -92,8 +92,3 @@ def safe_text(text: object) -> str:
         s = s.replace("\u2028", "\n").replace("\u2029", "\n")
     s = _CONTROLS.sub("", s)
     return _SURROGATES.sub("\ufffd", s)
-
-
-def safe_line(text: object) -> str:
-    """:func:`safe_text` kept on one line: newlines and tabs become spaces (other spacing is kept)."""
-    return safe_text(text).replace("\n", " ").replace("\t", " ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from assistant.kb.code_values import UserCode
 from assistant.rules.dispatch import TORCH_OP
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
@@ -74,7 +75,7 @@ def _drop_cast(text: str) -> Fix:
     start = text.rfind("\n", 0, m.start()) + 1
     end = text.find("\n", m.end())
     own = text[start:end if end != -1 else len(text)].strip()
-    return remedy("autocast-mixed-reduced-types#drop-manual-cast-own-line", line=own, cast=m.group(0))
+    return remedy("autocast-mixed-reduced-types#drop-manual-cast-own-line", line=UserCode(own), cast=m.group(0))
 
 
 def _prioritize(ctx: Context) -> RuleHit | None:

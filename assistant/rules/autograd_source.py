@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Mapping, Sequence
 
+from assistant.kb.code_values import UserCode
 from assistant.rules.base import remedy
 from assistant.types import Fact, Fix, ModuleSummary
 
@@ -95,15 +96,15 @@ def _out_of_place_values(text: str, kind: str) -> tuple[str, dict[str, str]] | N
     text = text.strip()
     if kind == "inplace_flag":
         before, _, after = text.partition("inplace=True")
-        return "inplace-flag", {"before": before, "after": after.replace("inplace=True", "inplace=False")}
+        return "inplace-flag", {"before": UserCode(before), "after": UserCode(after.replace("inplace=True", "inplace=False"))}
     if kind == "augmented":
         m = _AUG.match(text)
         if m:
-            return "augmented", {"variable": m.group("target").strip(), "operator": m.group("op"), "rhs": m.group("rhs").strip()}
+            return "augmented", {"variable": UserCode(m.group("target").strip()), "operator": UserCode(m.group("op")), "rhs": UserCode(m.group("rhs").strip())}
     if kind == "method":
         m = _METHOD.match(text)
         if m:
-            return "method", {"variable": m.group("recv").strip(), "method": m.group("name"), "args": m.group("args")}
+            return "method", {"variable": UserCode(m.group("recv").strip()), "method": m.group("name"), "args": UserCode(m.group("args"))}
     return None
 
 

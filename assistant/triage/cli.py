@@ -141,9 +141,11 @@ def _with_memory(result, paths: list[str], state: Path | None, cutoff: float | N
 
 def _watch(paths: list[str], *, webhook: str | None, interval: float, settle: float, notify_every: int, state: Path | None, console,  # type: ignore[no-untyped-def]
            regression_after: float | None = None, engine_obj=None) -> None:  # type: ignore[no-untyped-def]
+    from assistant.render.outgoing import shown_line
     from assistant.triage.watch import watch
 
-    console.print(f"watching {', '.join(paths)} every {interval:g}s (finished after {settle:g}s without change); Ctrl-C stops", markup=False, highlight=False)
+    console.print(shown_line(f"watching {', '.join(paths)} every {interval:g}s (finished after {settle:g}s without change); Ctrl-C stops"),
+                  markup=False, highlight=False)
     watch(paths, interval_s=interval, settle_s=settle, webhook=webhook, notify_every=notify_every, state_path=state,
           on_event=lambda e: console.print(e.text, markup=False, highlight=False), regression_after=regression_after,
           engine_obj=engine_obj)

@@ -50,9 +50,13 @@ class JobReport:
     notes: tuple[str, ...] = ()  # files that could not be read, truncation, what was assumed
 
     def row(self, group: str | None) -> dict[str, Any]:
-        """The JSONL contract line (README, "The JSONL contract": every key, its type and meaning)."""
+        """The JSONL contract line (README, "The JSONL contract": every key, its type and meaning).
+
+        Log text made safe like every output (:func:`assistant.render.outgoing.shown_value`)."""
+        from assistant.render.outgoing import shown_value
+
         failed = self.status == FAILED
-        return {
+        return shown_value({
             "job_id": self.job_id,
             "status": self.status,
             "group": group if failed else None,
@@ -62,7 +66,7 @@ class JobReport:
             "files": list(self.files),
             "title": self.title if failed else None,
             "reason": (self.reason or None) if failed else None,
-        }
+        })
 
 
 @dataclass(frozen=True)
@@ -123,15 +127,17 @@ class Known:
         return bool(self.regression_jobs)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``known`` object of the JSONL and groups JSON."""
-        return {
+        """The ``known`` object of the JSONL, groups JSON and webhook (the team's note made safe to show)."""
+        from assistant.render.outgoing import shown_value
+
+        return shown_value({
             "note": self.note,
             "resolved": self.resolved_day,
             "resolved_by": self.by,
             "resolved_group": self.resolved_group,
             "runbook": self.runbook,
             "runbook_path": self.runbook_path,
-        }
+        })
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,8 @@ class TriageResult:
 
     def groups_json(self) -> list[dict[str, Any]]:
         """One object per group, in rank order (a resolved group adds ``known`` and ``regression``)."""
+        from assistant.render.outgoing import shown_value
+
         out = []
         for i, g in enumerate(self.groups):
             item = dict(g.to_dict(), rank=i + 1)
@@ -180,6 +188,6 @@ class TriageResult:
             if known is not None:
                 item["known"] = known.to_dict()
                 item["regression"] = known.regression
-                item["regression_jobs"] = list(known.regression_jobs)
+                item["regression_jobs"] = shown_value(list(known.regression_jobs))
             out.append(item)
         return out

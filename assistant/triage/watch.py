@@ -35,7 +35,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +202,14 @@ class Watcher:
     # -- events -------------------------------------------------------------------------------
 
     def emit(self, event: WatchEvent) -> None:
-        """Hand an event to ``on_event`` (or the log when there is none)."""
+        """Hand an event to ``on_event`` (or the log when there is none).
+
+        Its line quotes job and folder names, titles and webhook answers: it goes out as
+        :func:`~assistant.render.outgoing.shown_line` made it (no terminal controls, no credentials).
+        """
+        from assistant.render.outgoing import shown_line
+
+        event = replace(event, text=shown_line(event.text))
         if self.on_event is None:
             log.info("%s", event.text)
         else:

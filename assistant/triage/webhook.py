@@ -220,7 +220,13 @@ def message(
 
     ``known`` (the ``Known.to_dict()`` of a resolved group) adds the team's note and runbook; a
     ``regression`` event names the job that came back after the group was resolved.
+
+    Every string comes from logs, folder names or the team's notes: the text goes out through
+    :func:`~assistant.render.outgoing.slack_text` (no controls, no credentials, no Slack mentions or
+    disguised links) and the structured object through :func:`~assistant.render.outgoing.shown_value`.
     """
+    from assistant.render.outgoing import shown_text, shown_value, slack_text
+
     if event not in ("new_group", "group_grew", "regression"):
         raise ValueError(f"unknown webhook event {event!r}")
     if event == "regression" and known is None:
@@ -243,13 +249,13 @@ def message(
     if known is not None and event != "regression":
         text += f"\nknown: {known.get('note')} (resolved {known.get('resolved')}; runbook {known.get('runbook')})"
     if diagnosis_cause:
-        text += f"\nCause: {diagnosis_cause[:500]}"
+        text += f"\nCause: {shown_text(diagnosis_cause)[:500]}"  # masked before the cut: no token cut in half
     diagnosis = None
     if diagnosis_title or diagnosis_cause:
         diagnosis = {"title": diagnosis_title, "cause": diagnosis_cause}
     return {
-        "text": text,
-        "torchhelp": {
+        "text": slack_text(text),
+        "torchhelp": shown_value({
             "event": event,
             "group": group,
             "category": category,
@@ -262,5 +268,5 @@ def message(
             "known": dict(known) if known is not None else None,
             "regression": event == "regression",
             "regression_job": regression_job,
-        },
+        }),
     }
