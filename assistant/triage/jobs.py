@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import glob
 import os
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -26,18 +25,14 @@ _NOT_LOGS = {
 _GLOB_CHARS = set("*?[")
 
 
-def discover(paths: Sequence[str | os.PathLike[str]], notes: list[str] | None = None) -> list[JobSpec]:
+def discover(paths: Sequence[str | os.PathLike[str]]) -> list[JobSpec]:
     """Every job under ``paths`` (directories, files or globs), sorted by job id.
 
-    Below an input directory, a symbolic link is followed only when it stays inside that directory and
-    only regular files are read (no FIFO, device or socket); what is skipped is told in ``notes`` when
-    given. Raises TriageError when a path does not exist or nothing at all is found.
+    Raises TriageError when a path does not exist or nothing at all is found.
     """
     specs: dict[str, JobSpec] = {}
-    skipped = notes if notes is not None else []
     for root in _expand(paths):
-        found = _jobs_in(root, skipped) if root.is_dir() else [_loose_job(root.parent, [root])]
-        for spec in found:
+        for spec in _jobs_in(root) if root.is_dir() else [_loose_job(root.parent, [root])]:
             if spec is None:
                 continue
             if spec.job_id in specs and specs[spec.job_id].root != spec.root:
@@ -52,10 +47,10 @@ def discover(paths: Sequence[str | os.PathLike[str]], notes: list[str] | None = 
     return [specs[k] for k in sorted(specs)]
 
 
-def job_of_folder(folder: str | os.PathLike[str], notes: list[str] | None = None) -> JobSpec:
+def job_of_folder(folder: str | os.PathLike[str]) -> JobSpec:
     """One job made of every log file below ``folder`` (``ask`` on a job's folder: per-rank files, attempts)."""
     path = Path(folder).expanduser()
-    files = _files_below(path, path, notes if notes is not None else [])
+    files = _files_below(path)
     if not files:
         raise TriageError(f"no log files under {path}")
     return JobSpec(path.name, str(path), tuple(str(f) for f in files))
@@ -94,33 +89,7 @@ def _expand(paths: Sequence[str | os.PathLike[str]]) -> Iterable[Path]:
         raise TriageError(f"no such file or directory: {text}")
 
 
-def inside(path: Path, root: Path) -> bool:
-    """Whether ``path``, every link in it resolved, stays inside ``root`` (resolved too)."""
-    try:
-        return path.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError):  # a link loop, a vanished file
-        return False
-
-
-def regular_file(path: Path, root: Path, notes: list[str]) -> bool:
-    """Whether ``path`` is a regular file to read: inside ``root`` once links are resolved, and no FIFO,
-    device or socket (those hang a reader or never end). A skipped path adds a note."""
-    shown = path.relative_to(root) if path.is_relative_to(root) else path.name
-    if path.is_symlink() and not inside(path, root):
-        notes.append(f"{shown}: a link that points outside {root.name or root}, skipped")
-        return False
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return False
-    if not stat.S_ISREG(mode):
-        if not stat.S_ISDIR(mode):
-            notes.append(f"{shown}: not a regular file (a FIFO, device or socket), skipped")
-        return False
-    return True
-
-
-def _jobs_in(directory: Path, notes: list[str]) -> list[JobSpec | None]:
+def _jobs_in(directory: Path) -> list[JobSpec | None]:
     try:
         entries = sorted(directory.iterdir())
     except OSError as exc:
@@ -130,14 +99,11 @@ def _jobs_in(directory: Path, notes: list[str]) -> list[JobSpec | None]:
     for entry in entries:
         if entry.name.startswith("."):
             continue
-        if entry.is_symlink() and not inside(entry, directory):
-            notes.append(f"{entry.name}: a link that points outside {directory.name or directory}, skipped")
-            continue
         if entry.is_dir():
-            files = _files_below(entry, directory, notes)
+            files = _files_below(entry)
             if files:
                 jobs.append(JobSpec(entry.name, str(entry), tuple(str(f) for f in files)))
-        elif is_log_file(entry) and regular_file(entry, directory, notes):
+        elif entry.is_file() and is_log_file(entry):
             loose.setdefault(job_id_for_file(entry.name), []).append(entry)
     for job_id in sorted(loose):
         jobs.append(_loose_job(directory, loose[job_id]))
@@ -150,13 +116,12 @@ def _loose_job(directory: Path, files: list[Path]) -> JobSpec | None:
     return JobSpec(job_id_for_file(files[0].name), str(directory), tuple(sorted(str(f) for f in files)))
 
 
-def _files_below(job_dir: Path, root: Path, notes: list[str]) -> list[Path]:
-    """The log files below ``job_dir``: regular files whose links stay inside ``root`` (links to folders are not walked)."""
+def _files_below(job_dir: Path) -> list[Path]:
     found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(job_dir):  # followlinks=False: a linked folder is listed, never entered
+    for dirpath, dirnames, filenames in os.walk(job_dir):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if is_log_file(path) and regular_file(path, root, notes):
+            if is_log_file(path) and path.is_file():
                 found.append(path)
     return found
