@@ -599,7 +599,7 @@ def test_triage_rejects_broken_and_oversized_archives(srv: LiveServer) -> None:
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("job_a/stdout.log", b"\0" * (LIMIT * 11))
     assert len(buf.getvalue()) < LIMIT
-    err = assert_openai_error(post(srv, "/v1/triage", files={"file": ("bomb.zip", buf.getvalue(), "application/zip")}), 400)
+    err = assert_openai_error(post(srv, "/v1/triage", files={"file": ("bomb.zip", buf.getvalue(), "application/zip")}), 413)
     assert "expands" in err["message"]
     assert_openai_error(post(srv, "/v1/triage", files={"other": ("x.log", b"abc", "text/plain")}), 400)
 

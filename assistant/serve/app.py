@@ -23,18 +23,12 @@ auth (only with a token), body limit, request deadline, content type.
 from __future__ import annotations
 
 import logging
-import re
-import shutil
-import stat
-import tarfile
-import tempfile
 import threading
 import time
-import zipfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from fastapi import FastAPI, File, UploadFile
@@ -50,6 +44,7 @@ from assistant.errors import ConfigError, InputError, KnowledgeError, TorchhelpE
 from assistant.serve.config import ServeConfig
 from assistant.serve.limits import BodyLimitMiddleware, ContentTypeMiddleware, TimeoutMiddleware, dump_json, error_payload
 from assistant.serve.metrics import Metrics, MetricsMiddleware
+from assistant.serve.uploads import ArchiveError, triage_upload
 from assistant.serve.openai_chat import (
     ChatCompletion, ChatRequest, DiagnoseRequest, ErrorResponse, ModelList, ModelNotFound, answer_chat, backend_for_model,
     cached_diagnosis, completion_body, diagnose_text, llm_fell_back, models_list, stream_chunks,
@@ -165,186 +160,9 @@ class ServerState:
             self.metrics.fallbacks.labels(resolve_backend_name(engine.settings), endpoint).inc()
 
 
-# -- /v1/triage: safe extraction of an uploaded archive -------------------------------------------------
+# -- /v1/triage: the upload path lives in assistant/serve/uploads.py ---------------------------------------
 
-
-class ArchiveError(InputError):
-    """An uploaded archive that is malformed, too big, or tries to write outside its folder."""
-
-
-_ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
-_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def safe_filename(name: str | None, default: str = "upload.log") -> str:
-    """A plain file name from a client's: the last path component, odd characters replaced, no leading dots."""
-    last = re.split(r"[\\/]", name or "")[-1]
-    clean = _UNSAFE_CHARS.sub("_", last).lstrip(".")[:120]
-    return clean or default
-
-
-def member_parts(name: str) -> list[str] | None:
-    """The path parts of an archive member, or ArchiveError for absolute paths and ``..``; None for the root."""
-    if not name or "\x00" in name:
-        raise ArchiveError("the archive holds an entry with an empty or invalid name")
-    norm = name.replace("\\", "/")
-    if norm.startswith("/") or re.match(r"^[A-Za-z]:", norm):
-        raise ArchiveError(f"the archive entry {name!r} has an absolute path")
-    parts = [p for p in norm.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise ArchiveError(f"the archive entry {name!r} points outside the archive ('..')")
-    return parts or None
-
-
-class _Budget:
-    """Caps on what an archive may expand to: members and uncompressed bytes."""
-
-    def __init__(self, max_members: int, max_bytes: int) -> None:
-        self.max_members = max_members
-        self.max_bytes = max_bytes
-        self.members = 0
-        self.bytes = 0
-
-    def member(self) -> None:
-        self.members += 1
-        if self.members > self.max_members:
-            raise ArchiveError(f"the archive holds more than {self.max_members} entries")
-
-    def add(self, n: int) -> None:
-        self.bytes += n
-        if self.bytes > self.max_bytes:
-            raise ArchiveError(f"the archive expands to more than {self.max_bytes / (1 << 20):.0f} MiB")
-
-
-def _target(root: Path, parts: list[str]) -> Path:
-    dest = root.joinpath(*parts)
-    if not dest.resolve().is_relative_to(root.resolve()):  # belt and braces: parts hold no '..' and no links exist
-        raise ArchiveError(f"the archive entry {'/'.join(parts)!r} points outside the archive")
-    return dest
-
-
-def _copy(src: IO[bytes], dest: Path, budget: _Budget) -> None:
-    """Copy a member's bytes, counting them as they come (headers can lie about sizes)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with dest.open("wb") as out:
-        while block := src.read(1 << 16):
-            budget.add(len(block))
-            out.write(block)
-
-
-def _extract_tar(fileobj: IO[bytes], root: Path, budget: _Budget) -> None:
-    try:
-        with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
-            for member in tar:
-                budget.member()
-                parts = member_parts(member.name)
-                if member.issym() or member.islnk():
-                    raise ArchiveError(f"the archive entry {member.name!r} is a link; links are not accepted")
-                if parts is None or parts[0] == "__MACOSX":
-                    continue
-                if member.isdir():
-                    _target(root, parts).mkdir(parents=True, exist_ok=True)
-                    continue
-                if not member.isreg():
-                    raise ArchiveError(f"the archive entry {member.name!r} is not a regular file or folder")
-                src = tar.extractfile(member)
-                if src is not None:
-                    _copy(src, _target(root, parts), budget)
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        raise ArchiveError(f"cannot read the tar archive: {exc}") from None
-
-
-def _extract_zip(fileobj: IO[bytes], root: Path, budget: _Budget) -> None:
-    try:
-        with zipfile.ZipFile(fileobj) as zf:
-            for info in zf.infolist():
-                budget.member()
-                parts = member_parts(info.filename)
-                kind = stat.S_IFMT(info.external_attr >> 16)  # 0 when the zip tool recorded no Unix file type
-                if kind == stat.S_IFLNK:
-                    raise ArchiveError(f"the archive entry {info.filename!r} is a link; links are not accepted")
-                if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
-                    raise ArchiveError(f"the archive entry {info.filename!r} is not a regular file or folder")
-                if info.flag_bits & 0x1:
-                    raise ArchiveError(f"the archive entry {info.filename!r} is encrypted")
-                if parts is None or parts[0] == "__MACOSX":
-                    continue
-                if info.is_dir():
-                    _target(root, parts).mkdir(parents=True, exist_ok=True)
-                    continue
-                with zf.open(info) as src:
-                    _copy(src, _target(root, parts), budget)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError, ValueError, RuntimeError) as exc:
-        raise ArchiveError(f"cannot read the zip archive: {exc}") from None
-    except Exception as exc:  # zlib.error and other decompressor failures on corrupt data
-        if type(exc).__module__ in ("zlib", "bz2", "lzma", "_lzma", "_bz2"):
-            raise ArchiveError(f"cannot read the zip archive: {exc}") from None
-        raise
-
-
-def _is_tar(fileobj: IO[bytes]) -> bool:
-    fileobj.seek(0)
-    try:
-        with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
-            tar.next()
-        return True
-    except (tarfile.TarError, EOFError, OSError, ValueError):
-        return False
-    finally:
-        fileobj.seek(0)
-
-
-def unpack_upload(fileobj: IO[bytes], filename: str | None, root: Path, *, max_members: int, max_bytes: int) -> Path:
-    """Write an upload under ``root`` safely; return the folder whose entries are the jobs.
-
-    A tar/tar.gz/tgz/zip is extracted member by member into paths we build (never a client path,
-    never a link, a device or a FIFO; members and uncompressed bytes capped). Anything else is one
-    log file, named after the upload's base name (its job id is that name up to the first dot).
-    """
-    name = safe_filename(filename)
-    says_archive = name.lower().endswith(_ARCHIVE_SUFFIXES)
-    budget = _Budget(max_members, max_bytes)
-    fileobj.seek(0)
-    if zipfile.is_zipfile(fileobj):
-        fileobj.seek(0)
-        _extract_zip(fileobj, root, budget)
-    elif _is_tar(fileobj):
-        _extract_tar(fileobj, root, budget)
-    elif says_archive:
-        raise ArchiveError(f"{name} is not a readable {name.rsplit('.', 1)[-1]} archive")
-    else:
-        fileobj.seek(0)
-        _copy(fileobj, root / name, budget)
-        return root
-    # An archive of one folder that holds the job folders: the jobs are inside it.
-    entries = [p for p in root.iterdir() if not p.name.startswith(".")]
-    if len(entries) == 1 and entries[0].is_dir():
-        inner = [p for p in entries[0].iterdir() if not p.name.startswith(".")]
-        if inner and all(p.is_dir() for p in inner):
-            return entries[0]
-    if not entries:
-        raise ArchiveError("the archive holds no files")
-    return root
-
-
-def triage_upload(engine: Any, fileobj: IO[bytes], filename: str | None, config: ServeConfig) -> dict[str, Any]:
-    """Unpack an upload into a temporary folder, triage it locally (no Ray), and return the JSON."""
-    from assistant.triage.api import build_result
-    from assistant.triage.distribute import extract_all
-    from assistant.triage.jobs import discover
-
-    tmp = Path(tempfile.mkdtemp(prefix="torchhelp-triage-"))
-    try:
-        root = tmp / "upload"
-        root.mkdir()
-        jobs_dir = unpack_upload(fileobj, filename, root, max_members=config.max_archive_members, max_bytes=config.max_archive_bytes)
-        specs = discover([jobs_dir])
-        reports = extract_all(specs, engine="local", jobs=1)
-        result = build_result(reports, engine_obj=engine)  # the server's engine: its index and backend settings
-        # Job files are relative to their job's folder: no path of this server's temporary folder leaks.
-        return {"jobs": result.jsonl_rows(), "groups": result.groups_json()}
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+_ARCHIVE_CODES = {400: "invalid_input", 413: "archive_too_large", 422: "nested_compression"}
 
 
 # -- the application --------------------------------------------------------------------------------
@@ -536,11 +354,15 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
               summary="Triage an uploaded job log, or a tar/tar.gz/tgz/zip of job folders")
     async def triage(file: UploadFile = File(..., description="One log file (job id from its name) or an archive of job folders")) -> Response:
         engine = await state.engine_for(None)
+        cancel = threading.Event()  # set when this request ends, however: an abandoned upload's work stops
         try:
-            result = await state.call(engine, triage_upload, engine, file.file, file.filename, config)
+            result = await state.call(engine, triage_upload, engine, file.file, file.filename, config, cancel)
+        except ArchiveError as exc:
+            return error_response(exc.status, str(exc), code=_ARCHIVE_CODES.get(exc.status, "invalid_input"))
         except ImportError as exc:
             return error_response(503, f"triage is not installed here ({exc.name or exc}): pip install 'torchhelp[triage]'", code="not_installed")
         finally:
+            cancel.set()
             await file.close()
         return JSON(result)
 

@@ -45,11 +45,11 @@ def triage(
     from assistant.triage.jobs import discover
 
     started = time.perf_counter()
-    specs = discover(paths)
+    notes: list[str] = []
+    specs = discover(paths, notes)
     if on_discovered is not None:
         on_discovered(len(specs), sum(_size(f) for s in specs for f in s.files))
     reports = extract_all(specs, engine=engine, jobs=jobs, ray_address=ray_address, options=options, on_job=on_job)
-    notes: list[str] = []
     if sacct is not None:
         from assistant.triage.sacct import load_sacct
 

@@ -89,10 +89,12 @@ def auto_jobs(n_specs: int) -> int:
 
 def safe_extract(spec: JobSpec, options: Any = None) -> JobReport:
     """``extract_job(spec, options)``, or an ``unreadable`` failed report when it raises (see module doc)."""
-    from assistant.triage.extract import extract_job
+    from assistant.triage.extract import Cancelled, extract_job
 
     try:
         return extract_job(spec, options)
+    except Cancelled:
+        raise  # the caller asked to stop: not a job that could not be read
     except Exception as exc:  # never KeyboardInterrupt: Ctrl-C must still stop the run
         log.warning("could not read job %s: %s: %s", spec.job_id, type(exc).__name__, exc)
         return unreadable_report(spec, f"{type(exc).__name__}: {exc}")

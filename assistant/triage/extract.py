@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from assistant.triage.clock import line_time
+from assistant.triage.clock import GpuCount, line_time
 from assistant.triage.model import FAILED, SUCCEEDED, JobReport, JobSpec
-from assistant.triage.reading import HEAD_BYTES, TAIL_BYTES, FileText, read_file
-from assistant.triage.verdict import Verdict, decide, scans_of, shape_of, world_size
+from assistant.triage.reading import HEAD_BYTES, MAX_INFLATE, TAIL_BYTES, FileText, ReadCancelled, read_file
+from assistant.triage.verdict import Verdict, decide, feed_shape, scans_of, shape_of, world_size
 
 # What the run's ending means when no rule of the engine recognises the extracted text.
 FALLBACK_CATEGORY = {
@@ -36,6 +37,14 @@ _ATTEMPT = re.compile(r"(?:^|[/_.-])(?:attempt|restart|retry|requeue|try)[_-]?(\
 _ROTATED = re.compile(r"\.(\d{1,3})(?:\.gz)?$")
 
 
+JOB_BUDGET = 24 << 20  # head + tail bytes kept over all of one job's files: memory is flat in files per job
+MIN_FILE_BYTES = 8 << 10  # ... but never fewer than this per file (a traceback sits in a file's last lines)
+
+
+class Cancelled(Exception):
+    """The per-job pass stopped because its caller asked (an abandoned request)."""
+
+
 @dataclass(frozen=True)
 class ExtractOptions:
     """Knobs of the per-job pass."""
@@ -43,32 +52,71 @@ class ExtractOptions:
     head_bytes: int = HEAD_BYTES
     tail_bytes: int = TAIL_BYTES
     categorize: bool = False  # run the rules per job (triage runs them once per group instead)
+    job_budget: int = JOB_BUDGET  # head + tail bytes over all of a job's files (split among them when many)
+    max_inflate: int = MAX_INFLATE  # decompressed bytes read of one .gz log
+    stop: Callable[[], bool] | None = field(default=None, compare=False)  # asked before each file: True cancels
+
+
+def file_window(n_files: int, opts: ExtractOptions) -> tuple[int, int]:
+    """Head and tail bytes kept per file for a job of ``n_files`` files: the defaults, or the job's budget split among them."""
+    per_file = opts.head_bytes + opts.tail_bytes
+    if n_files * per_file <= opts.job_budget:
+        return opts.head_bytes, opts.tail_bytes
+    share = max(MIN_FILE_BYTES, opts.job_budget // n_files)
+    head = max(1024, share * opts.head_bytes // per_file)
+    return head, max(1024, share - head)
 
 
 def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobReport:
-    """Read one job's logs and report its status, first failing rank, GPU time and extracted failure."""
+    """Read one job's logs and report its status, first failing rank, GPU time and extracted failure.
+
+    Files are read one at a time: every file feeds the job's GPU count and span as it is read, and
+    only the files that decide how the job ended (its latest attempt) keep their lines."""
     opts = options or ExtractOptions()
     root = Path(spec.root)
     rel = tuple(_relative(p, root) for p in spec.files)
-    files = [read_file(p, i, head_bytes=opts.head_bytes, tail_bytes=opts.tail_bytes) for i, p in enumerate(spec.files)]
-    notes = [n for f in files for n in f.notes]
-    size = sum(f.size for f in files)
-    readable = [f for f in files if f.readable]
-    if not readable:
-        return JobReport(spec.job_id, rel, FAILED if files else SUCCEEDED, category="unknown" if files else None,
-                         title="No log could be read" if files else None, reason="unreadable", size_bytes=size,
-                         notes=tuple(notes) or ("no log files",))
-
-    gpus, multi = shape_of(readable)
-    start = end = None
-    for f in readable:
+    head_bytes, tail_bytes = file_window(len(spec.files), opts)
+    deciding_paths = set(_final_attempt_paths(list(spec.files)))
+    notes: list[str] = []
+    if (head_bytes, tail_bytes) != (opts.head_bytes, opts.tail_bytes):
+        notes.append(f"{len(spec.files)} files in this job: kept the first {head_bytes // 1024} KiB and last "
+                     f"{tail_bytes // 1024} KiB of each (a {opts.job_budget >> 20} MiB budget per job)")
+    gpus, ranks = GpuCount(), set[int]()
+    start: float | None = None
+    end: float | None = None
+    size = 0
+    kept: list[FileText] = []
+    others: list[tuple[int, str]] = []  # readable files whose lines were let go (not of the deciding attempt)
+    for i, p in enumerate(spec.files):
+        if opts.stop is not None and opts.stop():
+            raise Cancelled(spec.job_id)
+        try:
+            f = read_file(p, i, head_bytes=head_bytes, tail_bytes=tail_bytes, max_inflate=opts.max_inflate, stop=opts.stop)
+        except ReadCancelled:
+            raise Cancelled(spec.job_id) from None
+        notes.extend(f.notes)
+        size += f.size
+        if not f.readable:
+            continue
+        feed_shape(f, gpus, ranks)
         first, last = _file_span(f)
         if first is not None:
             start = first if start is None else min(start, first)
         if last is not None:
             end = last if end is None else max(end, last)
-    deciding = _final_attempt(readable)
-    verdict = decide(scans_of(deciding), multi=multi, ranks_seen=gpus.ranks_seen, world=world_size(gpus))
+        if p in deciding_paths:
+            kept.append(f)
+        else:
+            others.append((i, p))
+    if not kept and not others:
+        return JobReport(spec.job_id, rel, FAILED if spec.files else SUCCEEDED, category="unknown" if spec.files else None,
+                         title="No log could be read" if spec.files else None, reason="unreadable", size_bytes=size,
+                         notes=tuple(notes) or ("no log files",))
+    if not kept:  # the latest attempt's files could not be read: the readable ones decide, read again
+        kept = [read_file(p, i, head_bytes=head_bytes, tail_bytes=tail_bytes, max_inflate=opts.max_inflate) for i, p in others]
+        kept = _final_attempt(kept)
+    gpus, multi = shape_of([], gpus, ranks)
+    verdict = decide(scans_of(kept), multi=multi, ranks_seen=gpus.ranks_seen, world=world_size(gpus))
     count, _ = gpus.best()
     if count is None and start is not None:
         count = 1
@@ -150,6 +198,19 @@ def categorize(report: JobReport, category: str | None = None, title: str | None
     if category in (None, "unknown"):
         category = FALLBACK_CATEGORY.get(report.reason, "unknown")
     return dataclasses.replace(report, category=category, title=title or report.title, rule=rule)
+
+
+def _final_attempt_paths(paths: list[str]) -> list[str]:
+    """The paths of the files that decide the job's status (see :func:`_final_attempt`), from names alone."""
+    attempts: dict[int | None, list[str]] = defaultdict(list)
+    for p in paths:
+        attempts[_attempt_of(p)].append(p)
+    numbered = [a for a in attempts if a is not None and a >= 0]
+    if numbered:
+        return attempts.get(None, []) + attempts[max(numbered)]
+    if attempts.get(None):
+        return attempts[None]
+    return attempts[max(a for a in attempts if a is not None)] if attempts else []
 
 
 def _final_attempt(files: list[FileText]) -> list[FileText]:

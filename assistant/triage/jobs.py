@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -25,14 +26,18 @@ _NOT_LOGS = {
 _GLOB_CHARS = set("*?[")
 
 
-def discover(paths: Sequence[str | os.PathLike[str]]) -> list[JobSpec]:
+def discover(paths: Sequence[str | os.PathLike[str]], notes: list[str] | None = None) -> list[JobSpec]:
     """Every job under ``paths`` (directories, files or globs), sorted by job id.
 
-    Raises TriageError when a path does not exist or nothing at all is found.
+    Below an input directory, a symbolic link is followed only when it stays inside that directory and
+    only regular files are read (no FIFO, device or socket); what is skipped is told in ``notes`` when
+    given. Raises TriageError when a path does not exist or nothing at all is found.
     """
     specs: dict[str, JobSpec] = {}
+    skipped = notes if notes is not None else []
     for root in _expand(paths):
-        for spec in _jobs_in(root) if root.is_dir() else [_loose_job(root.parent, [root])]:
+        found = _jobs_in(root, skipped) if root.is_dir() else [_loose_job(root.parent, [root])]
+        for spec in found:
             if spec is None:
                 continue
             if spec.job_id in specs and specs[spec.job_id].root != spec.root:
@@ -47,10 +52,10 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> list[JobSpec]:
     return [specs[k] for k in sorted(specs)]
 
 
-def job_of_folder(folder: str | os.PathLike[str]) -> JobSpec:
+def job_of_folder(folder: str | os.PathLike[str], notes: list[str] | None = None) -> JobSpec:
     """One job made of every log file below ``folder`` (``ask`` on a job's folder: per-rank files, attempts)."""
     path = Path(folder).expanduser()
-    files = _files_below(path)
+    files = _files_below(path, path, notes if notes is not None else [])
     if not files:
         raise TriageError(f"no log files under {path}")
     return JobSpec(path.name, str(path), tuple(str(f) for f in files))
@@ -89,7 +94,33 @@ def _expand(paths: Sequence[str | os.PathLike[str]]) -> Iterable[Path]:
         raise TriageError(f"no such file or directory: {text}")
 
 
-def _jobs_in(directory: Path) -> list[JobSpec | None]:
+def inside(path: Path, root: Path) -> bool:
+    """Whether ``path``, every link in it resolved, stays inside ``root`` (resolved too)."""
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a link loop, a vanished file
+        return False
+
+
+def regular_file(path: Path, root: Path, notes: list[str]) -> bool:
+    """Whether ``path`` is a regular file to read: inside ``root`` once links are resolved, and no FIFO,
+    device or socket (those hang a reader or never end). A skipped path adds a note."""
+    shown = path.relative_to(root) if path.is_relative_to(root) else path.name
+    if path.is_symlink() and not inside(path, root):
+        notes.append(f"{shown}: a link that points outside {root.name or root}, skipped")
+        return False
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    if not stat.S_ISREG(mode):
+        if not stat.S_ISDIR(mode):
+            notes.append(f"{shown}: not a regular file (a FIFO, device or socket), skipped")
+        return False
+    return True
+
+
+def _jobs_in(directory: Path, notes: list[str]) -> list[JobSpec | None]:
     try:
         entries = sorted(directory.iterdir())
     except OSError as exc:
@@ -99,11 +130,14 @@ def _jobs_in(directory: Path) -> list[JobSpec | None]:
     for entry in entries:
         if entry.name.startswith("."):
             continue
+        if entry.is_symlink() and not inside(entry, directory):
+            notes.append(f"{entry.name}: a link that points outside {directory.name or directory}, skipped")
+            continue
         if entry.is_dir():
-            files = _files_below(entry)
+            files = _files_below(entry, directory, notes)
             if files:
                 jobs.append(JobSpec(entry.name, str(entry), tuple(str(f) for f in files)))
-        elif entry.is_file() and is_log_file(entry):
+        elif is_log_file(entry) and regular_file(entry, directory, notes):
             loose.setdefault(job_id_for_file(entry.name), []).append(entry)
     for job_id in sorted(loose):
         jobs.append(_loose_job(directory, loose[job_id]))
@@ -116,12 +150,13 @@ def _loose_job(directory: Path, files: list[Path]) -> JobSpec | None:
     return JobSpec(job_id_for_file(files[0].name), str(directory), tuple(sorted(str(f) for f in files)))
 
 
-def _files_below(job_dir: Path) -> list[Path]:
+def _files_below(job_dir: Path, root: Path, notes: list[str]) -> list[Path]:
+    """The log files below ``job_dir``: regular files whose links stay inside ``root`` (links to folders are not walked)."""
     found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(job_dir):
+    for dirpath, dirnames, filenames in os.walk(job_dir):  # followlinks=False: a linked folder is listed, never entered
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if is_log_file(path) and path.is_file():
+            if is_log_file(path) and regular_file(path, root, notes):
                 found.append(path)
     return found

@@ -11,11 +11,15 @@ bytes are removed or replaced; nothing here raises on bad content.
 from __future__ import annotations
 
 import gzip
+import os
 import re
+import stat
 import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from assistant.parse.normalize import strip_timestamp
 from assistant.render.safe_text import safe_text
@@ -24,6 +28,14 @@ HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 1024 * 1024
 MAX_LINE = 4000  # longer lines are cut: no log line worth reading is longer
 _CHUNK = 1 << 20
+MAX_INFLATE = 4 << 30  # a .gz log is decompressed up to this many bytes; the tail is what came before the ceiling
+MAX_RATIO = 200  # ... and to at most this many times its compressed size past INFLATE_FREE (a log compresses 5-30x)
+INFLATE_FREE = 64 << 20
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"PK\x03\x04", b"(\xb5/\xfd")
+
+
+class ReadCancelled(Exception):
+    """Reading stopped because the caller asked (its request was abandoned)."""
 
 _BINARY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
 # torch's own "[rank3]: " carries one separating space; torchrun's tee "[default3]:" and mpirun's
@@ -36,7 +48,7 @@ _RANK_IN_PATH = re.compile(r"(?:^|[/_.-])(?:rank|worker|proc|process|local_rank|
 _TORCHELASTIC_DIR = re.compile(r"/attempt_\d+/(\d{1,5})/(?:stdout|stderr|error)\.")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogLine:
     """One clean line: the rank it belongs to (prefix or per-rank file), its text, and where it was."""
 
@@ -76,15 +88,24 @@ def rank_from_path(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def read_file(path: str, index: int, *, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> FileText:
-    """Read the head and tail of one file as clean lines (never raises; problems become notes)."""
+def read_file(path: str, index: int, *, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES,
+              max_inflate: int = MAX_INFLATE, stop: Callable[[], bool] | None = None) -> FileText:
+    """Read the head and tail of one file as clean lines (never raises but :class:`ReadCancelled`; problems become notes).
+
+    Only a regular file is opened (a FIFO or device would block or never end); a .gz file is decompressed up to
+    ``max_inflate`` bytes (and :data:`MAX_RATIO` times its size); ``stop`` is asked between chunks."""
     out = FileText(path=path, size=0)
     try:
-        out.size = Path(path).stat().st_size
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            out.readable = False
+            out.notes.append(f"{Path(path).name}: not a regular file (a FIFO, device or socket), skipped")
+            return out
+        out.size = st.st_size
         with open(path, "rb") as fh:
             magic = fh.read(2)
         if magic == b"\x1f\x8b":
-            head, tail, total, note = _read_gzip(path, head_bytes, tail_bytes)
+            head, tail, total, note = _read_gzip(path, head_bytes, tail_bytes, max_inflate=max_inflate, stop=stop)
         else:
             head, tail, total, note = _read_plain(path, out.size, head_bytes, tail_bytes)
     except OSError as exc:
@@ -223,29 +244,81 @@ def _looks_binary(sample: bytes) -> bool:
     return bad > len(text) * 0.3
 
 
+def _leading_nuls(fh: IO[bytes], size: int) -> int:
+    """How many NUL bytes the file starts with (a preallocated or truncated-and-rewritten log), read in chunks."""
+    skipped = 0
+    while skipped < size:
+        fh.seek(skipped)
+        block = fh.read(_CHUNK)
+        if not block:
+            break
+        rest = block.lstrip(b"\x00")
+        skipped += len(block) - len(rest)
+        if rest:
+            break
+    return skipped
+
+
 def _read_plain(path: str, size: int, head_bytes: int, tail_bytes: int) -> tuple[bytes, bytes, int, str]:
+    """The head and tail of a plain file; leading NUL padding is skipped (the log starts after it)."""
+    note = ""
     with open(path, "rb") as fh:
-        if size <= head_bytes + tail_bytes:
-            return fh.read(), b"", size, ""
+        start = _leading_nuls(fh, size) if fh.read(1) == b"\x00" else 0
+        if start:
+            note = f"{start} leading NUL bytes skipped (a preallocated or truncated file); read from the first text"
+        fh.seek(start)
+        if size - start <= head_bytes + tail_bytes:
+            return fh.read(), b"", size - start, note
         head = fh.read(head_bytes)
-        fh.seek(max(size - tail_bytes, head_bytes))
+        fh.seek(max(size - tail_bytes, start + head_bytes))
         tail = fh.read(tail_bytes)
-    return head, tail, size, ""
+    return head, tail, size - start, note
 
 
-def _read_gzip(path: str, head_bytes: int, tail_bytes: int) -> tuple[bytes, bytes, int, str]:
-    """Stream-decompress, keeping the first ``head_bytes`` and a ring of the last ``tail_bytes``."""
+def inflate_limit(compressed: int, max_inflate: int = MAX_INFLATE) -> int:
+    """The most a compressed file of ``compressed`` bytes may decompress to: the ceiling, and a ratio past the free part."""
+    return min(max_inflate, max(INFLATE_FREE, compressed * MAX_RATIO))
+
+
+def _read_gzip(path: str, head_bytes: int, tail_bytes: int, *, max_inflate: int = MAX_INFLATE,
+               stop: Callable[[], bool] | None = None) -> tuple[bytes, bytes, int, str]:
+    """Stream-decompress, keeping the first ``head_bytes`` and a ring of the last ``tail_bytes``.
+
+    Decompression stops at :func:`inflate_limit` bytes (a note says so; the tail is what came before), and a
+    compressed stream inside (gzip in gzip) is not opened: at most one layer of compression is read."""
     head = bytearray()
     ring: deque[bytes] = deque()
     ring_size = 0
     total = 0
+    nuls = 0
     note = ""
+    limit = inflate_limit(os.stat(path).st_size, max_inflate)
     try:
         with gzip.open(path, "rb") as fh:
             while True:
-                chunk = fh.read(_CHUNK)
+                if stop is not None and stop():
+                    raise ReadCancelled(path)
+                chunk = fh.read(min(_CHUNK, limit - total - nuls + 1))
                 if not chunk:
                     break
+                if not head and not total and chunk.startswith(_COMPRESSED_MAGIC):
+                    note = "compressed again inside (nested compression), not opened"
+                    return b"", b"", 0, note
+                if not head and chunk[:1] == b"\x00":
+                    rest = chunk.lstrip(b"\x00")  # leading NUL padding: the log starts after it (counted in the ceiling)
+                    nuls += len(chunk) - len(rest)
+                    chunk = rest
+                    if not chunk:
+                        if total + nuls >= limit:
+                            note = f"only NUL bytes up to the {limit / (1 << 20):.0f} MiB decompression ceiling"
+                            break
+                        continue
+                if total + nuls + len(chunk) > limit:
+                    chunk = chunk[:max(0, limit - total - nuls)]
+                    note = (f"decompressed size over the {limit / (1 << 20):.0f} MiB ceiling; read the first "
+                            f"{limit / (1 << 20):.0f} MiB (the tail shown is where reading stopped)")
+                    if not chunk:
+                        break
                 total += len(chunk)
                 if len(head) < head_bytes:
                     take = head_bytes - len(head)
@@ -257,8 +330,12 @@ def _read_gzip(path: str, head_bytes: int, tail_bytes: int) -> tuple[bytes, byte
                 ring_size += len(chunk)
                 while ring and ring_size - len(ring[0]) >= tail_bytes:
                     ring_size -= len(ring.popleft())
+                if total + nuls >= limit:
+                    break
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         note = f"compressed stream is damaged or cut ({exc.__class__.__name__}); read what came before"
+    if nuls and not note:
+        note = f"{nuls} leading NUL bytes skipped (a preallocated or truncated file); read from the first text"
     tail = b"".join(ring)
     if len(tail) > tail_bytes:
         tail = tail[-tail_bytes:]

@@ -366,15 +366,22 @@ def scans_of(files: Sequence[FileText]) -> list[Scan]:
     return out
 
 
-def shape_of(files: Sequence[FileText]) -> tuple[GpuCount, bool]:
-    """The job's GPU count evidence (ranks seen, world size, process count) and whether it ran several processes."""
-    gpus = GpuCount()
-    ranks: set[int] = set()
+def feed_shape(f: FileText, gpus: GpuCount, ranks: set[int]) -> None:
+    """Read one file's lines into the job's GPU count evidence and the ranks seen (see :func:`shape_of`)."""
+    for ln in f.lines:
+        gpus.feed(ln.text)
+        if ln.rank is not None:
+            ranks.add(ln.rank)
+
+
+def shape_of(files: Sequence[FileText], gpus: GpuCount | None = None, ranks: set[int] | None = None) -> tuple[GpuCount, bool]:
+    """The job's GPU count evidence (ranks seen, world size, process count) and whether it ran several processes.
+
+    ``gpus`` and ``ranks`` carry what :func:`feed_shape` already read of files no longer kept."""
+    gpus = gpus if gpus is not None else GpuCount()
+    ranks = ranks if ranks is not None else set()
     for f in files:
-        for ln in f.lines:
-            gpus.feed(ln.text)
-            if ln.rank is not None:
-                ranks.add(ln.rank)
+        feed_shape(f, gpus, ranks)
     # Rank 7 writing means at least 8 processes, even when only it printed.
     gpus.ranks_seen = max(ranks) + 1 if ranks else 0
     # "[rank1]:" prefixes, a world size or a process count above one: ranks matter for this job.
