@@ -299,3 +299,207 @@ def test_signals_end_the_watcher_within_2s_mid_delivery_and_the_message_stays(en
     assert took < 2.0, f"the watcher took {took:.1f} s to stop on {signal.Signals(signum).name}:\n{text}"
     assert "stopped by" in text and "kept for the next run" in text, text
     assert len(pending_rows(env["state"])) == 1, "the undelivered message left the outbox"
+
+
+# -- (c) serve: unfinished connections, chat size, Host and Origin --------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int, subprocess.Popen[bytes]]]:
+    """A real tokenless `torchhelp serve` on loopback: 1 s read deadline, at most 40 connections."""
+    home = tmp_path_factory.mktemp("serve-home")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "TORCHHELP_SERVE_TOKEN"}
+    env.update(TORCHHELP_HOME=str(home), TORCHHELP_LLM="none", TORCHHELP_DENSE="0", PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "assistant", "serve", "--port", str(port), "--read-timeout-s", "1",
+                             "--max-connections", "40", "--no-access-log", "--log-level", "warning"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if _status(port, "GET", "/healthz") == 200:
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the server did not start")
+    yield url, port, proc
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _request(port: int, method: str, path: str, *, headers: dict[str, str] | None = None, body: bytes = b"",
+             timeout: float = 30.0) -> tuple[int, bytes]:
+    """One raw HTTP/1.1 request with exactly these headers (Host included): (status, body)."""
+    heads = {"Host": f"127.0.0.1:{port}", "Connection": "close", **(headers or {})}
+    if body or method == "POST":
+        heads["Content-Length"] = str(len(body))
+    raw = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in heads.items()) + "\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(raw.encode("latin-1") + body)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), rest
+
+
+def _status(port: int, method: str, path: str, **kw: Any) -> int | None:
+    try:
+        return _request(port, method, path, timeout=2.0, **kw)[0]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bytes | None:
+    """What the server sent before closing the socket, or None when it was still open after ``seconds``."""
+    sock.settimeout(0.1)
+    got = b""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            return got
+        if not chunk:
+            return got
+        got += chunk
+    return None
+
+
+def test_connections_that_never_finish_are_closed_and_the_server_keeps_answering(server: tuple[str, int, Any]) -> None:
+    _, port, proc = server
+    fds_before = len(os.listdir(f"/proc/{proc.pid}/fd"))
+    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]
+    dripping = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]
+    for s in dripping:
+        s.sendall(b"POST /v1/diagnose HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+    stop = threading.Event()
+
+    def drip() -> None:
+        while not stop.wait(0.2):
+            for s in dripping:
+                try:
+                    s.sendall(b"a")
+                except OSError:
+                    pass
+
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+    try:
+        t0 = time.monotonic()
+        assert _status(port, "GET", "/healthz") in (200, 503), "the server stopped answering under 60 open sockets"
+        assert time.monotonic() - t0 < 2.0
+        time.sleep(max(0.0, 0.75 - (time.monotonic() - t0)))  # refused ones are closed 0.5 s after their 503; the rest wait 1 s
+        fds_during = len(os.listdir(f"/proc/{proc.pid}/fd"))
+        assert fds_during - fds_before <= 45, f"{fds_during - fds_before} descriptors held for 60 sockets (limit 40)"
+        outcomes = [_closed_within(s, 3.0) for s in silent + dripping]  # read deadline 1 s
+        still_open = sum(o is None for o in outcomes)
+        assert still_open == 0, f"{still_open} of 60 unfinished connections were still open 3 s after a 1 s read deadline"
+        statuses = {o.split(b" ", 2)[1] for o in outcomes if o}
+        assert statuses <= {b"408", b"503"}, statuses
+        assert b"408" in statuses, "a request that had begun was not told it timed out"
+        assert _status(port, "GET", "/healthz") == 200
+        assert time.monotonic() - t0 < 6.0
+    finally:
+        stop.set()
+        for s in silent + dripping:
+            s.close()
+
+
+def test_a_slow_body_is_cut_at_the_read_deadline(server: tuple[str, int, Any]) -> None:
+    _, port, _ = server
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"POST /v1/diagnose HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"te")
+        t0 = time.monotonic()
+        assert _closed_within(s, 4.0) is not None, "a body that never finishes kept its connection"
+        assert time.monotonic() - t0 < 3.0
+
+
+def test_a_huge_chat_is_refused_with_413_at_once(server: tuple[str, int, Any]) -> None:
+    from assistant.serve.openai_chat import MAX_CHAT_MESSAGES
+
+    _, port, _ = server
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"hello number {i}"} for i in range(1000)]
+    body = json.dumps({"model": "torchhelp", "messages": messages}).encode()
+    t0 = time.monotonic()
+    status, answer = _request(port, "POST", "/v1/chat/completions", headers={"Content-Type": "application/json"}, body=body)
+    assert status == 413 and json.loads(answer)["error"]["code"] == "chat_too_large"
+    assert str(MAX_CHAT_MESSAGES) in json.loads(answer)["error"]["message"]
+    assert time.monotonic() - t0 < 2.0
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "10.0.0.7", "127.0.0.1.nip.io"])
+def test_a_foreign_host_is_refused_on_a_tokenless_server(server: tuple[str, int, Any], host: str) -> None:
+    _, port, _ = server
+    status, answer = _request(port, "GET", "/healthz", headers={"Host": host})
+    assert status == 403 and json.loads(answer)["error"]["code"] == "host_not_allowed"
+    status, _ = _request(port, "POST", "/v1/triage", headers={"Host": host, "Content-Type": "multipart/form-data; boundary=x"},
+                         body=b"--x\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.log\"\r\n\r\nboom\r\n--x--\r\n")
+    assert status == 403
+
+
+@pytest.mark.parametrize("headers", [{"Origin": "http://evil.example"}, {"Origin": "null"},
+                                     {"Origin": "http://127.0.0.1:1"}, {"Sec-Fetch-Site": "cross-site"},
+                                     {"Sec-Fetch-Site": "same-site"}])
+def test_a_cross_origin_upload_is_refused_on_a_tokenless_server(server: tuple[str, int, Any], headers: dict[str, str]) -> None:
+    _, port, _ = server
+    form = b"--x\r\nContent-Disposition: form-data; name=\"file\"; filename=\"job-1.log\"\r\n\r\nRuntimeError: boom\r\n--x--\r\n"
+    status, answer = _request(port, "POST", "/v1/triage", headers={"Content-Type": "multipart/form-data; boundary=x", **headers},
+                              body=form)
+    assert status == 403 and json.loads(answer)["error"]["code"] == "cross_origin"
+
+
+def test_loopback_hosts_and_same_origin_requests_pass(server: tuple[str, int, Any]) -> None:
+    _, port, _ = server
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
+        assert _request(port, "GET", "/healthz", headers={"Host": host})[0] == 200, host
+    # the server's own page posting (same origin): past the guard, refused only by the chat cap
+    messages = [{"role": "user", "content": "x"}] * 101
+    status, _ = _request(port, "POST", "/v1/chat/completions", body=json.dumps({"model": "torchhelp", "messages": messages}).encode(),
+                         headers={"Content-Type": "application/json", "Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"})
+    assert status == 413
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_long_chat_costs_no_more_than_a_short_one(server: tuple[str, int, Any]) -> None:
+    """Per-request work is bounded: 100 messages of 8 KB logs cost about what 32 do (only the newest user
+    messages are searched for the error; every one of them was before, 11 CPU s for 1,000)."""
+    from assistant.serve.openai_chat import ERROR_SCAN_MESSAGES, MAX_CHAT_MESSAGES
+
+    _, port, proc = server
+    end = time.monotonic() + 120
+    while _status(port, "GET", "/readyz") != 200:
+        assert time.monotonic() < end, "the engine did not load"
+        time.sleep(0.2)
+
+    def cost(n: int) -> float:
+        log = "\n".join(f"epoch {{i}} step {j} loss 2.{j} lr 0.001 grad_norm 1.{j} NCCL INFO ring {j}" for j in range(110))
+        chat = [{"role": "user" if i % 2 == 0 else "assistant", "content": log.replace("{i}", str(i))} for i in range(n)]
+        body = json.dumps({"model": "torchhelp", "messages": chat}).encode()
+        spent = []
+        for _ in range(2):
+            before = _cpu_s(proc.pid)
+            status, _ = _request(port, "POST", "/v1/chat/completions", headers={"Content-Type": "application/json"}, body=body)
+            spent.append(_cpu_s(proc.pid) - before)
+            assert status == 200
+        return min(spent)
+
+    short, long = cost(2 * ERROR_SCAN_MESSAGES), cost(MAX_CHAT_MESSAGES)
+    assert long < 1.8 * short + 0.05, f"{MAX_CHAT_MESSAGES} messages cost {long:.2f} CPU s, {2 * ERROR_SCAN_MESSAGES} cost {short:.2f}"

@@ -17,7 +17,8 @@ shared; engine work runs in worker threads behind a capacity limiter, never on t
 Requests that arrive while it loads wait for it (within the request deadline). The server is an
 edge of the exception tree: TorchhelpError and everything else become JSON errors in OpenAI's
 shape, never a traceback. Guards (outermost first): metrics, CORS (only with --cors-origin), bearer
-auth (only with a token), body limit, request deadline, content type.
+auth (only with a token), Host and Origin checks (only without a token: serve/origin.py), body
+limit, request deadline, content type. Connection deadlines and limits live in serve/protocol.py.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ from assistant.serve.limits import BodyLimitMiddleware, ContentTypeMiddleware, T
 from assistant.serve.metrics import Metrics, MetricsMiddleware
 from assistant.serve.uploads import ArchiveError, triage_upload
 from assistant.serve.openai_chat import (
-    ChatCompletion, ChatRequest, DiagnoseRequest, ErrorResponse, ModelList, ModelNotFound, answer_chat, backend_for_model,
-    cached_diagnosis, completion_body, diagnose_text, llm_fell_back, models_list, stream_chunks,
+    ChatCompletion, ChatRequest, ChatTooLarge, DiagnoseRequest, ErrorResponse, ModelList, ModelNotFound, answer_chat,
+    backend_for_model, cached_diagnosis, check_chat_size, completion_body, diagnose_text, llm_fell_back, models_list, stream_chunks,
 )
 
 log = logging.getLogger("torchhelp.serve")
@@ -212,6 +213,10 @@ def create_app(config: ServeConfig | None = None, *, settings: Any = None) -> Fa
         from assistant.serve.auth import BearerAuthMiddleware
 
         app.add_middleware(BearerAuthMiddleware, token=config.token)
+    if not config.token:
+        from assistant.serve.origin import HostOriginMiddleware
+
+        app.add_middleware(HostOriginMiddleware, allowed_hosts=config.allowed_hosts, cors_origins=config.cors_origins)
     if config.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 
@@ -223,7 +228,11 @@ def create_app(config: ServeConfig | None = None, *, settings: Any = None) -> Fa
 
 def create_app_from_env() -> FastAPI:
     """The uvicorn factory for ``--workers N``: each worker process builds its app from the environment."""
-    return create_app(ServeConfig.from_env())
+    from assistant.serve.protocol import configure
+
+    config = ServeConfig.from_env()
+    configure(config)  # this process's connection read deadline
+    return create_app(config)
 
 
 def _version() -> str:
@@ -258,6 +267,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def torchhelp_error(request: Request, exc: TorchhelpError) -> Response:
         if isinstance(exc, ModelNotFound):
             return error_response(400, str(exc), code="model_not_found", param="model")
+        if isinstance(exc, ChatTooLarge):
+            return error_response(413, str(exc), code="chat_too_large", param="messages")
         if isinstance(exc, (InputError, ConfigError, TriageError)):
             return error_response(400, str(exc), code="invalid_input")
         if isinstance(exc, (KnowledgeError, NotReady)):
@@ -324,8 +335,9 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
               summary="OpenAI-compatible chat: diagnose the newest error in the conversation, or answer a follow-up")
     async def chat_completions(body: ChatRequest) -> Response:
         backend = backend_for_model(body.model)
-        engine = await state.engine_for(backend)
         prompt = [(m.role, m.text()) for m in body.messages]
+        check_chat_size(prompt)  # before waiting for the engine: a refusal costs nothing
+        engine = await state.engine_for(backend)
         outcome = await state.call(engine, answer_chat, engine, prompt)
         state.count(engine, outcome.diagnosis, "chat", outcome.fallback)
         if not body.stream:

@@ -37,6 +37,7 @@ def build_config(
     host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token_file: str | None = None, workers: int = 1, llm: str | None = None,
     cors_origins: list[str] | tuple[str, ...] = (), max_body_mb: float = 8.0, timeout_s: float = 30.0, env: dict[str, str] | None = None,
     cache_entries: int = 2048, triage_roots: list[str] | tuple[str, ...] = (), docs: bool = False,
+    read_timeout_s: float = 15.0, max_connections: int = 200, allowed_hosts: list[str] | tuple[str, ...] = (),
 ) -> ServeConfig:
     """The configuration the flags describe, checked (an unsafe bind raises InsecureBindError, exit code 2)."""
     from assistant.errors import ConfigError
@@ -47,6 +48,7 @@ def build_config(
         host=host, port=port, token=read_token(token_file, env), workers=workers, llm=llm, cors_origins=tuple(cors_origins),
         max_body_bytes=int(max_body_mb * (1 << 20)), request_timeout_s=timeout_s, cache_entries=cache_entries,
         triage_roots=tuple(_triage_root(r) for r in triage_roots), docs=docs,
+        read_timeout_s=read_timeout_s, max_connections=max_connections, allowed_hosts=tuple(allowed_hosts),
     )
     check_bind(config)
     return config
@@ -77,8 +79,10 @@ def run_server(config: ServeConfig, *, log_level: str = "info", access_log: bool
     """Run uvicorn until SIGINT/SIGTERM (graceful: in-flight requests finish first)."""
     import uvicorn
 
+    from assistant.serve.protocol import uvicorn_limits
+
     common = dict(host=config.host, port=config.port, log_level=log_level, access_log=access_log,
-                  timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, server_header=False)
+                  timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, server_header=False, **uvicorn_limits(config))
     if config.workers > 1:
         # Multi-process mode needs an import string: each worker builds its app from the environment.
         os.environ.update(config.to_env())
@@ -103,11 +107,15 @@ def serve_cmd(
     log_level: str = typer.Option("info", "--log-level", help="critical | error | warning | info | debug"),
     access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="Log one line per request."),
     docs: bool = typer.Option(False, "--docs", help="Serve /docs and /redoc (FastAPI's pages: the browser loads Swagger UI and ReDoc from a CDN)."),
+    read_timeout_s: float = typer.Option(15.0, "--read-timeout-s", help="A request (headers and body) must arrive whole within this; else its connection is closed."),
+    max_connections: int = typer.Option(200, "--max-connections", min=2, help="Open connections at most (503 and closed beyond)."),
+    allowed_host: Optional[list[str]] = typer.Option(None, "--allowed-host", help="Without a token only loopback Host names are answered: also answer this one (repeatable)."),
 ) -> None:
     """Serve the assistant over HTTP (OpenAI-compatible `/v1/chat/completions`)."""
     config = build_config(host=host, port=port, token_file=token_file, workers=workers, llm=llm, cors_origins=cors_origin or (),
                           max_body_mb=max_body_mb, timeout_s=timeout_s, cache_entries=cache_entries,
-                          triage_roots=triage_root or (), docs=docs)
+                          triage_roots=triage_root or (), docs=docs, read_timeout_s=read_timeout_s,
+                          max_connections=max_connections, allowed_hosts=allowed_host or ())
     _require_extra()
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s:     %(message)s")
     shown = f"[{config.host}]" if ":" in config.host else config.host

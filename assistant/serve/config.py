@@ -47,6 +47,11 @@ class ServeConfig:
     cache_entries: int = 2048  # deterministic diagnoses kept (LRU); 0 turns the cache off
     triage_roots: tuple[str, ...] = ()  # folders whose triage reports GET /triage/{n} serves (with Resolve buttons)
     docs: bool = False  # /docs and /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN, so they are off unless asked for
+    keep_alive_s: int = 5  # idle time between two requests of one connection (uvicorn's timeout_keep_alive)
+    read_timeout_s: float = 15.0  # a request (headers and body) must arrive whole within this, else its connection is closed
+    max_connections: int = 200  # open connections (uvicorn's limit_concurrency): beyond, 503 and closed at once
+    max_header_bytes: int = 32 * 1024  # request line and headers (h11's max_incomplete_event_size): beyond, 400
+    allowed_hosts: tuple[str, ...] = ()  # Host names accepted besides loopback ones on a tokenless server (DNS rebinding guard)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -61,6 +66,12 @@ class ServeConfig:
             raise ConfigError("--cache-entries cannot be negative")
         if self.max_concurrency < 1:
             raise ConfigError("max_concurrency must be at least 1")
+        if self.keep_alive_s < 1 or not self.read_timeout_s > 0:
+            raise ConfigError("the keep-alive and read timeouts must be positive")
+        if self.max_connections < 2:
+            raise ConfigError("--max-connections must be at least 2")
+        if self.max_header_bytes < 1024:
+            raise ConfigError("the header limit must be at least 1 KiB")
         if self.llm is not None and self.llm not in BACKENDS:
             raise ConfigError(f"unknown --llm {self.llm!r} (use {', '.join(BACKENDS)})")
         if self.token is not None and not self.token.strip():
@@ -94,8 +105,9 @@ class ServeConfig:
             raise ConfigError(f"{CONFIG_ENV} must hold a JSON object")
         if "cors_origins" in data:
             data["cors_origins"] = tuple(data["cors_origins"] or ())
-        if "triage_roots" in data:
-            data["triage_roots"] = tuple(data["triage_roots"] or ())
+        for key in ("triage_roots", "allowed_hosts"):
+            if key in data:
+                data[key] = tuple(data[key] or ())
         known = set(cls.__dataclass_fields__)
         unknown = set(data) - known
         if unknown:

@@ -52,6 +52,9 @@ _QUESTION_START = re.compile(
     r"^(why|what|how|when|where|which|who|whose|can|could|should|would|will|is|are|was|were|do|does|did|"
     r"show|explain|tell|give|help|please|and|but|so|ok|okay|thanks|thank)\b", re.I)
 MAX_QUESTION_CHARS = 300
+MAX_CHAT_MESSAGES = 100  # messages in one chat request: beyond, 413 (a 1,000-message chat cost 26 CPU s)
+MAX_CHAT_CHARS = 2_000_000  # characters of all its messages together: beyond, 413
+ERROR_SCAN_MESSAGES = 16  # newest user messages searched for the error to diagnose (each search parses and retrieves)
 
 Strict = ConfigDict(strict=True, extra="ignore")
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -102,7 +105,7 @@ class ChatRequest(BaseModel):
 
     model_config = Strict
     model: str = Field(min_length=1, max_length=200, description="`torchhelp`, or `torchhelp:<backend>` (none, local, openai)")
-    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)  # MAX_CHAT_MESSAGES is enforced with a 413
     stream: bool = False
     stream_options: StreamOptions | None = None
     temperature: Finite | None = Field(None, ge=0, le=2)
@@ -315,6 +318,20 @@ class ModelNotFound(InputError):
     """The request named a model this server does not serve."""
 
 
+class ChatTooLarge(InputError):
+    """A chat request with more messages or text than one request may carry (the server answers 413)."""
+
+
+def check_chat_size(messages: Sequence[tuple[str, str]]) -> None:
+    """Raise ChatTooLarge beyond MAX_CHAT_MESSAGES messages or MAX_CHAT_CHARS characters in all."""
+    if len(messages) > MAX_CHAT_MESSAGES:
+        raise ChatTooLarge(f"the chat has {len(messages)} messages; one request takes at most {MAX_CHAT_MESSAGES} "
+                           "(send the error and the latest turns)")
+    total = sum(len(text) for _, text in messages)
+    if total > MAX_CHAT_CHARS:
+        raise ChatTooLarge(f"the chat's messages hold {total:,} characters; one request takes at most {MAX_CHAT_CHARS:,}")
+
+
 def backend_for_model(model: str) -> str | None:
     """The backend a model id asks for: None for plain ``torchhelp`` (the server's default)."""
     if model == MODEL:
@@ -486,10 +503,13 @@ def _history(messages: Sequence[tuple[str, str]], error_at: int, question_at: in
 
 
 def answer_chat(engine: Any, messages: Sequence[tuple[str, str]]) -> ChatOutcome:
-    """Answer a conversation given as (role, text) pairs, oldest first."""
+    """Answer a conversation given as (role, text) pairs, oldest first.
+
+    Only the newest ERROR_SCAN_MESSAGES user messages are searched for the error (each search parses
+    and retrieves), so the work per request is bounded by its size, never by its length in turns."""
     backend = resolve_backend_name(engine.settings)
     users = [i for i, (role, _) in enumerate(messages) if role == "user"]
-    error_at = next((i for i in reversed(users) if holds_error(engine, messages[i][1])), None)
+    error_at = next((i for i in reversed(users[-ERROR_SCAN_MESSAGES:]) if holds_error(engine, messages[i][1])), None)
     if error_at is None:
         return ChatOutcome(NO_ERROR_REPLY, None, "no_error", backend=backend)
     diagnosis = diagnose_text(engine, messages[error_at][1])
