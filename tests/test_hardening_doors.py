@@ -470,6 +470,10 @@ def test_loopback_hosts_and_same_origin_requests_pass(server: tuple[str, int, An
     status, _ = _request(port, "POST", "/v1/chat/completions", body=json.dumps({"model": "torchhelp", "messages": messages}).encode(),
                          headers={"Content-Type": "application/json", "Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"})
     assert status == 413
+    # the page's own Resolve form (Referrer-Policy no-referrer: Chromium sends Origin: null, Sec-Fetch-Site same-origin)
+    status, _ = _request(port, "POST", "/v1/chat/completions", body=json.dumps({"model": "torchhelp", "messages": messages}).encode(),
+                         headers={"Content-Type": "application/json", "Origin": "null", "Sec-Fetch-Site": "same-origin"})
+    assert status == 413
 
 
 def _cpu_s(pid: int) -> float:

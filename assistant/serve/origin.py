@@ -8,8 +8,10 @@ that needs no CORS preflight, e.g. an upload to ``/v1/triage``). So, on a tokenl
 - the ``Host`` header must name a loopback address (127.0.0.0/8, ::1, localhost) or one of
   ``allowed_hosts``; anything else is refused with 403 before the app sees the request;
 - an unsafe request (POST, PUT, PATCH, DELETE) is refused with 403 when the browser says it is
-  cross-site (``Sec-Fetch-Site`` other than ``same-origin`` or ``none``) or carries an ``Origin``
-  that is neither this server's own (same host and port as ``Host``) nor one of ``--cors-origin``.
+  cross-site (``Sec-Fetch-Site`` other than ``same-origin`` or ``none``; when present it decides,
+  since a same-origin form under ``Referrer-Policy: no-referrer`` sends ``Origin: null``), or, from a
+  browser without ``Sec-Fetch-Site``, carries an ``Origin`` that is neither this server's own (same
+  host and port as ``Host``) nor one of ``--cors-origin``.
 
 Clients that are not browsers (curl, SDKs) send neither header and are unaffected. With a token the
 guard is not installed: a page cannot learn the token.
@@ -92,7 +94,9 @@ class HostOriginMiddleware:
         origin = header(scope, b"origin")
         if origin is not None and (origin.strip().lower().rstrip("/") in self.origins or "*" in self.origins):
             return None  # an origin the operator allowed with --cors-origin
-        if site and site not in SAFE_FETCH_SITES:
+        if site:  # the browser's own verdict wins: a same-origin form under Referrer-Policy no-referrer sends Origin: null
+            if site in SAFE_FETCH_SITES:
+                return None
             return ("cross_origin", f"cross-site request refused (Sec-Fetch-Site: {site}): a server without a token "
                                     "takes requests only from its own page or from clients that are not browsers")
         if origin is not None and not same_origin(origin, host, scope.get("scheme", "http")):
