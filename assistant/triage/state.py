@@ -9,7 +9,10 @@ Default path: ``$TORCHHELP_HOME/triage/state.sqlite``. Tables:
   title/cause sent in messages, and the job count at the last message (growth notifications).
 - ``pending``: the outbox. A message is queued in the same transaction that changes the group, then
   delivered; a message that could not be delivered stays and is retried on the next poll. Delivery
-  is at least once: a crash between the receiver's 200 and our delete sends it again on restart.
+  is at least once: a crash between the receiver's 200 and our delete sends it again on restart (so
+  does a stop in the middle of a delivery). A permanent refusal (4xx other than 408/429, a redirect)
+  drops the message with a note; ``attempts`` counts failed polls, and at ``MAX_DELIVERY_ROUNDS``
+  (webhook.py) the message is dropped with a note too, so none blocks the ones after it forever.
 - ``meta``: the Drain3 grouper as explicit JSON (clusters: id, template tokens, size; the prefix
   tree; the group table; see ``Grouper.to_json``), stored in the same transaction as the jobs it
   has seen, so group ids survive a restart and never disagree with the ``groups`` table. No pickle
