@@ -168,7 +168,7 @@ _ARCHIVE_CODES = {400: "invalid_input", 413: "archive_too_large", 422: "nested_c
 
 # -- the application --------------------------------------------------------------------------------
 
-_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 503, 504)}
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 503, 504)}
 JSON_ROUTES = {"/v1/chat/completions": "application/json", "/v1/diagnose": "application/json", "/v1/triage": "multipart/form-data"}
 
 
