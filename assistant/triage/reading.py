@@ -31,6 +31,7 @@ _CHUNK = 1 << 20
 MAX_INFLATE = 4 << 30  # a .gz log is decompressed up to this many bytes; the tail is what came before the ceiling
 MAX_RATIO = 200  # ... and to at most this many times its compressed size past INFLATE_FREE (a log compresses 5-30x)
 INFLATE_FREE = 64 << 20
+MAX_NUL_SCAN = 256 << 20  # leading NUL padding looked through, at most
 _COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"PK\x03\x04", b"(\xb5/\xfd")
 
 
@@ -245,9 +246,10 @@ def _looks_binary(sample: bytes) -> bool:
 
 
 def _leading_nuls(fh: IO[bytes], size: int) -> int:
-    """How many NUL bytes the file starts with (a preallocated or truncated-and-rewritten log), read in chunks."""
+    """How many NUL bytes the file starts with (a preallocated or truncated-and-rewritten log), read in chunks
+    (at most :data:`MAX_NUL_SCAN`: past it, the tail is read as usual)."""
     skipped = 0
-    while skipped < size:
+    while skipped < min(size, MAX_NUL_SCAN):
         fh.seek(skipped)
         block = fh.read(_CHUNK)
         if not block:
