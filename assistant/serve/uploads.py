@@ -29,7 +29,7 @@ import threading
 import zipfile
 import zlib
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, IO, Protocol, cast
 
 from assistant.errors import InputError
 
@@ -91,7 +91,7 @@ def _is_tar_header(block: bytes) -> bool:
         recorded = int(block[148:156].strip(b" \x00") or b"-1", 8)
     except ValueError:
         return False
-    return recorded in tarfile.calc_chksums(block[:512]) and block[:1] != b"\x00"
+    return recorded in _tar_checksums(block[:512]) and block[:1] != b"\x00"
 
 
 class Budget:
@@ -125,10 +125,22 @@ class Budget:
             raise UploadCancelled()
 
 
+class Readable(Protocol):
+    """What the upload readers need of a stream: bytes on read (files, decompressors, counting readers alike)."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
+def _tar_checksums(header: bytes) -> tuple[int, int]:
+    """A tar header's checksum as unsigned and as signed bytes, its own checksum field read as spaces (POSIX)."""
+    rest = header[:148] + b" " * 8 + header[156:512]
+    return sum(rest), sum(b - 256 if b > 127 else b for b in rest)
+
+
 class CountingReader(io.RawIOBase):
     """A read-only stream that counts every byte read through it against a :class:`Budget`."""
 
-    def __init__(self, inner: IO[bytes], budget: Budget, prefix: bytes = b"") -> None:
+    def __init__(self, inner: Readable, budget: Budget, prefix: bytes = b"") -> None:
         super().__init__()
         self.inner = inner
         self.budget = budget
@@ -154,18 +166,19 @@ class CountingReader(io.RawIOBase):
         return len(data)
 
 
-def _decompressor(kind: str, raw: IO[bytes]) -> IO[bytes]:
+def _decompressor(kind: str, raw: Readable) -> Readable:
     """A stream of ``raw`` decompressed (one layer)."""
+    source = cast(IO[bytes], raw)  # the decompressors only call read() on it
     if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return gzip.GzipFile(fileobj=source, mode="rb")
     if kind == "bz2":
-        return bz2.BZ2File(raw, "rb")
+        return bz2.BZ2File(source, "rb")
     if kind == "xz":
-        return lzma.LZMAFile(raw, "rb")
+        return lzma.LZMAFile(source, "rb")
     raise ArchiveError(f"{kind} compression is not accepted (gzip, bzip2 or xz)")
 
 
-def _opened(raw: IO[bytes], kind: str, budget: Budget) -> tuple[CountingReader, str]:
+def _opened(raw: Readable, kind: str, budget: Budget) -> tuple[CountingReader, str]:
     """One layer of ``kind`` compression opened, counted, and what it holds (sniffed); nested compression refused."""
     stream = CountingReader(_decompressor(kind, raw), budget)
     head = _read_up_to(stream, 512)
@@ -176,7 +189,7 @@ def _opened(raw: IO[bytes], kind: str, budget: Budget) -> tuple[CountingReader, 
     return stream, inner
 
 
-def _read_up_to(stream: IO[bytes], n: int) -> bytes:
+def _read_up_to(stream: Readable, n: int) -> bytes:
     """Exactly ``n`` bytes, or fewer at the end of the stream."""
     out = bytearray()
     while len(out) < n:
@@ -224,15 +237,15 @@ def _copy_member(src: IO[bytes], dest: Path, budget: Budget, *, counted: bool) -
     raw_budget.add(len(head))
     raw = CountingReader(src, raw_budget, prefix=head)
     kind = sniff(head)
-    stream: IO[bytes] = _opened(raw, kind, budget)[0] if kind in ("gzip", "bz2", "xz") else raw
+    stream: Readable = _opened(raw, kind, budget)[0] if kind in ("gzip", "bz2", "xz") else raw
     with dest.open("wb") as out:
         while block := stream.read(_CHUNK):
             out.write(block)
 
 
-def _extract_tar(stream: IO[bytes], root: Path, budget: Budget) -> None:
+def _extract_tar(stream: Readable, root: Path, budget: Budget) -> None:
     """Extract a tar read as a stream (``r|``: no seeks; every byte tarfile reads goes through ``stream``)."""
-    with tarfile.open(fileobj=stream, mode="r|") as tar:
+    with tarfile.open(fileobj=cast(IO[bytes], stream), mode="r|") as tar:  # stream mode only calls read()
         for member in tar:
             budget.member()
             parts = member_parts(member.name)
@@ -323,7 +336,7 @@ def unpack_upload(fileobj: IO[bytes], filename: str | None, root: Path, *, max_m
     return root
 
 
-def _write(stream: IO[bytes], dest: Path, budget: Budget) -> None:
+def _write(stream: Readable, dest: Path, budget: Budget) -> None:
     """Write one log (already counted by ``stream``), checking for cancellation as it goes."""
     with dest.open("wb") as out:
         while block := stream.read(_CHUNK):
