@@ -55,7 +55,7 @@ def _hide_flag_types() -> None:
     if option is None or original is None or getattr(original, "torchhelp_patched", False):
         return  # an older typer (no type column) or already patched
 
-    def display_type_rich(self, ctx):  # type: ignore[no-untyped-def]
+    def display_type_rich(self, ctx):
         if getattr(self, "is_flag", False) and not getattr(self, "count", False):
             return None
         return original(self, ctx)
@@ -67,13 +67,13 @@ def _hide_flag_types() -> None:
 _hide_flag_types()
 
 
-def _settings(**overrides):  # type: ignore[no-untyped-def]
+def _settings(**overrides):
     from assistant.settings import load_settings
 
     return load_settings(**overrides)
 
 
-def _read_input(path: Optional[str], window: int):  # type: ignore[no-untyped-def]
+def _read_input(path: Optional[str], window: int):
     from assistant.parse.reader import read_path, read_stream
 
     if path is None or path == "-":
@@ -85,7 +85,7 @@ def _read_input(path: Optional[str], window: int):  # type: ignore[no-untyped-de
     return read_path(path, window=window)
 
 
-def _read_job_folder(path: str):  # type: ignore[no-untyped-def]
+def _read_job_folder(path: str):
     """A job's folder (per-rank files, attempts) read by triage's per-job pass: its failure, first failing rank and notes."""
     from assistant.triage.extract import extract_job
     from assistant.triage.jobs import job_of_folder

@@ -221,7 +221,7 @@ def check_output_path(path: Path, option: str) -> None:
 
 def run(
     argv: list[str], report: Path | None = None, rerun_blocking: bool = False, memory_history: bool = False,
-    evidence_out: Path | None = None, diagnose_failures: bool = True, settings=None, console=None,  # type: ignore[no-untyped-def]
+    evidence_out: Path | None = None, diagnose_failures: bool = True, settings=None, console=None,
 ) -> int:
     """The whole `torchhelp run`: execute, and on failure diagnose.
 
@@ -272,7 +272,7 @@ def _note(text: str) -> None:
 
 
 def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun_blocking: bool, evidence_out: Path | None,
-                diagnose_failures: bool, settings, console) -> None:  # type: ignore[no-untyped-def]
+                diagnose_failures: bool, settings, console) -> None:
     """Write the evidence file and, for a failure the user did not ask to stop, the diagnosis."""
     if evidence_out is not None:
         from assistant.render.outgoing import shown_value  # the record quotes the program's output: no secrets
@@ -317,7 +317,7 @@ def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun
     _render(diagnosis, console)
 
 
-def _with_note(diagnosis, note: str):  # type: ignore[no-untyped-def]
+def _with_note(diagnosis, note: str):
     from dataclasses import replace
 
     return replace(diagnosis, notes=tuple(diagnosis.notes) + (note,))
@@ -328,7 +328,7 @@ def _env_summary(env: dict[str, Any]) -> dict[str, Any]:
     return {k: env[k] for k in keys if k in env}
 
 
-def _render(diagnosis, console) -> None:  # type: ignore[no-untyped-def]
+def _render(diagnosis, console) -> None:
     from rich.console import Console
 
     from assistant.render.terminal import render_terminal

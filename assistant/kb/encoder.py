@@ -45,7 +45,7 @@ def model_dir() -> Path:
     return path
 
 
-def _erf(x):  # type: ignore[no-untyped-def]
+def _erf(x):
     """Vectorised erf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7): NumPy has none built in."""
     import numpy as np
 
@@ -92,20 +92,20 @@ class NumpyMiniLM:
             self._t[f"{p}.qkv.weight"] = np.ascontiguousarray(np.concatenate([self._t[f"{p}.{n}.weight"] for n in ("query", "key", "value")], axis=1))
             self._w[f"{p}.qkv.bias"] = np.concatenate([self._w[f"{p}.{n}.bias"] for n in ("query", "key", "value")])
 
-    def _layer_norm(self, x, prefix: str):  # type: ignore[no-untyped-def]
+    def _layer_norm(self, x, prefix: str):
         np = self._np
         mean = x.mean(-1, keepdims=True)
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
         return (x - mean) / np.sqrt(var + 1e-12) * self._w[prefix + ".weight"] + self._w[prefix + ".bias"]
 
-    def _dense(self, x, prefix: str):  # type: ignore[no-untyped-def]
+    def _dense(self, x, prefix: str):
         # One 2-D GEMM: a 3-D @ 2-D matmul can fall off NumPy's BLAS fast path.
         w = self._t[prefix + ".weight"]
         out = x.reshape(-1, x.shape[-1]) @ w
         out += self._w[prefix + ".bias"]
         return out.reshape(*x.shape[:-1], w.shape[1])
 
-    def hidden_states(self, ids, mask):  # type: ignore[no-untyped-def]
+    def hidden_states(self, ids, mask):
         """The last layer's token states, (batch, length, 384), for padded ``ids`` and their ``mask``."""
         np = self._np
         w = self._w
@@ -134,14 +134,14 @@ class NumpyMiniLM:
             x = self._layer_norm(x + self._dense(h, f"{p}.output.dense"), f"{p}.output.LayerNorm")
         return x
 
-    def _forward(self, ids, mask):  # type: ignore[no-untyped-def]
+    def _forward(self, ids, mask):
         np = self._np
         x = self.hidden_states(ids, mask)
         m = mask[..., None].astype(np.float32)
         pooled = (x * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None):  # type: ignore[no-untyped-def]
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None):
         """Embed texts; batches are formed from similar lengths to waste little on padding."""
         np = self._np
         encs = self._tok.encode_batch(list(texts))
@@ -177,7 +177,7 @@ class SentenceTransformerEncoder:
             raise KnowledgeError("sentence-transformers is not installed") from exc
         self._model = SentenceTransformer(str(path or model_dir()), device="cpu")
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None):  # type: ignore[no-untyped-def]
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None):
         vecs = self._model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
         if progress is not None:
             progress(len(texts))
@@ -217,7 +217,7 @@ class CachedEncoder:
         self._cache: OrderedDict[str, object] = OrderedDict()
         self.hits = self.misses = 0
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None):  # type: ignore[no-untyped-def]
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None):
         if len(texts) != 1 or self.size <= 0:
             return self.inner.encode(texts, batch_size=batch_size, progress=progress)  # type: ignore[call-arg]
         text = texts[0]

@@ -300,7 +300,7 @@ def _build_into(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _vectors(chunks: list[Chunk], encoder_kind: str, progress: Progress | None, reuse: list[LoadedIndex] | None):  # type: ignore[no-untyped-def]
+def _vectors(chunks: list[Chunk], encoder_kind: str, progress: Progress | None, reuse: list[LoadedIndex] | None):
     """One float32 row per chunk, in chunk order; rows of unchanged chunks are copied from ``reuse``
     (the previous index first, then the shipped one).
 

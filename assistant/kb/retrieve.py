@@ -162,7 +162,7 @@ class Retriever:
 _CACHE: dict[tuple[str, bool, str], Retriever] = {}
 
 
-def get_retriever(home: Path, dense: bool = True, encoder_kind: str = DEFAULT_ENCODER, progress=None) -> Retriever:  # type: ignore[no-untyped-def]
+def get_retriever(home: Path, dense: bool = True, encoder_kind: str = DEFAULT_ENCODER, progress=None) -> Retriever:
     """A process-wide retriever per (home, dense) — loading is done once, searches are cheap."""
     key = (str(home), dense, encoder_kind)
     cached = _CACHE.get(key)

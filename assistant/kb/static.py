@@ -118,7 +118,7 @@ def _lock(folder: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _save_npy(path: Path, array) -> None:  # type: ignore[no-untyped-def]
+def _save_npy(path: Path, array) -> None:
     import numpy as np
 
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -127,7 +127,7 @@ def _save_npy(path: Path, array) -> None:  # type: ignore[no-untyped-def]
     os.replace(tmp, path)
 
 
-def _sif_weights(vocab: int):  # type: ignore[no-untyped-def]
+def _sif_weights(vocab: int):
     """SIF weight ``a / (a + p)`` per piece, with p Zipf-estimated from the piece's id (float64)."""
     import numpy as np
 
@@ -135,7 +135,7 @@ def _sif_weights(vocab: int):  # type: ignore[no-untyped-def]
     return SIF / (SIF + inv_rank / inv_rank.sum())
 
 
-def shipped_mean(key: str):  # type: ignore[no-untyped-def]
+def shipped_mean(key: str):
     """The table's mean row shipped with the package when it was made from the model with this ``key``
     by this recipe VERSION (else None: the table is distilled whole, as before)."""
     import json
@@ -152,7 +152,7 @@ def shipped_mean(key: str):  # type: ignore[no-untyped-def]
     return mean
 
 
-def write_shipped_mean(table, key: str, path: Path = SHIPPED_MEAN) -> bool:  # type: ignore[no-untyped-def]
+def write_shipped_mean(table, key: str, path: Path = SHIPPED_MEAN) -> bool:
     """Write the table's mean row for ``shipped_mean`` (release time); False when the file already says so."""
     import json
 
@@ -172,7 +172,7 @@ class LazyTable:
     is ``(state(t) - mean) * sif(t)`` exactly as :meth:`StaticMiniLM._build_table` makes it.
     """
 
-    def __init__(self, vocab: int, mean, weights, states: Callable) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, vocab: int, mean, weights, states: Callable) -> None:
         import numpy as np
 
         self._np = np
@@ -187,16 +187,16 @@ class LazyTable:
         self.dtype = self._rows.dtype
         self.computed = 0  # rows computed by this process (not read from the row store)
 
-    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+    def __getitem__(self, key):
         self.ensure(self._np.arange(self.shape[0])[key])
         return self._rows[key]
 
-    def missing(self, ids) -> list[int]:  # type: ignore[no-untyped-def]
+    def missing(self, ids) -> list[int]:
         """Which of these piece ids have no row yet (sorted, unique)."""
         ids = self._np.unique(self._np.asarray(ids, dtype=self._np.int64).ravel())
         return ids[~self._known[ids]].tolist()
 
-    def ensure(self, ids) -> int:  # type: ignore[no-untyped-def]
+    def ensure(self, ids) -> int:
         """Compute the rows these piece ids lack (in batches of TABLE_BATCH); returns how many."""
         np = self._np
         todo = self.missing(ids)
@@ -207,12 +207,12 @@ class LazyTable:
         self.computed += len(todo)
         return len(todo)
 
-    def add(self, ids, rows) -> None:  # type: ignore[no-untyped-def]
+    def add(self, ids, rows) -> None:
         """Rows read back from the row store."""
         self._rows[ids] = rows
         self._known[ids] = True
 
-    def known_rows(self):  # type: ignore[no-untyped-def]
+    def known_rows(self):
         """(ids, rows) of every computed row (the mean row excluded), for the row store."""
         ids = self._np.flatnonzero(self._known[:-1])
         return ids, self._rows[ids]
@@ -261,7 +261,7 @@ class StaticMiniLM:
     def _table_path(self) -> Path | None:
         return self._dir / "table.npy" if self._dir is not None else None
 
-    def _read_table(self):  # type: ignore[no-untyped-def]
+    def _read_table(self):
         np = self._np
         path = self._table_path()
         if path is None or not path.is_file():
@@ -274,7 +274,7 @@ class StaticMiniLM:
             return None
         return table
 
-    def _load_or_build_table(self):  # type: ignore[no-untyped-def]
+    def _load_or_build_table(self):
         table = self._read_table()
         if table is not None:
             return table
@@ -288,20 +288,20 @@ class StaticMiniLM:
         with _lock(self._dir):
             table = self._read_table()  # another process may have built it while we waited
             if table is None:
-                _save_npy(self._table_path(), self._build_table())  # type: ignore[arg-type]
+                _save_npy(self._table_path(), self._build_table())
                 table = self._read_table()
             if table is None:
                 raise KnowledgeError(f"the static encoder's table at {self._table_path()} does not read back")
             return table
 
-    def _model(self):  # type: ignore[no-untyped-def]
+    def _model(self):
         if self._transformer is None:
             from assistant.kb.encoder import NumpyMiniLM
 
             self._transformer = NumpyMiniLM(self._root)
         return self._transformer
 
-    def _piece_states(self, ids):  # type: ignore[no-untyped-def]
+    def _piece_states(self, ids):
         """The transformer state of ``[CLS] t [SEP]`` at t for each piece id t, (n, 384)."""
         np = self._np
         seq = np.stack([np.full_like(ids, CLS), ids, np.full_like(ids, SEP)], axis=1)
@@ -312,7 +312,7 @@ class StaticMiniLM:
     def _rows_path(self) -> Path | None:
         return self._dir / "rows.npz" if self._dir is not None else None
 
-    def _read_rows(self):  # type: ignore[no-untyped-def]
+    def _read_rows(self):
         """(ids, rows) from the row store, or None when it is absent or damaged (a cache miss)."""
         np = self._np
         path = self._rows_path()
@@ -358,7 +358,7 @@ class StaticMiniLM:
         except OSError as exc:
             log.info("torchhelp: could not store the static encoder's rows (%s)", exc)
 
-    def _build_table(self):  # type: ignore[no-untyped-def]
+    def _build_table(self):
         """Run every vocabulary token through the transformer once (the distillation step)."""
         np = self._np
         model = self._model()
@@ -456,13 +456,13 @@ class StaticMiniLM:
 
     # -- encoding ---------------------------------------------------------------------------
 
-    def _tokenize(self, texts: Sequence[str]):  # type: ignore[no-untyped-def]
+    def _tokenize(self, texts: Sequence[str]):
         try:
             return self._tok.encode_batch(list(texts), add_special_tokens=False)
         except TypeError:  # a lone surrogate: the tokenizer wants valid UTF-8
             return self._tok.encode_batch([t.encode("utf-8", "replace").decode("utf-8") for t in texts], add_special_tokens=False)
 
-    def _split(self, enc):  # type: ignore[no-untyped-def]
+    def _split(self, enc):
         """(piece ids of one-piece and over-long words, [piece tuples of multi-piece words])."""
         np = self._np
         ids = np.asarray(enc.ids, dtype=np.int64)
@@ -482,7 +482,7 @@ class StaticMiniLM:
             keys.append(tuple(ids[s : s + n].tolist()))
         return ids[keep], keys
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: Callable[[int], None] | None = None):  # type: ignore[no-untyped-def]
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: Callable[[int], None] | None = None):
         """L2-normalised (n, 384) float32 vectors; ``batch_size`` is accepted for the Encoder protocol.
 
         Texts are taken PROGRESS_SLICE at a time, each slice's missing rows and words computed first,
@@ -510,7 +510,7 @@ class StaticMiniLM:
         out /= np.maximum(norms, 1e-12)
         return out
 
-    def _prepare(self, split) -> bool:  # type: ignore[no-untyped-def]
+    def _prepare(self, split) -> bool:
         """Compute the table rows (lazy table only) and multi-piece words these texts lack; True if any word was new."""
         np = self._np
         if isinstance(self._table, LazyTable):

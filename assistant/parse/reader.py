@@ -76,7 +76,7 @@ def read_stream(stream: BinaryIO, window: int = DEFAULT_WINDOW, *, source: str =
         raise InputError(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-def _collect(read, window: int, source: str, limit: int) -> InputText:  # type: ignore[no-untyped-def]
+def _collect(read, window: int, source: str, limit: int) -> InputText:
     keep = 4 * window
     head = b""
     chunks: deque[bytes] = deque()
@@ -133,7 +133,7 @@ def _is_terminal(stream: BinaryIO) -> bool:
         return False
 
 
-def _terminal_read(stream: BinaryIO):  # type: ignore[no-untyped-def]
+def _terminal_read(stream: BinaryIO):
     """A read that returns after one terminal read, so that the first Ctrl-D (an empty read) ends input.
 
     A buffered ``read(n)`` keeps reading until it has n bytes or sees an empty read; on a terminal

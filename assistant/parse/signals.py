@@ -109,7 +109,7 @@ def best_salient_line(texts: Sequence[str]) -> int | None:
     return fallback
 
 
-def _distinct(items) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+def _distinct(items) -> tuple[str, ...]:
     seen: OrderedDict[str, None] = OrderedDict()
     for item in items:
         if item and item not in seen:

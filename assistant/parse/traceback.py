@@ -465,7 +465,7 @@ def _context_record(texts: list[str], end: int) -> ExceptionRecord | None:
     return ExceptionRecord(None, _clean_message("\n".join(before)), (), "log-context") if before else None
 
 
-def _failure_without_traceback(lines: list[Line], text: str, asserts, nccl, sig) -> Failure:  # type: ignore[no-untyped-def]
+def _failure_without_traceback(lines: list[Line], text: str, asserts, nccl, sig) -> Failure:
     """No traceback: find the last line that looks like an exception, else the most informative line.
 
     The lines just before it are kept as a context record, so rules still see messages that were

@@ -64,7 +64,7 @@ def _print_checks_first(d: Diagnosis, console: Console) -> None:
         console.print(Padding(line, (0, 0, 0, 4)))
 
 
-def print_alternatives(d: Diagnosis, console: Console, print_code) -> None:  # type: ignore[no-untyped-def]
+def print_alternatives(d: Diagnosis, console: Console, print_code) -> None:
     """The other possible causes, most likely first: likelihood, cause, check, evidence for/against, top fix."""
     from rich.padding import Padding
     from rich.rule import Rule
@@ -95,7 +95,7 @@ def print_alternatives(d: Diagnosis, console: Console, print_code) -> None:  # t
                 print_code(top.code, console, LABEL + 2)
 
 
-def markdown_lines(d: Diagnosis, fence_for=lambda code: "```") -> list[str]:  # type: ignore[no-untyped-def]
+def markdown_lines(d: Diagnosis, fence_for=lambda code: "```") -> list[str]:
     """The hypotheses as a Markdown section (just the check when there is only the rule's own).
 
     ``fence_for(code)`` gives a fence that the code cannot close early (untrusted text may hold backticks).

@@ -32,7 +32,7 @@ class Match:
     notes: tuple[str, ...] = ()
 
 
-def _run(spec: RuleSpec, args: tuple, strict: bool, notes: list[str]) -> RuleHit | None:  # type: ignore[type-arg]
+def _run(spec: RuleSpec, args: tuple, strict: bool, notes: list[str]) -> RuleHit | None:
     try:
         result = spec.func(*args)
         return spec.finish(result) if result is not None else None

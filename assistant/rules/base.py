@@ -48,16 +48,16 @@ class LazyPattern:
     def fullmatch(self, text: str, *args: int) -> re.Match[str] | None:
         return self.compiled().fullmatch(text, *args)
 
-    def finditer(self, text: str, *args: int):  # type: ignore[no-untyped-def]
+    def finditer(self, text: str, *args: int):
         return self.compiled().finditer(text, *args)
 
-    def findall(self, text: str, *args: int) -> list:  # type: ignore[type-arg]
+    def findall(self, text: str, *args: int) -> list:
         return self.compiled().findall(text, *args)
 
-    def sub(self, repl, text: str, count: int = 0) -> str:  # type: ignore[no-untyped-def]
+    def sub(self, repl, text: str, count: int = 0) -> str:
         return self.compiled().sub(repl, text, count)
 
-    def split(self, text: str, maxsplit: int = 0) -> list:  # type: ignore[type-arg]
+    def split(self, text: str, maxsplit: int = 0) -> list:
         return self.compiled().split(text, maxsplit)
 
 

@@ -86,11 +86,11 @@ def run_server(config: ServeConfig, *, log_level: str = "info", access_log: bool
     if config.workers > 1:
         # Multi-process mode needs an import string: each worker builds its app from the environment.
         os.environ.update(config.to_env())
-        uvicorn.run("assistant.serve.app:create_app_from_env", factory=True, workers=config.workers, **common)  # type: ignore[arg-type]
+        uvicorn.run("assistant.serve.app:create_app_from_env", factory=True, workers=config.workers, **common)
         return
     from assistant.serve.app import create_app
 
-    uvicorn.run(create_app(config), **common)  # type: ignore[arg-type]
+    uvicorn.run(create_app(config), **common)
 
 
 def serve_cmd(

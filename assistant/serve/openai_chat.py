@@ -477,7 +477,7 @@ class _ServerChatSession(ChatSession):
 
     fell_back = False
 
-    def _ask_llm(self, question: str, on_token):  # type: ignore[no-untyped-def]
+    def _ask_llm(self, question: str, on_token):
         try:
             return super()._ask_llm(question, on_token)
         except BackendError:

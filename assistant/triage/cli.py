@@ -125,7 +125,7 @@ def triage_cmd(
             err.print(f"wrote {path}", markup=False, highlight=False)
 
 
-def _with_memory(result, paths: list[str], state: Path | None, cutoff: float | None):  # type: ignore[no-untyped-def]
+def _with_memory(result, paths: list[str], state: Path | None, cutoff: float | None):
     """Mark resolved groups and regressions; remember the groups so `triage resolve <id>` finds them."""
     from assistant.settings import load_settings
     from assistant.triage.known import annotate
@@ -139,8 +139,8 @@ def _with_memory(result, paths: list[str], state: Path | None, cutoff: float | N
     return result
 
 
-def _watch(paths: list[str], *, webhook: str | None, interval: float, settle: float, notify_every: int, state: Path | None, console,  # type: ignore[no-untyped-def]
-           regression_after: float | None = None, engine_obj=None) -> None:  # type: ignore[no-untyped-def]
+def _watch(paths: list[str], *, webhook: str | None, interval: float, settle: float, notify_every: int, state: Path | None, console,
+           regression_after: float | None = None, engine_obj=None) -> None:
     from assistant.render.outgoing import shown_line
     from assistant.triage.watch import watch
 
@@ -151,7 +151,7 @@ def _watch(paths: list[str], *, webhook: str | None, interval: float, settle: fl
           engine_obj=engine_obj)
 
 
-def _diagnosis_engine(llm: str | None):  # type: ignore[no-untyped-def]
+def _diagnosis_engine(llm: str | None):
     """The engine that diagnoses each group's representative: ``--llm`` as in ``ask``; None keeps the default engine."""
     if llm is None:
         return None

@@ -235,7 +235,7 @@ def group_reports(reports: list[JobReport]) -> tuple[dict[str, str], Grouper]:
     return assigned, grouper
 
 
-def _new_miner():  # type: ignore[no-untyped-def]
+def _new_miner():
     try:
         from drain3 import TemplateMiner
         from drain3.masking import MaskingInstruction

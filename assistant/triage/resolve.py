@@ -134,4 +134,4 @@ def _triage_with(root: str | Path, engine_obj: Any, build_result: Any) -> Triage
     from assistant.triage.jobs import discover
 
     reports = extract_all(discover([root]), engine="local", jobs=1)
-    return build_result(reports, engine_obj=engine_obj)  # type: ignore[no-any-return]
+    return build_result(reports, engine_obj=engine_obj)
