@@ -66,7 +66,7 @@ def nccl_timeout(ctx: Context) -> RuleHit | None:
     seq = int(m.group("seq")) if m else None
     if m:
         tmo, ran = int(m.group("tmo")), m.group("ran")
-        numbers.update({"seq_num": float(seq), "timeout_ms": float(tmo)})  # type: ignore[arg-type]
+        numbers.update({"seq_num": float(m.group("seq")), "timeout_ms": float(tmo)})
         if ran:
             numbers["ran_ms"] = float(ran)
         if m.group("nin"):

@@ -86,9 +86,14 @@ def loss_target_dtype(ctx: Context) -> RuleHit | None:
     m = ctx.search(r"expected target dtype to be Long or Byte, but got (\w+)|\"nll_loss\w*\" not implemented for '(\w+)'")
     old = ctx.search(r"Expected object of scalar type Long but got scalar type (\w+) for argument #\d+ 'target'")
     generic = ctx.search(r"expected scalar type Long but found (\w+)")
-    if not (m or old or (generic and _mentions(ctx, r"nll_loss|cross_entropy|CrossEntropyLoss|NLLLoss"))):
+    if m:
+        raw = m.group(1) or m.group(2)
+    elif old:
+        raw = old.group(1)
+    elif generic and _mentions(ctx, r"nll_loss|cross_entropy|CrossEntropyLoss|NLLLoss"):
+        raw = generic.group(1)
+    else:
         return None
-    raw = (m.group(1) or m.group(2)) if m else old.group(1) if old else generic.group(1)  # type: ignore[union-attr]
     got = normalize_dtype(raw)
     found = [error_fact(ctx), Fact("dtype", f"target dtype is {got}; nll_loss/cross_entropy class targets must be int64 (Long)")]
     values = Facts(dtypes=(got, "int64"), argument="target")
@@ -146,9 +151,12 @@ def not_implemented_for(ctx: Context) -> RuleHit | None:
     m = ctx.search(r"\"(\w+)\" not implemented for '(\w+)'")
     # Very old releases had no math on CPU half tensors at all: the method is simply missing.
     legacy = ctx.search(r"'torch\.(?:HalfTensor|BFloat16Tensor)' object has no attribute '(\w+)'") or re.search(r"'torch\.(?:HalfTensor|BFloat16Tensor)' object has no attribute '(\w+)'", ctx.failure.text or "")
-    if not m and not legacy:
+    if m:
+        op, dtype = m.group(1), normalize_dtype(m.group(2))
+    elif legacy:
+        op, dtype = legacy.group(1), "float16"
+    else:
         return None
-    op, dtype = (m.group(1), normalize_dtype(m.group(2))) if m else (legacy.group(1), "float16")  # type: ignore[union-attr]
     values = Facts(dtypes=(dtype,), names=(op,))
     docs = ("half-not-implemented", "dtype-mismatch")
     if dtype in _LOW:

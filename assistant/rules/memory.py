@@ -404,8 +404,8 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
         ]
         return hit("memory.cuda_oom_batch_one", "cuda_oom", "CUDA out of memory even at batch size 1", cause, fixes, _DOCS, found, 0.8,
                    facts=Facts(flags=frozenset({"batch_size_one"})))
-    if in_eval and not ctx.failure.exc_type and _EVAL_OOM.search(raw):
-        found.append(Fact("symptom", f"out of memory in evaluation: “{_EVAL_OOM.search(raw).group(0)}”"))  # type: ignore[union-attr]
+    if in_eval and not ctx.failure.exc_type and (eval_oom := _EVAL_OOM.search(raw)):
+        found.append(Fact("symptom", f"out of memory in evaluation: “{eval_oom.group(0)}”"))
         cause = ("The GPU runs out of memory in the validation/test phase, although training steps fit. Evaluation run with autograd enabled "
                  "keeps every activation for a backward pass that never comes, so a forward pass costs as much as in training and graphs can "
                  "pile up across batches when outputs or losses are collected as tensors; a larger evaluation batch or full-size (uncropped) "

@@ -571,7 +571,7 @@ def native_crash(ctx: Context) -> RuleHit | None:
         return None  # a Python exception printed before the crash is the failure to fix
     if segv and (not bus or segv.start() <= bus.start()):
         return _segfault(ctx, raw, segv)
-    return _bus_error(ctx, raw, bus)  # type: ignore[arg-type]
+    return _bus_error(ctx, raw, bus) if bus else None
 
 
 def _faulthandler_frames(raw: str) -> list[tuple[str, str, str]]:
