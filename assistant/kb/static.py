@@ -349,10 +349,12 @@ class StaticMiniLM:
                 if len(ids) == self._rows_stored:
                     return
                 path = self._rows_path()
-                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")  # type: ignore[union-attr]
+                if path is None:
+                    return
+                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
                 with open(tmp, "wb") as f:
                     np.savez(f, ids=ids.astype(np.int32), rows=rows)
-                os.replace(tmp, path)  # type: ignore[arg-type]
+                os.replace(tmp, path)
                 self._rows_stored = len(ids)
                 table.computed = 0
         except OSError as exc:
@@ -414,10 +416,12 @@ class StaticMiniLM:
                 flat = np.fromiter((i for k in keys for i in k), dtype=np.int32, count=int(offsets[-1]))
                 vecs = np.stack([merged[k] for k in keys]).astype(np.float32) if keys else np.zeros((0, self.dimension), np.float32)
                 path = self._words_path()
-                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")  # type: ignore[union-attr]
+                if path is None:
+                    return
+                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
                 with open(tmp, "wb") as f:
                     np.savez(f, pieces=flat, offsets=offsets, vectors=vecs)
-                os.replace(tmp, path)  # type: ignore[arg-type]
+                os.replace(tmp, path)
                 self._words.update(merged)
                 self._stored = len(self._words)
         except OSError as exc:

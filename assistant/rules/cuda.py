@@ -414,8 +414,8 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
         cause = ("cuDNN found no algorithm for this convolution. In practice this is usually out-of-memory in disguise (no algorithm fits the free "
                  "workspace), otherwise an unsupported shape/dtype combination or a cuDNN build that does not support this GPU.")
         memory_first = True
-    else:
-        status = m.group(1).upper()  # type: ignore[union-attr]
+    elif m:
+        status = m.group(1).upper()
         row = _status_story(_CUDNN_STATUSES, status)
         outcome, memory_first = row.outcome, row.memory_first
         cause = f"cuDNN returned CUDNN_STATUS_{status}. " + row.story

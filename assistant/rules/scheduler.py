@@ -814,13 +814,13 @@ def task_exit(ctx: Context) -> RuleHit | None:
     else:
         meaning = f"exited with status {code}, which the program chose; its own output says why"
     v = _verdict(raw)
-    after = v is not None and v.pos > first.pos and v.reason in ("time_limit", "cancelled", "signal", "task_failure")
+    after = v if v is not None and v.pos > first.pos and v.reason in ("time_limit", "cancelled", "signal", "task_failure") else None
     if after:
-        found.append(Fact("scheduler", f"afterwards: {v.line[:200]}"))  # type: ignore[union-attr]
+        found.append(Fact("scheduler", f"afterwards: {after.line[:200]}"))
     cause = (f"The launcher only summarises that {who}{where} {meaning}."
              + (" The other tasks were stopped afterwards because one failed: they are not separate problems." if later else "")
              + (" The scheduler's later verdict is a consequence too: the remaining tasks waited for the failed one"
-                + (" until the time limit." if v.reason == "time_limit" else " until the step was torn down.") if after else ""))  # type: ignore[union-attr]
+                + (" until the time limit." if after.reason == "time_limit" else " until the step was torn down.") if after else ""))
     fixes = [
         remedy("launcher-exit-codes#read-failing-task-output"),
         remedy("debugging-workflow#record-every-rank-traceback"),
