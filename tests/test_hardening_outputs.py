@@ -12,10 +12,8 @@ import json
 import os
 import re
 import select
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ import httpx
 import pytest
 
 from conftest import ROOT
+from loopback_server import served_app
 from pty_session import torchhelp_on_a_terminal
 from test_triage_watch import Receiver
 
@@ -210,36 +209,16 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``create_app`` under a real uvicorn on a loopback port."""
-    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("uvicorn")
     from assistant.serve.app import create_app
     from assistant.serve.config import ServeConfig
     from assistant.settings import load_settings
 
     home = tmp_path_factory.mktemp("serve-home")
     settings = load_settings(env={**os.environ, "TORCHHELP_HOME": str(home), "TORCHHELP_DENSE": "0"}, llm="none")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = ServeConfig(token=TOKEN, request_timeout_s=60).with_(port=port)
-    uv = uvicorn.Server(uvicorn.Config(create_app(config, settings=settings), log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.time() < deadline and thread.is_alive(), "the server did not become ready"
-        time.sleep(0.05)
-    try:
+    config = ServeConfig(token=TOKEN, request_timeout_s=60)
+    with served_app(lambda port: create_app(config.with_(port=port), settings=settings)) as url:
         yield url
-    finally:
-        uv.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
 
 
 def test_keyerror_key_is_never_copy_button_code_on_the_served_page(tmp_path: Path, served: str) -> None:

@@ -16,9 +16,6 @@ import gzip
 import json
 import os
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,11 +23,12 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
 
 from conftest import CAPTURES, ROOT  # noqa: E402
+from loopback_server import served_app  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 STATIC = ROOT / "assistant" / "serve" / "static"
@@ -71,32 +69,9 @@ def server(th_home: Path) -> Iterator[str]:
     from assistant.settings import load_settings
 
     settings = load_settings(env={**os.environ, "TORCHHELP_HOME": str(th_home)}, llm="none")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = ServeConfig(token=TOKEN, max_body_bytes=LIMIT, request_timeout_s=60).with_(port=port)
-    uv = uvicorn.Server(uvicorn.Config(create_app(config, settings=settings), log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.time() > deadline or not thread.is_alive():
-            uv.should_exit = True
-            pytest.fail("the server did not become ready")
-        time.sleep(0.05)
-    try:
+    config = ServeConfig(token=TOKEN, max_body_bytes=LIMIT, request_timeout_s=60)
+    with served_app(lambda port: create_app(config.with_(port=port), settings=settings), ready_within_s=180) as url:
         yield url
-    finally:
-        uv.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -22,6 +20,7 @@ import pytest
 
 from assistant.cli import main
 from test_triage_watch import Receiver, write_job
+from loopback_server import served_app
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = ROOT / "eval" / "captured" / "cpu"
@@ -176,8 +175,7 @@ def test_watch_sends_a_regression_once_to_a_loopback_webhook(env: dict[str, Path
 @pytest.fixture
 def served(env: dict[str, Path]) -> Iterator[str]:
     pytest.importorskip("fastapi")
-    uvicorn = pytest.importorskip("uvicorn")
-    import httpx
+    pytest.importorskip("uvicorn")
 
     from assistant.serve.app import create_app
     from assistant.serve.config import ServeConfig
@@ -187,29 +185,9 @@ def served(env: dict[str, Path]) -> Iterator[str]:
     job(env["logs"], "job-101", "linear-after-conv-flatten", may)
     job(env["logs"], "job-301", "config-key-renamed-keyerror", may)
     settings = load_settings(env={**os.environ}, llm="none")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = ServeConfig(request_timeout_s=60, triage_roots=(str(env["logs"]),)).with_(port=port)
-    server = uvicorn.Server(uvicorn.Config(create_app(config, settings=settings), log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.time() < deadline and thread.is_alive(), "the server did not become ready"
-        time.sleep(0.05)
-    try:
+    config = ServeConfig(request_timeout_s=60, triage_roots=(str(env["logs"]),))
+    with served_app(lambda port: create_app(config.with_(port=port), settings=settings)) as url:
         yield url
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
 
 
 def test_resolve_button_on_the_served_report_in_chromium(env: dict[str, Path], served: str) -> None:
