@@ -17,13 +17,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import CAPTURED
+from webhook_receiver import Receiver
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -117,48 +117,6 @@ def test_grouper_file_is_json_and_a_pickled_one_is_refused(tmp_path: Path) -> No
 
 
 # -- (a) the webhook: refusals, redirects, caps, a dripping receiver, signals ----------------------------
-
-
-class Receiver:
-    """A loopback webhook: ``script`` holds (status, headers) answers given before plain 200s; every path is recorded."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.paths: list[str] = []
-        self.script: list[tuple[int, dict[str, str]]] = []
-        self.always: tuple[int, dict[str, str]] | None = None
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver.lock:
-                    receiver.paths.append(self.path)
-                    status, headers = receiver.script.pop(0) if receiver.script else (receiver.always or (200, {}))
-                    if status == 200:
-                        receiver.bodies.append(json.loads(raw))
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", "4")
-                self.end_headers()
-                self.wfile.write(b"ok!!" if status == 200 else b"nope")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.url = self.base + "/hooks/T0/B0/secret"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def groups(self) -> list[str]:
-        return [b["torchhelp"]["group"] for b in self.bodies]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import pytest
 from conftest import ROOT
 from loopback_server import served_app
 from pty_session import torchhelp_on_a_terminal
-from test_triage_watch import Receiver
+from webhook_receiver import Receiver
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from assistant.cli import main
-from test_triage_watch import Receiver, write_job
+from test_triage_watch import write_job
+from webhook_receiver import Receiver
 from loopback_server import served_app
 
 ROOT = Path(__file__).resolve().parents[1]

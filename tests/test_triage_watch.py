@@ -12,13 +12,13 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import CAPTURED
+from webhook_receiver import Receiver
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -28,50 +28,6 @@ TORCHRUN = json.loads((CAPTURED / "multi_gpu" / "nccl-allreduce-bincount-shape-m
 
 
 # -- a real HTTP receiver ----------------------------------------------------------------------
-
-
-class Receiver:
-    """A ThreadingHTTPServer on 127.0.0.1:<free port> that records JSON bodies.
-
-    ``script`` holds the statuses to answer before answering 200 (e.g. [500, 500])."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.requests = 0
-        self.script: list[int] = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                with receiver.lock:
-                    receiver.requests += 1
-                    status = receiver.script.pop(0) if receiver.script else 200
-                    if status == 200:
-                        receiver.bodies.append(json.loads(raw))
-                self.send_response(status)
-                if status == 429:
-                    self.send_header("Retry-After", "0")
-                self.send_header("Content-Type", "text/plain")
-                self.end_headers()
-                self.wfile.write(b"ok" if status == 200 else b"nope")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/T000/B000/secret"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def events(self) -> list[tuple[str, str, int]]:
-        return [(b["torchhelp"]["event"], b["torchhelp"]["group"], b["torchhelp"]["job_count"]) for b in self.bodies]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
