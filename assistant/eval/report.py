@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 _HEADLINE = ("n", "category_accuracy", "remedy_hit", "must_mention_recall", "citation_validity", "abstention_correct", "wrong_guess_rate", "atlas_matched",
-             "llm_accepted", "latency_ms_p50", "latency_ms_p95")
+             "check_share", "lead_check_share", "llm_accepted", "latency_ms_p50", "latency_ms_p95")
 
 
 def results_document(name: str, reports: Mapping[str, VariantReport], meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,7 +60,8 @@ def _fmt(v: Any) -> str:
 _SUMMARY = (
     ("accuracy", "acc", "category_accuracy", "{:.3f}"), ("remedy hit", "remedy", "remedy_hit", "{:.3f}"),
     ("mention recall", "recall", "must_mention_recall", "{:.3f}"), ("citations", "cites", "citation_validity", "{:.3f}"),
-    ("wrong guess", "wrong", "wrong_guess_rate", "{:.3f}"), ("p50 ms", "p50", "latency_ms_p50", "{:.1f}"), ("p95 ms", "p95", "latency_ms_p95", "{:.1f}"),
+    ("wrong guess", "wrong", "wrong_guess_rate", "{:.3f}"), ("checks", "chk", "check_share", "{:.3f}"),
+    ("lead check", "lchk", "lead_check_share", "{:.3f}"), ("p50 ms", "p50", "latency_ms_p50", "{:.1f}"), ("p95 ms", "p95", "latency_ms_p95", "{:.1f}"),
 )
 NARROW = 80  # below this many columns the headers are abbreviated (whole words, not folded mid-word)
 

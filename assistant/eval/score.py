@@ -49,6 +49,7 @@ class Prediction:
     hypotheses: tuple[tuple[float, str], ...] = ()  # (likelihood, cause + fixes text) per ranked hypothesis
     confidence: float | None = None  # the answer's likelihood that its category is right
     atlas_matched: bool | None = None  # the atlas recognised the message (atlas variant; the full engine: it named the check)
+    checks: tuple[str, ...] | None = None  # each ranked hypothesis's check, in order (None: this variant ranks no causes)
 
 
 @dataclass
@@ -96,6 +97,7 @@ class VariantReport:
             **_hypothesis_metrics(rs, with_kw),
             **_confidence_metrics(rs),
             **_atlas_metrics(rs),
+            **_check_metrics(rs),
         }
 
     def per_category(self) -> dict[str, dict[str, Any]]:
@@ -128,6 +130,26 @@ def _hypothesis_metrics(rs: Sequence[ItemResult], with_kw: Sequence[ItemResult])
         "lead_right": round(sum(r.lead_right for r in ranked) / len(ranked), 4),
         "top3_remedy_hit": round(sum(r.top3_remedy for r in kw_ranked) / len(kw_ranked), 4) if kw_ranked else None,
         "reliability": bins,
+    }
+
+
+def _check_metrics(rs: Sequence[ItemResult]) -> dict[str, Any]:
+    """How many hypotheses carry a concrete check (:func:`assistant.eval.checks.is_concrete_check`).
+
+    ``check_share`` counts every ranked hypothesis of every answer; ``lead_check_share`` counts answers, and an
+    answer with no hypothesis at all (an abstention, a category with no differential) has no check to give.
+    """
+    from assistant.eval.checks import is_concrete_check
+
+    seen = [r for r in rs if r.prediction.checks is not None]
+    if not seen:
+        return {}
+    every = [c for r in seen for c in r.prediction.checks or ()]
+    leads = [(r.prediction.checks or ("",))[0] for r in seen]
+    return {
+        "check_share": round(sum(map(is_concrete_check, every)) / len(every), 4) if every else None,
+        "lead_check_share": round(sum(map(is_concrete_check, leads)) / len(leads), 4),
+        "hypotheses_counted": len(every),
     }
 
 
@@ -252,7 +274,8 @@ class Scorer:
             cited = tuple(s for f in d.fixes for s in f.sources)
             ranked = tuple((h.likelihood, _answer_text([h.cause, _fix_text(h.fixes)])) for h in d.hypotheses)
             return Prediction(d.category, _answer_text([d.title, d.summary, d.cause, fixes]), cited, tuple(s.id for s in d.sources),
-                              (time.perf_counter() - start) * 1000, d.backend, fixes, ranked, d.confidence, bool(d.raised_by))
+                              (time.perf_counter() - start) * 1000, d.backend, fixes, ranked, d.confidence, bool(d.raised_by),
+                              tuple(h.check for h in d.hypotheses))
         if variant == "regex":
             from assistant.eval.baseline import regex_category
 
