@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from assistant.errors import InputError
+from assistant.parse.bounds import MAX_LINE, clip_line, keep_traceback_ends
 
 DEFAULT_WINDOW = 1 << 20  # 1 MiB: far more than any traceback, small enough to parse in milliseconds
 _HEADER = b"Traceback (most recent call last)"
@@ -26,6 +27,7 @@ _BLOCK = 4 << 20
 _FILLER = b"\x00 \t\r\n"  # what a log ends with when it was blank-padded or zero-filled by a crash
 MAX_STREAM = 256 << 20  # bytes read from a stream at most: /dev/zero or `yes |` never end
 STREAM_HEAD = 64 << 10  # a stream's first bytes are kept too (launchers print the job's shape there)
+MAX_REGION = 16 << 20  # bytes of a last traceback (and what follows it) read to pick the window from
 FIRST_DATA_TIMEOUT = 10.0  # seconds a named pipe or device may stay silent before we give up
 # Characters that do not occur in a log: C0/C1 controls other than tab, newline, CR and ESC, and the
 # replacement character left by undecodable bytes. NUL is counted apart (zero-filled log regions).
@@ -232,12 +234,9 @@ def _window_from_file(fh: BinaryIO, size: int, window: int, *, trimmed: bool = F
         at = block.rfind(_HEADER)
         if at >= 0:
             begin = max(0, start + at - 4096)
-            fh.seek(begin)
-            data = fh.read(window)
-            return data, (
-                f"Input is {_human(size)}; analysed {_human(len(data))} around the last traceback "
-                f"(at byte {start + at:,}), not the whole log.",
-            )
+            region = _read_region(fh, begin, size)
+            data, note = _condense(region, start + at - begin, window)
+            return data, (f"Input is {_human(size)}; the last traceback starts at byte {start + at:,}. {note}",)
         end = start
     return tail, (f"Input is {_human(size)}; no traceback found, analysed the last {_human(len(tail))}.",)
 
@@ -270,8 +269,54 @@ def _window_from_bytes(data: bytes, window: int, total: int) -> tuple[bytes, tup
     at = data.rfind(_HEADER)
     if at >= 0:
         begin = max(0, at - 4096)
-        return data[begin : begin + window], (f"Analysed {_human(window)} around the last traceback of {_human(total)}.",)
+        region = data[begin:] if len(data) - begin <= MAX_REGION else _head_and_tail(data[begin:], MAX_REGION)
+        chosen, note = _condense(region, at - begin, window)
+        return chosen, (f"Input is {_human(total)}; the last traceback starts at byte {at:,}. {note}",)
     return tail, (f"No traceback found; analysed the last {_human(len(tail))} of {_human(total)}.",)
+
+
+def _read_region(fh: BinaryIO, begin: int, end: int) -> bytes:
+    """The file's bytes from ``begin`` to ``end``; when more than :data:`MAX_REGION`, its head and tail."""
+    fh.seek(begin)
+    if end - begin <= MAX_REGION:
+        return fh.read(end - begin)
+    head = fh.read(MAX_REGION // 2)
+    fh.seek(end - MAX_REGION // 2)
+    return _join_cut(head, fh.read(MAX_REGION // 2), end - begin - MAX_REGION)
+
+
+def _head_and_tail(data: bytes, limit: int) -> bytes:
+    return _join_cut(data[: limit // 2], data[-(limit // 2) :], len(data) - limit)
+
+
+def _join_cut(head: bytes, tail: bytes, skipped: int) -> bytes:
+    # Indented, so that the parser reads it as decoration if it falls among frames.
+    return head + f"\n  …[{skipped:,} bytes not read]…\n".encode() + tail
+
+
+def _condense(region: bytes, at: int, window: int) -> tuple[bytes, str]:
+    """At most ``window`` bytes of ``region``, whose last traceback header is at offset ``at``.
+
+    A window cut from the header would end among the frames of a deep recursion, or inside one
+    huge message line, and lose the exception line that decides the diagnosis. So every line is
+    shortened to its head and tail (as the parser would), then the traceback's first frames, its
+    last frames and its error message are kept (see :func:`keep_traceback_ends`).
+    """
+    # surrogateescape: undecodable bytes survive the round trip untouched (read_bytes reports them).
+    lines = region.decode("utf-8", "surrogateescape").split("\n")
+    header = region.count(b"\n", 0, at)
+    long_lines = sum(len(line) > MAX_LINE for line in lines)
+    if long_lines:
+        lines = [clip_line(line) for line in lines]
+    kept, note = keep_traceback_ends(lines, header, window, _byte_cost)
+    data = "\n".join(kept).encode("utf-8", "surrogateescape")
+    if long_lines:
+        note += f" {long_lines:,} line(s) longer than {MAX_LINE:,} characters were cut to their head and tail (the middle not read)."
+    return data, f"Analysed {_human(len(data))} of the {_human(len(region))} from there on: {note}"
+
+
+def _byte_cost(line: str) -> int:
+    return len(line.encode("utf-8", "surrogateescape")) + 1
 
 
 def _human(n: int) -> str:
