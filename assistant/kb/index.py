@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -45,6 +46,9 @@ INDEX_VERSION = 4  # 4: per-file checksums in the manifest
 REUSABLE_VERSIONS = (3, 4)  # indexes whose vectors a rebuild may reuse
 INDEX_FILES = ("chunks.json", "docs.json", "vectors.faiss")
 LOCK_NAME = "index.lock"
+BUILD_PREFIX = ".index-"  # a build's temporary folder, renamed to index/ when complete
+BUILDER_FILE = "builder.json"  # in that folder: the building process (pid, host, start time)
+STALE_BUILD_AGE = 3600.0  # seconds before another machine's build folder counts as abandoned
 SOURCES_NAME = ".sources.json"  # in user_docs: copy name -> the file it came from
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -144,6 +148,7 @@ def ensure_index(home: Path, dense: bool = True, encoder_kind: str = DEFAULT_ENC
     knowledge = builtin_knowledge_dir()
     fingerprint = _fingerprint(knowledge, user_docs_dir(home))
     shipped_why: str | None = None
+    _sweep_if_idle(home)
     if not force:
         found = _load_current(index_dir(home), fingerprint, dense, encoder_kind)
         if isinstance(found, LoadedIndex):
@@ -259,8 +264,10 @@ def _build_into(
     if not chunks:
         raise KnowledgeError("no knowledge documents to index")
     idir = index_dir(root)
-    tmp = Path(tempfile.mkdtemp(prefix=".index-", dir=root))
+    remove_stale_builds(root)
+    tmp = Path(tempfile.mkdtemp(prefix=BUILD_PREFIX, dir=root))
     try:
+        _write_bytes(tmp / BUILDER_FILE, _json_bytes({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}))
         started = time.perf_counter()
         has_dense = False
         embedded = reused = 0
@@ -289,6 +296,7 @@ def _build_into(
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "build_seconds": round(time.perf_counter() - started, 2),
         }
         _write_bytes(tmp / "manifest.json", _json_bytes(manifest))
+        (tmp / BUILDER_FILE).unlink()  # the record says who is building: the index itself does not need it
         old = idir.with_name(idir.name + ".old")
         _remove(old)
         if idir.exists() or idir.is_symlink():
@@ -518,6 +526,71 @@ def _build_lock(root: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def remove_stale_builds(root: Path) -> list[Path]:
+    """Remove the temporary folders that builds killed part-way left in ``root``; return them.
+
+    Call it holding the build lock. Every build writes its folder under that lock, so a folder
+    seen then belongs to a build that died (SIGKILL, the OOM killer, a power cut) before swapping
+    it in. The builder's record is checked too, for homes where the lock may not reach every
+    machine (NFS): a folder whose builder is a live process of this machine is kept (for a day, in
+    case the pid was reused), and one from another machine while it is under an hour old.
+    """
+    removed: list[Path] = []
+    for folder in root.glob(BUILD_PREFIX + "*"):
+        if folder.is_dir() and not folder.is_symlink() and _is_stale(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            if not folder.exists():
+                removed.append(folder)
+    if removed:
+        log.info("torchhelp: removed %d folder(s) left by a knowledge build that was killed: %s", len(removed), ", ".join(f.name for f in removed))
+    return removed
+
+
+def _is_stale(folder: Path) -> bool:
+    try:
+        record = json.loads((folder / BUILDER_FILE).read_bytes())
+        age = time.time() - folder.stat().st_mtime
+    except (OSError, ValueError):
+        return True  # killed before it wrote its record (or by a version that wrote none)
+    if not isinstance(record, dict):
+        return True
+    if record.get("host") == socket.gethostname() and isinstance(record.get("pid"), int):
+        return not _alive(record["pid"]) or age > 86400
+    return age > STALE_BUILD_AGE
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: another user's live process
+        return True
+    return True
+
+
+def _sweep_if_idle(home: Path) -> None:
+    """On load: remove a killed build's folders when no build is running (the lock is free); never wait."""
+    if not any(home.glob(BUILD_PREFIX + "*")):
+        return
+    try:
+        import fcntl
+    except ImportError:
+        return
+    try:
+        with open(home / LOCK_NAME, "a") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # a build is running: its folder is not ours to judge now
+            try:
+                remove_stale_builds(home)
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    except OSError:  # a read-only home: nothing to remove there either
+        return
 
 
 def _note(notes: list[str], text: str) -> None:
