@@ -38,6 +38,31 @@ def _moved_by(alt: Alternative, cues: Sequence[Cue]) -> tuple[tuple[str, ...], t
     return supports, weakens
 
 
+def _rule_check(d: Diagnosis) -> str:
+    """The check of the document cause that the rule's own fixes remedy (the first fix that leads back to one)."""
+    from assistant.kb.remedies import cause_of_fix
+
+    for fx in d.fixes:
+        cause = cause_of_fix(fx.title, fx.sources)
+        if cause is not None and cause.check:
+            return cause.check
+    return ""
+
+
+def _with_checks(d: Diagnosis, failure: Failure) -> Diagnosis:
+    """Every hypothesis with a check, in the user's names: a hypothesis no cause entry gave one takes its category's
+    first check (the ``first-checks`` guide); each check's ``{{placeholders}}`` are filled from the rule's facts and the
+    failing line, like fixes."""
+    if not d.hypotheses:
+        return d
+    from assistant.kb.remedies import fact_values, filled_check, first_checks
+
+    values = fact_values(d.facts, failure)
+    fallback = first_checks().get(d.category, "")
+    hypotheses = tuple(replace(h, check=filled_check(h.check or fallback, values)) for h in d.hypotheses)
+    return replace(d, hypotheses=hypotheses)
+
+
 def _single(d: Diagnosis, check: str, decisive: bool) -> Diagnosis:
     """A rule that is certain (or a family with one common cause): one hypothesis, the rule's own."""
     likelihood = d.confidence if decisive else d.confidence * UNRANKED_CAUSE_SHARE
@@ -68,7 +93,7 @@ def _grounded(hypotheses: Sequence[Hypothesis], d: Diagnosis, passages: Sequence
 def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = ()) -> Diagnosis:
     """The diagnosis with ranked hypotheses; ``cause`` and ``fixes`` become the leading hypothesis's."""
     if d.category == "unknown" or d.hypotheses:
-        return d
+        return _with_checks(d, failure)
     family: Family | None = FAMILIES.get(d.category)
     if family is not None:
         # Only the causes whose words the knowledge in use holds (all of them with the shipped documents).
@@ -77,7 +102,8 @@ def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = 
             family = None
     if family is None or not family.covers(d.rule) or (d.rule in family.decisive):
         mapped = next((a for a in family.alternatives if d.rule in a.outcomes), None) if family else None
-        return _single(d, mapped.check if mapped else "", decisive=family is not None and d.rule in family.decisive)
+        single = _single(d, mapped.check if mapped else _rule_check(d), decisive=family is not None and d.rule in family.decisive)
+        return _with_checks(single, failure)
     text = failure.text or failure.search_text
     # The message's boilerplate is the same for everyone; but a bare log or a prose report IS the user's story.
     exclude = failure.message if failure.exc_type and len(failure.message) < 0.8 * len(text) else ""
@@ -108,4 +134,4 @@ def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = 
     cue_facts = tuple(f for f in {c.fact: None for c in cues if any(c.id in a.cues for a in family.alternatives)})
     evidence = (*d.evidence, *(Fact("context", f) for f in cue_facts))
     summary = d.summary if lead.cause == d.cause else summary_of(d.title, lead.cause)
-    return replace(d, cause=lead.cause, fixes=lead.fixes, hypotheses=ranked, notes=notes, evidence=evidence, summary=summary, sources=sources)
+    return _with_checks(replace(d, cause=lead.cause, fixes=lead.fixes, hypotheses=ranked, notes=notes, evidence=evidence, summary=summary, sources=sources), failure)

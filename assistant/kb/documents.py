@@ -19,6 +19,9 @@ _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)
 _MD_HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*#*\s*$", re.M)
 _RST_UNDERLINE = re.compile(r"^(?P<title>[^\n]+)\n(?P<bar>[=\-~^\"'`#*+]{3,})\s*$", re.M)
 MAX_CHUNK_WORDS = 320
+# Sections that are data for the engine, not text to retrieve: the per-category first checks name every family
+# at once, so as a passage they would match any error and say nothing about it.
+NOT_RETRIEVED = frozenset({"first checks"})
 USER_DOC_SUFFIXES = (".md", ".markdown", ".rst", ".txt")
 
 
@@ -154,6 +157,8 @@ def chunk_document(doc: Document) -> list[Chunk]:
     parts = sections(doc)
     chunks: list[Chunk] = []
     for heading, text in parts:
+        if doc.origin == "builtin" and heading.strip().lower() in NOT_RETRIEVED:
+            continue
         words = text.split()
         if not words:
             continue

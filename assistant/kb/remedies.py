@@ -17,7 +17,10 @@ A document's ``## Causes`` and ``## Fixes`` sections may hold ``###`` entries wi
     ```
 
 Readers (rules, probes) pick a fix by ``doc-id#fix-id`` and fill its named values with the user's
-own; a fix whose values are not read is shown with its defaults. ``fixes:`` may name another
+own; a fix whose values are not read is shown with its defaults. A cause's ``check`` takes the same
+``{{name|default}}`` values, filled from the facts a reader wrote down (:func:`fact_values`,
+:func:`filled_check`). The ``first-checks`` guide's ``## First checks`` section holds one entry per category
+(id: the category with dashes): the check a hypothesis gets when no cause entry describes it. ``fixes:`` may name another
 document's fix as ``other-doc#fix-id``. The knowledge test checks every reference and placeholder.
 """
 
@@ -28,8 +31,12 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from assistant.kb.documents import Document
+
+if TYPE_CHECKING:
+    from assistant.types import Facts, Failure
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.S)
 _ENTRY = re.compile(r"^###\s+(?P<title>.+?)\s*\{#(?P<id>[a-z0-9][a-z0-9-]*)\}\s*$", re.M)
@@ -48,7 +55,7 @@ VALUE_NAMES: dict[str, str] = {
     "dtype": "the dtype that was found", "expected_dtype": "the dtype that was expected",
     "device": "the device that was found", "expected_device": "the device that was expected",
     "variable": "the variable on the failing line", "function": "the user's function that failed",
-    "op": "the PyTorch op or API that raised", "key": "a state_dict or dict key", "prefix": "a key prefix (module., _orig_mod.)",
+    "op": "the PyTorch op or API that raised", "argument": "the argument the message blames (index, target, mat2)", "key": "a state_dict or dict key", "prefix": "a key prefix (module., _orig_mod.)",
     "index": "the offending index value", "bound": "the size the index must stay below", "num_classes": "classes in the model's output",
     "requested": "memory asked for", "capacity": "the GPU's total memory", "free": "memory free on the GPU",
     "package": "a Python package name", "version": "a version that was found", "torch_version": "the installed torch version",
@@ -194,6 +201,103 @@ def filled_fix(fx: DocFix, values: Mapping[str, object]):  # -> assistant.types.
 
     code = fill_code(fx.code, values, fx.code_lang) if fx.code else None
     return Fix(fill(fx.title, values), fill(fx.detail, values), code, (fx.doc_id,))
+
+
+FIRST_CHECKS_DOC = "first-checks"  # knowledge/general/first-checks.md: its "## First checks" entries, one per category
+_CALL_ON_LINE = re.compile(r"(?<![\w.])(?:(?P<recv>[A-Za-z_][\w.]*)\.)?(?P<name>[A-Za-z_]\w*)\((?P<args>[^()]*)\)")
+_NAME = re.compile(r"^[A-Za-z_]\w*$")
+_ASSIGN = re.compile(r"^\s*(?P<lhs>[A-Za-z_]\w*)\s*(?:[-+*/@]?=)(?!=)")
+_NOT_VARIABLES = frozenset({"self", "torch", "nn", "F", "np", "os", "sys", "math", "None", "True", "False"})
+
+
+def _line_variable(source: str) -> str | None:
+    """The variable a failing line works on, read from its innermost calls: the receiver of a method call
+    (``loss`` in ``loss.backward()``), else a call's first plain-name argument (``x`` in ``out = self.fc(x)``),
+    else the plain name the line assigns to."""
+    for m in _CALL_ON_LINE.finditer(source):
+        recv = m.group("recv")
+        if recv and _NAME.match(recv) and recv not in _NOT_VARIABLES:
+            return recv
+        first = m.group("args").split(",")[0].strip()
+        if _NAME.match(first) and first not in _NOT_VARIABLES:
+            return first
+    m2 = _ASSIGN.match(source)
+    return m2.group("lhs") if m2 and m2.group("lhs") not in _NOT_VARIABLES else None
+
+
+def fact_values(facts: Facts | None = None, failure: Failure | None = None) -> dict[str, object]:
+    """The named values (:data:`VALUE_NAMES`) a reader's facts and the failure's own frames give: what checks
+    are filled with, like fixes. Only values that were read; nothing is guessed."""
+    out: dict[str, object] = {}
+    frames = failure.user_frames if failure is not None else ()
+    if frames:
+        fr = frames[-1]
+        if fr.function and fr.function != "<module>":
+            out["function"] = fr.function
+        var = _line_variable(fr.source) if fr.source else None
+        if var:
+            out["variable"] = var
+    if facts is None:
+        return out
+    for key, value in facts.numbers.items():
+        if key in VALUE_NAMES and isinstance(value, (int, float)):
+            out[key] = int(value) if float(value).is_integer() else value
+    read = {"layer": facts.layer, "layer_kind": facts.layer_kind, "argument": facts.argument, "op": facts.call}
+    out.update({k: v for k, v in read.items() if v})
+    for name, shape in zip(("shape", "other_shape"), facts.shapes[:2], strict=False):
+        out[name] = "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+    out.update(dict(zip(("dtype", "expected_dtype"), facts.dtypes[:2], strict=False)))
+    out.update(dict(zip(("device", "expected_device"), facts.devices[:2], strict=False)))
+    if facts.names:
+        out["key"] = facts.names[0]
+    return out
+
+
+def filled_check(check: str, values: Mapping[str, object]) -> str:
+    """A cause's check with the reader's ``values``: like a fix's code, a value goes in only where it is plainly data
+    (a name where a name goes), so nothing read from a log becomes a command to run."""
+    return fill_code(check, values, "python") if check and "{{" in check else check
+
+
+@lru_cache(maxsize=1)
+def first_checks() -> dict[str, str]:
+    """Category -> the general guide's first check for it (``## First checks`` entries, ids with dashes)."""
+    from assistant.kb.documents import builtin_knowledge_dir
+
+    path = _paths(builtin_knowledge_dir()).get(FIRST_CHECKS_DOC)
+    if path is None:
+        return {}
+    body = path.read_text(encoding="utf-8")
+    out = {}
+    for eid, _title, text in _entries(_section(body, "first checks")):
+        fields = {m.group("key").lower(): m.group("value") for m in _FIELD.finditer(text)}
+        if fields.get("check"):
+            out[eid.replace("-", "_")] = fields["check"].strip()
+    return out
+
+
+def _template_pattern(template: str) -> str:
+    """A regex that matches ``template`` with any value in each placeholder."""
+    parts, last = [], 0
+    for m in PLACEHOLDER.finditer(template):
+        parts += [re.escape(template[last:m.start()]), ".+?"]
+        last = m.end()
+    return "".join(parts) + re.escape(template[last:])
+
+
+def cause_of_fix(fix_title: str, sources: tuple[str, ...]) -> DocCause | None:
+    """The cause entry whose ``fixes:`` name the document fix shown as ``fix_title`` (filled or not), in the
+    documents the fix cites: how a rule's chosen fix leads back to the cause (and its check) it remedies."""
+    for doc_id in sources:
+        rem = remedies_of(doc_id)
+        if rem is None:
+            continue
+        for fx in rem.fixes:
+            if fx.title == fix_title or re.fullmatch(_template_pattern(fx.title), fix_title, re.S):
+                for cause in rem.causes:
+                    if fx.ref in cause.fix_refs:
+                        return cause
+    return None
 
 
 @lru_cache(maxsize=4)
