@@ -294,7 +294,7 @@ class Engine:
             diagnosis = compose_unknown(failure, evidence, passages, notes)
         from assistant.differential import differentiate
 
-        diagnosis = differentiate(with_decision(diagnosis, decision, similar, origin), failure, passages)
+        diagnosis = differentiate(with_decision(diagnosis, decision, similar, origin), failure, passages, evidence.tensors)
         # A rule chose its fixes from the values it read (the differential ranks its alternatives, each with its own
         # fixes): nothing is added to them, since a generic remedy beside a specific reading is how an answer comes
         # to contradict the report. An answer from the documents in general terms takes the family's best

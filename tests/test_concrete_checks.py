@@ -100,6 +100,21 @@ def test_checks_are_filled_from_facts_and_the_failing_line() -> None:
     assert filled_check("print({{variable|x}}.shape)", {"variable": "os.system('rm -rf ~')"}) == "print(x.shape)"
 
 
+def test_the_probes_name_the_tensor_on_the_failing_line() -> None:
+    """Under `torchhelp run`, the name on the failing line that the probes saw as a tensor is the check's variable;
+    modules and constants never are."""
+    from assistant.kb.remedies import fact_values
+    from assistant.types import Failure, Frame, TensorSummary
+
+    line = "agg = torch.zeros(n, msg.shape[1], device=edges.device)"
+    failure = Failure(text="", exc_type="RuntimeError", message="boom", frames=(Frame("gnn.py", 9, "forward", line),))
+    assert fact_values(None, failure)["variable"] == "n"  # without probes: the first plain name the call takes
+    seen = (TensorSummary("msg", "forward", (8, 4), "float32", "cpu"), TensorSummary("edges", "forward", (2, 8), "int64", "cpu"))
+    assert fact_values(None, failure, seen)["variable"] == "msg"
+    module_call = Failure(text="", exc_type="RuntimeError", message="boom", frames=(Frame("t.py", 3, "main", "dist.all_reduce(counts, op=SUM)"),))
+    assert fact_values(None, module_call)["variable"] == "counts"
+
+
 def _capture(slug: str) -> dict:
     import json
 

@@ -17,7 +17,7 @@ from assistant.differential.cues import Cue, read_cues
 from assistant.differential.families import FAMILIES
 from assistant.differential.family import Alternative, Family
 from assistant.compose.deterministic import summary_of
-from assistant.types import Diagnosis, Fact, Failure, Hypothesis, Passage, Source
+from assistant.types import Diagnosis, Fact, Failure, Hypothesis, Passage, Source, TensorSummary
 
 RULE_WEIGHT = 25.0  # the text matched this branch's own wording: specific evidence, stronger than any single cue
 OTHER_MASS = 0.12  # room for a cause no alternative describes
@@ -49,15 +49,15 @@ def _rule_check(d: Diagnosis) -> str:
     return ""
 
 
-def _with_checks(d: Diagnosis, failure: Failure) -> Diagnosis:
+def _with_checks(d: Diagnosis, failure: Failure, tensors: Sequence[TensorSummary] = ()) -> Diagnosis:
     """Every hypothesis with a check, in the user's names: a hypothesis no cause entry gave one takes its category's
     first check (the ``first-checks`` guide); each check's ``{{placeholders}}`` are filled from the rule's facts and the
-    failing line, like fixes."""
+    failing line (a name on it the probes saw as a tensor first), like fixes."""
     if not d.hypotheses:
         return d
     from assistant.kb.remedies import fact_values, filled_check, first_checks
 
-    values = fact_values(d.facts, failure)
+    values = fact_values(d.facts, failure, tensors)
     fallback = first_checks().get(d.category, "")
     hypotheses = tuple(replace(h, check=filled_check(h.check or fallback, values)) for h in d.hypotheses)
     return replace(d, hypotheses=hypotheses)
@@ -90,10 +90,11 @@ def _grounded(hypotheses: Sequence[Hypothesis], d: Diagnosis, passages: Sequence
     return out, sources
 
 
-def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = ()) -> Diagnosis:
-    """The diagnosis with ranked hypotheses; ``cause`` and ``fixes`` become the leading hypothesis's."""
+def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = (), tensors: Sequence[TensorSummary] = ()) -> Diagnosis:
+    """The diagnosis with ranked hypotheses; ``cause`` and ``fixes`` become the leading hypothesis's. Each
+    hypothesis's check is filled with the user's names (``tensors``: what the probes saw, when they ran)."""
     if d.category == "unknown" or d.hypotheses:
-        return _with_checks(d, failure)
+        return _with_checks(d, failure, tensors)
     family: Family | None = FAMILIES.get(d.category)
     if family is not None:
         # Only the causes whose words the knowledge in use holds (all of them with the shipped documents).
@@ -103,7 +104,7 @@ def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = 
     if family is None or not family.covers(d.rule) or (d.rule in family.decisive):
         mapped = next((a for a in family.alternatives if d.rule in a.outcomes), None) if family else None
         single = _single(d, mapped.check if mapped else _rule_check(d), decisive=family is not None and d.rule in family.decisive)
-        return _with_checks(single, failure)
+        return _with_checks(single, failure, tensors)
     text = failure.text or failure.search_text
     # The message's boilerplate is the same for everyone; but a bare log or a prose report IS the user's story.
     exclude = failure.message if failure.exc_type and len(failure.message) < 0.8 * len(text) else ""
@@ -134,4 +135,4 @@ def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = 
     cue_facts = tuple(f for f in {c.fact: None for c in cues if any(c.id in a.cues for a in family.alternatives)})
     evidence = (*d.evidence, *(Fact("context", f) for f in cue_facts))
     summary = d.summary if lead.cause == d.cause else summary_of(d.title, lead.cause)
-    return _with_checks(replace(d, cause=lead.cause, fixes=lead.fixes, hypotheses=ranked, notes=notes, evidence=evidence, summary=summary, sources=sources), failure)
+    return _with_checks(replace(d, cause=lead.cause, fixes=lead.fixes, hypotheses=ranked, notes=notes, evidence=evidence, summary=summary, sources=sources), failure, tensors)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from assistant.kb.documents import Document
 
 if TYPE_CHECKING:
-    from assistant.types import Facts, Failure
+    from assistant.types import Facts, Failure, TensorSummary
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.S)
 _ENTRY = re.compile(r"^###\s+(?P<title>.+?)\s*\{#(?P<id>[a-z0-9][a-z0-9-]*)\}\s*$", re.M)
@@ -206,8 +206,15 @@ def filled_fix(fx: DocFix, values: Mapping[str, object]):  # -> assistant.types.
 FIRST_CHECKS_DOC = "first-checks"  # knowledge/general/first-checks.md: its "## First checks" entries, one per category
 _CALL_ON_LINE = re.compile(r"(?<![\w.])(?:(?P<recv>[A-Za-z_][\w.]*)\.)?(?P<name>[A-Za-z_]\w*)\((?P<args>[^()]*)\)")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
+_LINE_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?!\w*\()")
 _ASSIGN = re.compile(r"^\s*(?P<lhs>[A-Za-z_]\w*)\s*(?:[-+*/@]?=)(?!=)")
-_NOT_VARIABLES = frozenset({"self", "torch", "nn", "F", "np", "os", "sys", "math", "None", "True", "False"})
+# Modules and constants that stand where a variable would: never "the variable" of a check.
+_NOT_VARIABLES = frozenset({"self", "cls", "super", "torch", "nn", "F", "np", "pd", "os", "sys", "math", "random", "time", "json", "dist",
+                            "plt", "cv2", "transforms", "T", "optim", "logging", "None", "True", "False"})
+
+
+def _variable_name(name: str | None) -> bool:
+    return bool(name) and _NAME.match(name or "") is not None and name not in _NOT_VARIABLES and not (name or "").isupper()
 
 
 def _line_variable(source: str) -> str | None:
@@ -216,18 +223,26 @@ def _line_variable(source: str) -> str | None:
     else the plain name the line assigns to."""
     for m in _CALL_ON_LINE.finditer(source):
         recv = m.group("recv")
-        if recv and _NAME.match(recv) and recv not in _NOT_VARIABLES:
+        if _variable_name(recv):
             return recv
         first = m.group("args").split(",")[0].strip()
-        if _NAME.match(first) and first not in _NOT_VARIABLES:
+        if _variable_name(first):
             return first
     m2 = _ASSIGN.match(source)
-    return m2.group("lhs") if m2 and m2.group("lhs") not in _NOT_VARIABLES else None
+    return m2.group("lhs") if m2 and _variable_name(m2.group("lhs")) else None
 
 
-def fact_values(facts: Facts | None = None, failure: Failure | None = None) -> dict[str, object]:
-    """The named values (:data:`VALUE_NAMES`) a reader's facts and the failure's own frames give: what checks
-    are filled with, like fixes. Only values that were read; nothing is guessed."""
+def _probed_variable(source: str, function: str | None, var: str | None, tensors: Sequence[TensorSummary]) -> str | None:
+    """Of the names on the failing line, the one the probes saw as a tensor in that frame (``var`` when it is one)."""
+    seen = {t.name for t in tensors if t.frame == function} or {t.name for t in tensors}
+    if var in seen or not seen:
+        return var
+    return next((n for n in _LINE_NAME.findall(source) if n in seen and _variable_name(n)), var)
+
+
+def fact_values(facts: Facts | None = None, failure: Failure | None = None, tensors: Sequence[TensorSummary] = ()) -> dict[str, object]:
+    """The named values (:data:`VALUE_NAMES`) a reader's facts, the failure's own frames and the tensors the probes
+    saw give: what checks are filled with, like fixes. Only values that were read; nothing is guessed."""
     out: dict[str, object] = {}
     frames = failure.user_frames if failure is not None else ()
     if frames:
@@ -235,6 +250,8 @@ def fact_values(facts: Facts | None = None, failure: Failure | None = None) -> d
         if fr.function and fr.function != "<module>":
             out["function"] = fr.function
         var = _line_variable(fr.source) if fr.source else None
+        if fr.source and tensors:
+            var = _probed_variable(fr.source, fr.function, var, tensors)
         if var:
             out["variable"] = var
     if facts is None:
