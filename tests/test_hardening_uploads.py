@@ -221,6 +221,36 @@ def test_work_behind_a_timed_out_upload_stops(server: Server) -> None:
     assert _cpu_s(server.proc.pid) - cpu < 0.3  # idle: nothing left running behind the abandoned request
 
 
+def test_grouping_and_diagnosis_behind_a_timed_out_upload_stop(tmp_path: Path) -> None:
+    # 3,000 jobs that are each their own group (the user's frame differs: file and source line), so each needs
+    # its own diagnosis. On this server (8 s deadline) unpacking and reading take about 5 s, grouping and
+    # diagnosing about 12 s more (4 ms a group): the 504 comes while build_result runs, after the last check
+    # of the reading phase. Before the fix the server then kept diagnosing for about 10 s.
+    pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    log = _traceback()
+    where, line = "/tmp/torchhelp-case-0truduvp/job/repro.py", "criterion(outputs, targets)"
+    assert where in log and line in log
+
+    def job(i: int) -> bytes:
+        code = "".join("abcdefghijklmnopqrstuvwxyz"[(i // 26**k) % 26] for k in range(3))
+        return log.replace(where, f"/work/exp/train_{code}.py").replace(line, f"criterion_{code}(outputs, targets)").encode()
+
+    data = _tar_gz({f"job_{i:05d}/stdout.log": job(i) for i in range(3000)})
+    assert len(data) < (MAX_BODY_MB << 20)
+    server = _start_server(tmp_path / "home", 8)
+    try:
+        status, body = _post(server, "jobs.tar.gz", data)
+        assert status == 504, body
+        time.sleep(2.0)  # the work must stop within 2 s of the 504
+        cpu = _cpu_s(server.proc.pid)
+        time.sleep(1.5)
+        assert _cpu_s(server.proc.pid) - cpu < 0.3  # idle: no group is diagnosed for the abandoned request
+    finally:
+        server.proc.terminate()
+        server.proc.wait(timeout=30)
+
+
 # -- the CLI's reading of job folders ----------------------------------------------------------------
 
 

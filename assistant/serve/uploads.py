@@ -348,8 +348,9 @@ def triage_upload(engine: Any, fileobj: IO[bytes], filename: str | None, config:
                   cancel: threading.Event | None = None) -> dict[str, Any]:
     """Unpack an upload into a temporary folder, triage it locally (no Ray), and return the JSON.
 
-    ``cancel`` is checked on every chunk unpacked, before every job and every file read: once set,
-    :class:`UploadCancelled` ends the work (the temporary folder is removed)."""
+    ``cancel`` is checked on every chunk unpacked, before every job and every file read, and before
+    every job grouped and every group diagnosed: once set, :class:`UploadCancelled` ends the work
+    (the temporary folder is removed)."""
     from assistant.triage.api import build_result
     from assistant.triage.distribute import safe_extract
     from assistant.triage.extract import Cancelled, ExtractOptions
@@ -373,9 +374,10 @@ def triage_upload(engine: Any, fileobj: IO[bytes], filename: str | None, config:
                 reports.append(safe_extract(spec, options))
             except Cancelled:
                 raise UploadCancelled() from None
-        if stop is not None and stop():
-            raise UploadCancelled()
-        result = build_result(sorted(reports, key=lambda r: r.job_id), engine_obj=engine)  # the server's engine
+        try:
+            result = build_result(sorted(reports, key=lambda r: r.job_id), engine_obj=engine, stop=stop)  # the server's engine
+        except Cancelled:
+            raise UploadCancelled() from None
         # Job files are relative to their job's folder: no path of this server's temporary folder leaks.
         return {"jobs": result.jsonl_rows(), "groups": result.groups_json()}
     finally:

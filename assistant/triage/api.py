@@ -94,17 +94,20 @@ def build_result(
     engine_obj: Any = None,
     diagnose_groups: bool = True,
     notes: Sequence[str] = (),
+    stop: Callable[[], bool] | None = None,
 ) -> TriageResult:
     """Group failed jobs, name and diagnose one representative per group, and rank the groups.
 
     The engine runs once per group, not once per job: jobs of one root cause share its category
-    and title, and a thousand jobs with one error cost one diagnosis.
+    and title, and a thousand jobs with one error cost one diagnosis. ``stop`` is asked before
+    every job is grouped and every group diagnosed: True raises
+    :class:`~assistant.triage.extract.Cancelled` (the server's abandoned request).
     """
-    from assistant.triage.extract import categorize
+    from assistant.triage.extract import Cancelled, categorize
     from assistant.triage.grouping import group_reports
 
     ordered = sorted(reports, key=lambda r: r.job_id)
-    keys, grouper = group_reports(ordered)
+    keys, grouper = group_reports(ordered, stop)
     members: dict[str, list[JobReport]] = {}
     for r in ordered:
         if r.job_id in keys:
@@ -119,6 +122,8 @@ def build_result(
     groups: list[Group] = []
     taken: set[str] = set()
     for key, jobs in members.items():
+        if stop is not None and stop():
+            raise Cancelled()
         rep = _representative(jobs)
         diagnosis = None
         if diagnose_groups and engine is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -225,11 +226,18 @@ def _signature(report: JobReport) -> tuple[str, str]:
     return message, location
 
 
-def group_reports(reports: list[JobReport]) -> tuple[dict[str, str], Grouper]:
-    """Group ids for every failed report (added in job-id order), and the grouper holding the templates."""
+def group_reports(reports: list[JobReport], stop: Callable[[], bool] | None = None) -> tuple[dict[str, str], Grouper]:
+    """Group ids for every failed report (added in job-id order), and the grouper holding the templates.
+
+    ``stop`` is asked before each report: True raises :class:`~assistant.triage.extract.Cancelled`.
+    """
+    from assistant.triage.extract import Cancelled
+
     grouper = Grouper()
     assigned: dict[str, str] = {}
     for report in sorted(reports, key=lambda r: r.job_id):
+        if stop is not None and stop():
+            raise Cancelled()
         if report.status == "failed":
             assigned[report.job_id] = grouper.key(report)
     return assigned, grouper
