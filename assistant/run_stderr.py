@@ -114,13 +114,23 @@ class StderrTee:
         size = fcntl.ioctl(self._term_fd, termios.TIOCGWINSZ, b"\0" * 8)
         fcntl.ioctl(self._read_fd, termios.TIOCSWINSZ, size)
 
-    def _pump(self) -> None:
-        out = getattr(sys.stderr, "buffer", None)
-        with selectors.DefaultSelector() as sel:
+    def _selector(self) -> selectors.BaseSelector | None:
+        """Waits on the read end and the wake pipe; None where pipes cannot be selected (then reads block)."""
+        sel = selectors.DefaultSelector()
+        try:
             sel.register(self._read_fd, selectors.EVENT_READ)
             sel.register(self._wake_r, selectors.EVENT_READ)
+        except (OSError, ValueError):
+            sel.close()
+            return None
+        return sel
+
+    def _pump(self) -> None:
+        out = getattr(sys.stderr, "buffer", None)
+        sel = self._selector()
+        with sel if sel is not None else contextlib.nullcontext():
             while True:
-                if any(key.fd == self._wake_r for key, _ in sel.select()):
+                if sel is not None and any(key.fd == self._wake_r for key, _ in sel.select()):
                     return  # told to stop: the read end stays open for the forwarder
                 try:
                     chunk = os.read(self._read_fd, 65536)
