@@ -6,7 +6,8 @@ Both logs are produced by real PyTorch programs run here on the CPU:
   failure logged with ``logging.exception`` (which prints every frame): about 2 MiB of frames,
   the final ``RuntimeError`` line at the very end;
 * a 12,000-layer model saved under ``DataParallel`` and loaded into the bare model: one
-  ``load_state_dict`` message of 2.4 MB whose "Missing" and "Unexpected" key lists are single lines.
+  ``load_state_dict`` message of 2.4 MB whose "Missing" and "Unexpected" key lists are single lines;
+* the first with its middle frames repeated to 4.4 MB (past what a stream keeps of its middle).
 
 Each is diagnosed through ``torchhelp ask FILE``, ``torchhelp ask`` on standard input and the Python
 ``diagnose()``, and must give the category and cause that the same program gives at a small size,
@@ -69,12 +70,19 @@ def _stderr_of(program: str, arg: int, out: Path) -> Path:
 def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The two real failures, large and small (the small ones fit every bound: the reference answer)."""
     d = tmp_path_factory.mktemp("long_tracebacks")
-    return {
+    logs = {
         "deep": _stderr_of(DEEP, 4000, d / "deep.log"),
         "deep_small": _stderr_of(DEEP, 20, d / "deep_small.log"),
         "wide": _stderr_of(WIDE, 12000, d / "wide.log"),
         "wide_small": _stderr_of(WIDE, 40, d / "wide_small.log"),
     }
+    # Deeper than the interpreter's C stack allows here (it crashes past about 6,000 levels): the real
+    # traceback with its middle frames repeated, 4.4 MB, more than a stream keeps of its middle (4 MiB).
+    lines = logs["deep"].read_text(encoding="utf-8").split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("Traceback")) + 3
+    (d / "deeper.log").write_text("\n".join(lines[:at] + lines[at : at + 12] * 4000 + lines[at:]), encoding="utf-8")
+    logs["deeper"], logs["deeper_small"] = d / "deeper.log", logs["deep_small"]
+    return logs
 
 
 def _ask(args: list[str], home: Path, **kw) -> dict:  # type: ignore[no-untyped-def]
@@ -93,7 +101,7 @@ def _answers(log: Path, home: Path) -> list[tuple[str, str, list[str]]]:
     return [(d["category"], d["title"], d["notes"]) for d in (by_file, by_stdin)] + [(api.category, api.title, list(api.notes))]
 
 
-@pytest.mark.parametrize("name", ["deep", "wide"])
+@pytest.mark.parametrize("name", ["deep", "wide", "deeper"])
 def test_a_traceback_over_the_window_gets_the_small_ones_answer(name: str, logs: dict[str, Path], tmp_path: Path) -> None:
     big, small = logs[name], logs[f"{name}_small"]
     assert big.stat().st_size > 1_600_000  # well over the 1 MiB window

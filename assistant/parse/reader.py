@@ -103,9 +103,17 @@ def _collect(read, window: int, source: str, limit: int) -> InputText:
         skipped = total - len(data) - len(head)
         notes.append(f"Input was {_human(total)}; kept its first {_human(len(head))} and last {_human(len(data))} "
                      f"({_human(max(skipped, 0))} in between skipped).")
+    kept_data = data
     data, more = _window_from_bytes(data, window, total)
     if total > 4 * window and _HEADER not in data and _HEADER in head:
-        data, more = head[-window:], (f"The only traceback was near the start of {source}; analysed its first {_human(min(len(head), window))}.",)
+        # The last traceback starts in the head and runs past the whole middle (a recursion of many MiB):
+        # its first frames are in the head, its last frames and error line in the kept tail.
+        at = head.rfind(_HEADER)
+        begin = max(0, at - 4096)
+        head_end = max(begin, min(len(head), total - len(kept_data)))
+        region = _join_cut(head[begin:head_end], kept_data, total - len(kept_data) - head_end)
+        data, note = _condense(region, at - begin, window)
+        more = (f"Input was {_human(total)}; its last traceback starts at byte {at:,}. {note}",)
     return read_bytes(data, source=source, total_size=total, extra_notes=(*notes, *more))
 
 
@@ -290,8 +298,12 @@ def _head_and_tail(data: bytes, limit: int) -> bytes:
 
 
 def _join_cut(head: bytes, tail: bytes, skipped: int) -> bytes:
+    """``head`` and ``tail`` of a longer text, with a marker line saying how many bytes were between."""
+    first = tail.find(b"\n", 0, 1 << 16)
+    if first >= 0:  # the tail starts mid-line: a fragment that could pass for an error line
+        tail, skipped = tail[first + 1 :], skipped + first + 1
     # Indented, so that the parser reads it as decoration if it falls among frames.
-    return head + f"\n  …[{skipped:,} bytes not read]…\n".encode() + tail
+    return head + f"\n  …[{max(skipped, 0):,} bytes not read]…\n".encode() + tail
 
 
 def _condense(region: bytes, at: int, window: int) -> tuple[bytes, str]:
