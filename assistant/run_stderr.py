@@ -26,6 +26,7 @@ import time
 
 STDERR_TAIL_BYTES = 1 << 20
 IDLE_GRACE_S = 0.25  # after the command exits, this much silence on its stderr ends the wait for more
+FOLLOW_S = 2.0  # ... and output that keeps coming (a dying worker's traceback, a background progress bar) this long
 # The forwarder: copies fd argv[1] to its stderr until every writer has closed it.
 _FORWARDER = """
 import os, sys
@@ -158,15 +159,16 @@ class StderrTee:
         """The last MiB the child wrote, once its writers are done or have paused.
 
         Call it after the command has exited. Processes that outlive it (dying workers) may still be
-        writing: we wait while output keeps coming, up to ``wait_s``, but stop after
-        :data:`IDLE_GRACE_S` of silence. A writer still holding the pipe then (a background process)
-        gets the rest copied to our stderr by a forwarder that outlives us (see :func:`_hand_off`).
+        writing: we wait while output keeps coming, up to ``wait_s`` and :data:`FOLLOW_S`, but stop
+        after :data:`IDLE_GRACE_S` of silence. A writer still holding the pipe then (a background
+        process) gets the rest copied to our stderr by a forwarder that outlives us (see :func:`_hand_off`).
         """
         if self._thread.is_alive():
             start = time.monotonic()
+            limit = min(wait_s, FOLLOW_S)
             while self._thread.is_alive():
                 now = time.monotonic()
-                if now - start >= wait_s or now - max(self._last, start) >= IDLE_GRACE_S:
+                if now - start >= limit or now - max(self._last, start) >= IDLE_GRACE_S:
                     break
                 self._thread.join(timeout=0.02)
             if self._thread.is_alive():

@@ -26,8 +26,8 @@ from conftest import ROOT
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals and ptys")
 
 PY = sys.executable
-# The detached child: a line every 0.5 s until the test drops a `stop` file, then a last line; `done`
-# is written only if that last line was written without the child being killed.
+# The detached child: a line every argv[1] seconds until the test drops a `stop` file, then a last line;
+# `done` is written only if that last line was written without the child being killed.
 BACKGROUND = """
     import sys, time
     from pathlib import Path
@@ -38,7 +38,7 @@ BACKGROUND = """
     while not (here / "stop").exists():
         print(f"bg: tick {n}", file=sys.stderr, flush=True)
         n += 1
-        time.sleep(0.5)
+        time.sleep(float(sys.argv[1]))
     print("bg: last line, after run returned", file=sys.stderr, flush=True)
     (here / "bg.done").touch()
 """
@@ -51,7 +51,7 @@ COMMAND = """
     fail = sys.argv[1] == "fail"
     if fail:
         import torch
-    bg = subprocess.Popen([sys.executable, str(here / "bg.py")], start_new_session=True)
+    bg = subprocess.Popen([sys.executable, str(here / "bg.py"), sys.argv[2] if len(sys.argv) > 2 else "0.5"], start_new_session=True)
     (here / "bg.pid").write_text(str(bg.pid))
     while not (here / "bg.started").exists():
         time.sleep(0.01)
@@ -119,6 +119,23 @@ def test_run_returns_at_once_and_the_background_child_keeps_writing(job: Path, e
         shown = log.read_text(errors="replace")
         assert "bg: last line, after run returned" in shown
         assert shown.count("bg: tick") >= 3
+    finally:
+        _cleanup(job)
+
+
+def test_a_background_child_that_never_pauses_delays_run_at_most_about_2s(job: Path, env: dict[str, str]) -> None:
+    """A line every 50 ms (a progress bar): no silence ends the wait, the follow cap does."""
+    log = job / "stderr.log"
+    try:
+        with log.open("wb") as err:
+            code = subprocess.run([PY, "-m", "assistant", "run", "--", PY, str(job / "main.py"), "ok", "0.05"], stderr=err, env=env, cwd=job,
+                                  timeout=120).returncode
+        after_exit = time.time() - float((job / "main.exit").read_text())
+        assert code == 0
+        assert after_exit < 3.0, f"returned {after_exit:.2f} s after the command exited"
+        _stop_background(job)
+        assert (job / "bg.done").exists()
+        assert "bg: last line, after run returned" in log.read_text(errors="replace")
     finally:
         _cleanup(job)
 
