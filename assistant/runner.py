@@ -24,14 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from assistant.errors import InputError, RunnerError
+from assistant.run_child import SECONDARY_TYPES, child_env, choose_record, read_records
 from assistant.run_launch import command_not_found, missing_launch
 from assistant.run_signals import RunAbandoned, SignalRelay, stoppable
 from assistant.run_stderr import STDERR_TAIL_BYTES, StderrTee
 
-BOOT_DIR = Path(__file__).resolve().parent / "_boot"
-PKG_PARENT = Path(__file__).resolve().parent.parent
 RERUN_CATEGORIES = {"device_side_assert", "illegal_memory_access", "cudnn_error", "cublas_error"}
-_SECONDARY = ("ChildFailedError", "SignalException", "KeyboardInterrupt")
 
 
 @dataclass
@@ -53,17 +51,6 @@ class RunOutcome:
         return bool(self.stops) or self.exit_code == -signal.SIGINT
 
 
-def _child_env(run_dir: Path, memory_history: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["TORCHHELP_RUN_DIR"] = str(run_dir)
-    env["TORCHHELP_PKG_PARENT"] = str(PKG_PARENT)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if p)
-    if memory_history:
-        env["TORCHHELP_MEMORY_HISTORY"] = "1"
-    env.update(extra or {})
-    return env
-
-
 def execute(argv: list[str], memory_history: bool = False, extra_env: dict[str, str] | None = None, capture_output: bool = False,
             tee_stderr: bool = True) -> RunOutcome:
     """Run the command once under the crash hook and collect what the hook wrote.
@@ -76,7 +63,7 @@ def execute(argv: list[str], memory_history: bool = False, extra_env: dict[str, 
     if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
         raise _start_error(command_not_found(argv[0]), 127)
     run_dir = Path(tempfile.mkdtemp(prefix="torchhelp-run-"))
-    env = _child_env(run_dir, memory_history, extra_env)
+    env = child_env(run_dir, memory_history, extra_env)
     kwargs: dict[str, Any] = {"env": env}
     tee = None
     if capture_output:
@@ -111,7 +98,7 @@ def execute(argv: list[str], memory_history: bool = False, extra_env: dict[str, 
             # Stopped while its last output was collected: the command's own status stands.
             err, tail = None, tee.tail(0) if tee is not None else ""
     duration = time.perf_counter() - start
-    records = _read_records(run_dir)
+    records = read_records(run_dir)
     if tee is None:
         tail = (err or b"").decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]
     if capture_output and err:
@@ -124,22 +111,6 @@ def _start_error(message: str, shell_code: int) -> RunnerError:
     err = RunnerError(message)
     err.exit_code = shell_code
     return err
-
-
-def _read_records(run_dir: Path) -> list[dict[str, Any]]:
-    out = []
-    for p in sorted(run_dir.glob("evidence-*.json")):
-        try:
-            out.append(json.loads(p.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    return sorted(out, key=lambda r: r.get("time", 0))
-
-
-def choose_record(records: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first real failure: launcher summaries (ChildFailedError) lose to a worker's own error."""
-    primary = [r for r in records if r.get("exc_type") not in _SECONDARY]
-    return (primary or records)[0] if records else None
 
 
 def signal_text(exit_code: int) -> str:
@@ -219,16 +190,28 @@ def check_output_path(path: Path, option: str) -> None:
         raise InputError(f"{option} {path}: {problem}")
 
 
+@dataclass(frozen=True)
+class InvestigateOptions:
+    """`--investigate`: re-run the failing command with one change per experiment (see assistant.investigate)."""
+
+    enabled: bool = False
+    budget_s: float | None = None  # None: BUDGET_FACTOR times the failing run
+    only: tuple[str, ...] = ()  # experiment ids to run, whether or not they would be chosen
+    assume_yes: bool = False  # consent given on the command line (--yes)
+    report_before: Path | None = None  # the diagnosis before the experiments, as JSON (`eval reproduce --investigate`)
+
+
 def run(
     argv: list[str], report: Path | None = None, rerun_blocking: bool = False, memory_history: bool = False,
     evidence_out: Path | None = None, diagnose_failures: bool = True, settings=None, console=None,
+    investigate: InvestigateOptions | None = None,
 ) -> int:
     """The whole `torchhelp run`: execute, and on failure diagnose.
 
     Returns the command's own status as subprocess reports it (-N: killed by signal N); nothing that
     goes wrong inside torchhelp after the start changes it (see ``run_signals.die_like`` for the exit).
     """
-    for option, path in (("--report", report), ("--evidence-out", evidence_out)):
+    for option, path in (("--report", report), ("--evidence-out", evidence_out), ("--report-before", (investigate or InvestigateOptions()).report_before)):
         if path is not None:
             check_output_path(path, option)
     try:
@@ -239,7 +222,8 @@ def run(
     try:
         # SIGTERM/SIGHUP now stop the diagnosis (as KeyboardInterrupt), not torchhelp's exit status.
         with stoppable():
-            _after_exit(outcome, argv, report, rerun_blocking, evidence_out, diagnose_failures, settings, console)
+            _after_exit(outcome, argv, report, rerun_blocking, evidence_out, diagnose_failures, settings, console,
+                        investigate or InvestigateOptions())
     except (KeyboardInterrupt, RunAbandoned):  # RunAbandoned: stopped twice during the CUDA_LAUNCH_BLOCKING rerun
         _note("torchhelp: diagnosis interrupted.")
     except Exception as exc:  # noqa: BLE001 - the edge of `run`: our failure must not replace the program's status
@@ -272,7 +256,7 @@ def _note(text: str) -> None:
 
 
 def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun_blocking: bool, evidence_out: Path | None,
-                diagnose_failures: bool, settings, console) -> None:
+                diagnose_failures: bool, settings, console, investigate: InvestigateOptions) -> None:
     """Write the evidence file and, for a failure the user did not ask to stop, the diagnosis."""
     if evidence_out is not None:
         from assistant.render.outgoing import shown_value  # the record quotes the program's output: no secrets
@@ -284,7 +268,7 @@ def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun
         # Someone asked the job to end; a diagnosis of that would only delay it.
         _note(stop_line(outcome))
         return
-    launcher_only = outcome.record is None or outcome.record.get("exc_type") in _SECONDARY  # e.g. torchrun's ChildFailedError
+    launcher_only = outcome.record is None or outcome.record.get("exc_type") in SECONDARY_TYPES  # e.g. torchrun's ChildFailedError
     missing = missing_launch(outcome.stderr_tail, argv) if launcher_only else None
     if missing is not None:
         # Not a crash: the command named something that does not exist. Say what, where, and the closest name.
@@ -308,13 +292,57 @@ def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun
         evidence = with_source_scan(evidence_from_record(record, env=_env_summary(env), rerun=summary), text)
         diagnosis = engine.diagnose(text, evidence=evidence, notes=notes + [f"Re-ran once with CUDA_LAUNCH_BLOCKING=1 ({summary['duration_s']} s, exit code {summary['exit_code']})."])
         shutil.rmtree(again.run_dir, ignore_errors=True)
-    elif diagnosis.category in RERUN_CATEGORIES:
+    elif diagnosis.category in RERUN_CATEGORIES and not investigate.enabled:
         diagnosis = _with_note(diagnosis, "Run again with `torchhelp run --rerun-blocking -- ...` to re-execute once with CUDA_LAUNCH_BLOCKING=1 and see the operation that really failed.")
+    if investigate.enabled:
+        if investigate.report_before is not None:
+            _write_report(investigate.report_before, diagnosis)
+        diagnosis = _investigated(outcome, argv, text, evidence, diagnosis, engine, investigate, notes)
     if report is not None:
-        from assistant.render.outgoing import shown  # same contract as ask --json: no escapes, no secrets
-
-        report.write_text(json.dumps(shown(diagnosis).to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        _write_report(report, diagnosis)
     _render(diagnosis, console)
+
+
+def _write_report(path: Path, diagnosis) -> None:
+    """The Diagnosis JSON, same contract as ask --json: no escapes, no secrets."""
+    from assistant.render.outgoing import shown
+
+    path.write_text(json.dumps(shown(diagnosis).to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _investigated(outcome: RunOutcome, argv: list[str], text: str, evidence, diagnosis, engine, options: InvestigateOptions, notes: list[str]):
+    """The diagnosis after the experiments (with consent), or with a note saying why nothing was re-run."""
+    from assistant.investigate.catalogue import applicable
+    from assistant.investigate.consent import ask_consent
+    from assistant.investigate.protocol import FailingRun, investigate
+
+    used_cuda = _used_cuda(text, evidence)
+    specs = applicable(diagnosis, used_cuda, options.only, text)
+    if not specs:
+        return _with_note(diagnosis, f"--investigate: no experiment applies to a {diagnosis.category} failure; nothing was re-run.")
+    allowed, why = ask_consent(argv, specs, options.assume_yes)
+    if not allowed:
+        return _with_note(diagnosis, f"--investigate: {why}.")
+    failing = FailingRun(argv, text, outcome.duration_s, diagnosis.location or "", used_cuda)
+
+    def diagnose_rerun(rerun_text: str):
+        return engine.diagnose(rerun_text, evidence=_rerun_evidence(rerun_text), notes=notes)
+
+    return investigate(failing, diagnosis, diagnose_rerun, budget_s=options.budget_s, only=options.only, progress=lambda line: _note(f"torchhelp: {line}"))
+
+
+def _rerun_evidence(text: str):
+    """Evidence for a re-run's text: what the user's files say at its frames (no live probes)."""
+    from assistant.probes.source import with_source_scan
+    from assistant.types import Evidence
+
+    return with_source_scan(Evidence(), text)
+
+
+def _used_cuda(text: str, evidence) -> bool:
+    """Whether the failing run used CUDA: its text names it, or the probes saw a CUDA tensor or CUDA memory."""
+    return ("cuda" in text.lower() or "nccl" in text.lower() or evidence.memory is not None
+            or any(t.device.startswith("cuda") for t in evidence.tensors))
 
 
 def _with_note(diagnosis, note: str):

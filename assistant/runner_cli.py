@@ -23,18 +23,33 @@ def run(
     memory_history: bool = typer.Option(False, "--memory-history", help="Record CUDA allocation stacks from the start and summarise the top sites at an OOM."),
     evidence_out: Optional[Path] = typer.Option(None, "--evidence-out", help="Write the raw probe record here (used by `eval reproduce --with-probes`)."),
     no_diagnose: bool = typer.Option(False, "--no-diagnose", help="Only collect evidence; print no diagnosis."),
+    investigate: bool = typer.Option(False, "--investigate", help="On failure, re-run the command once per experiment (one change each: "
+                                     "CUDA_LAUNCH_BLOCKING, host-side index checks, expandable segments, anomaly detection, num_workers=0, "
+                                     "no torch.compile...) and report what each verified or ruled out. Asks first at a terminal; --yes elsewhere."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=1.0, help="Seconds all the experiments may take together (default: 3x the failing run)."),
+    experiment: list[str] = typer.Option([], "--experiment", help="Run this experiment (repeatable; implies --investigate). "
+                                         "Ids: launch_blocking, guard_index, expandable_segments, memory_history, nonfinite, anomaly, ddp_detail, "
+                                         "nccl_debug, compile_eager, dataloader_main, cudnn_off."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Allow --investigate to re-run the command without asking."),
+    report_before: Optional[Path] = typer.Option(None, "--report-before", hidden=True, help="Also write the diagnosis as it was before the experiments (eval)."),
     llm: Optional[str] = llm_option(),
 ) -> None:
     """Run a command (after `--`); if it fails, diagnose it with live probes. The exit status is preserved (same code, or death by the same signal)."""
     from assistant.run_signals import die_like
-    from assistant.runner import run as run_command
+    from assistant.runner import InvestigateOptions, run as run_command
     from assistant.settings import load_settings
 
     argv = list(ctx.args)
     if argv and argv[0] == "--":
         argv = argv[1:]
+    if experiment:
+        from assistant.investigate.catalogue import by_id
+
+        for name in experiment:
+            by_id(name)  # an unknown id is refused before the command starts
+    options = InvestigateOptions(enabled=investigate or bool(experiment), budget_s=budget, only=tuple(experiment), assume_yes=yes, report_before=report_before)
     code = run_command(argv, report=report, rerun_blocking=rerun_blocking, memory_history=memory_history,
-                       evidence_out=evidence_out, diagnose_failures=not no_diagnose, settings=load_settings(llm=llm))
+                       evidence_out=evidence_out, diagnose_failures=not no_diagnose, settings=load_settings(llm=llm), investigate=options)
     # A child killed by a signal: end by that signal too, so the shell sees the same status.
     raise typer.Exit(die_like(code))
 

@@ -92,6 +92,7 @@ ENVIRONMENT: tuple[EnvVar, ...] = (
     EnvVar("TORCHHELP_RUN_DIR", "torchhelp run: where the child's crash hook writes its evidence.", audience="internal"),
     EnvVar("TORCHHELP_PKG_PARENT", "torchhelp run: where the child finds the assistant package.", audience="internal"),
     EnvVar("TORCHHELP_MEMORY_HISTORY", "torchhelp run --memory-history: record CUDA allocation stacks in the child.", audience="internal"),
+    EnvVar("TORCHHELP_SWITCHES", "torchhelp run --investigate: the experiment switches the child turns on (anomaly, guard_index...).", audience="internal"),
     EnvVar("TORCHHELP_PROBE_BUDGET", "torchhelp run: seconds the probes may take at a crash (default 3).", audience="user"),
     EnvVar("TORCHHELP_GPU_OUT", "Tests: keep the GPU tests' reports and outputs here (for committing).", audience="test"),
     EnvVar("TORCHHELP_REQUIRE_CHROMIUM", "Tests: 1 fails (not skips) the browser tests without Chromium (CI sets it).", audience="test"),

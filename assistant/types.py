@@ -342,6 +342,36 @@ class SimilarReport:
 
 
 @dataclass(frozen=True)
+class ExperimentResult:
+    """One experiment of ``torchhelp run --investigate``: the change, what the re-run did, what it settled.
+
+    ``outcome`` is "passed" (it exited 0 or ran well past the point where the original failed), "same"
+    (the same failure), "other" (a different failure, named in ``failure``), "stopped" (the budget or a
+    signal ended it before it showed anything) or "not_run" (with the reason in ``finding``).
+    ``verified`` and ``ruled_out`` are hypothesis ids; ``command`` repeats the experiment.
+    """
+
+    id: str
+    title: str
+    change: str
+    question: str
+    outcome: str
+    command: str
+    finding: str = ""
+    failure: str = ""
+    verified: tuple[str, ...] = ()
+    ruled_out: tuple[str, ...] = ()
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "title": self.title, "change": self.change, "question": self.question, "outcome": self.outcome,
+            "command": self.command, "finding": self.finding, "failure": self.failure, "verified": list(self.verified),
+            "ruled_out": list(self.ruled_out), "duration_s": round(float(self.duration_s), 2),
+        }
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     """The one object that leaves the engine. ``to_dict()`` is the public JSON contract."""
 
@@ -367,6 +397,8 @@ class Diagnosis:
     decision: Mapping[str, Any] = field(default_factory=dict)
     # The PyTorch check that raised the message (from the error atlas): op, where it is checked, the condition, the values read.
     raised_by: Mapping[str, Any] = field(default_factory=dict)
+    # What `torchhelp run --investigate` re-ran and what each re-run settled (empty everywhere else).
+    experiments: tuple[ExperimentResult, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document printed by ``torchhelp ask --json`` (stable field names)."""
@@ -389,4 +421,5 @@ class Diagnosis:
             "similar_reports": [r.to_dict() for r in self.similar],
             "decision": dict(self.decision),
             "raised_by": dict(self.raised_by),
+            "experiments": [e.to_dict() for e in self.experiments],
         }

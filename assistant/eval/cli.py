@@ -69,6 +69,9 @@ def reproduce_cmd(
     write_results: bool = typer.Option(False, "--write-results", help="Write the captures into this checkout's eval/captured (replacing the committed ones)."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter that runs the cases (default: this one)."),
     with_probes: bool = typer.Option(False, "--with-probes", help="Run cases under `torchhelp run` and store its probes."),
+    investigate: bool = typer.Option(False, "--investigate", help="Run each case plain and under `torchhelp run --investigate --yes`; "
+                                     "write the answers before/after the experiments and the time cost to <out>/investigate-<device>.json."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="With --investigate: the experiments' time budget per case (default: 3x its failing run)."),
 ) -> None:
     """Run every matching case in its own process and save what it printed."""
     from rich.console import Console
@@ -84,6 +87,9 @@ def reproduce_cmd(
     selected = load_cases(checkout / "eval" / "cases", device=device, pattern=cases)
     if not selected:
         raise EvalError(f"no {device} cases match {cases or '*'}")
+    if investigate:
+        _investigate_cases(selected, output_dir(out, "--out", write_results, checkout, "results") / f"investigate-{device}.json", python, budget, console)
+        return
     target = output_dir(out, "--out", write_results, checkout, "captured")
     bad: list[str] = []
 
@@ -102,6 +108,19 @@ def reproduce_cmd(
     if bad:
         console.print(f"[bold red]{len(bad)} case(s) did not reproduce:[/] {', '.join(bad)}")
         raise typer.Exit(1)
+
+
+def _investigate_cases(selected, target: Path, python: str | None, budget: float | None, console) -> None:  # type: ignore[no-untyped-def]
+    from assistant.eval.investigate_eval import investigate_cases
+
+    def report(row: dict) -> None:
+        verdict = "settled" if row["settled"] else ("no verdict" if row["applied"] else "no experiment")
+        console.print(f"{row['slug']}: {row['before']['category']} -> {row['after']['category']} (expected {row['expected']}); "
+                      f"fix {row['before']['fix_right']} -> {row['after']['fix_right']}; {verdict}; {row['time_ratio']}x", highlight=False)
+
+    summary = investigate_cases(selected, target, python=python, budget_s=budget, on_row=report)
+    console.print(json.dumps({k: v for k, v in summary.items() if k != "machine"}), highlight=False)
+    console.print(f"written to {target}")
 
 
 def _llm_choice(llm: str | None, backend_alias: str | None) -> str:

@@ -37,6 +37,7 @@ def install_child_hook(run_dir: str) -> None:
     budget = float(os.environ.get("TORCHHELP_PROBE_BUDGET", "3"))
     if history:
         _start_memory_history()
+    _apply_experiment_switches()
     previous = sys.excepthook
 
     def hook(exc_type, exc, tb):  # type: ignore[no-untyped-def]
@@ -67,6 +68,15 @@ def install_child_hook(run_dir: str) -> None:
         previous_thread(args)
 
     threading.excepthook = thread_hook
+
+
+def _apply_experiment_switches() -> None:
+    """Turn on the switches an investigation's re-run asked for (none in a plain `torchhelp run`)."""
+    from assistant.investigate.switches import apply_switches, requested
+
+    names = requested()
+    if names:
+        apply_switches(names)
 
 
 def _start_memory_history() -> None:

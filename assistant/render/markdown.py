@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.render.facts import facts_line
+from assistant.render.experiments import markdown_lines as experiment_lines
 from assistant.render.hypotheses import markdown_lines as hypothesis_lines
 from assistant.render.outgoing import shown
 from assistant.types import Diagnosis
@@ -44,6 +45,7 @@ def render_markdown(d: Diagnosis) -> str:
         lines += [f"*Read from the error:* {read}", ""]
     lines += ["### Cause", "", d.cause, ""]
     lines += hypothesis_lines(d, _fence)
+    lines += experiment_lines(d, _fence)
     if d.evidence:
         lines += ["### Evidence", ""]
         lines += [f"- *{e.kind}*: {e.text}" for e in d.evidence]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from assistant.render.facts import facts_line
+from assistant.render.experiments import print_experiments
 from assistant.render.hypotheses import print_alternatives, print_lead_check
 from assistant.render.outgoing import shown
 from assistant.sentences import split_first
@@ -120,6 +121,7 @@ def render_terminal(d: Diagnosis, console: Console) -> None:
         for i, f in enumerate(d.fixes, 1):
             _print_fix(i, f, console)
     print_alternatives(d, console, _print_code)
+    print_experiments(d, console)
     if rest:
         _section("Why", "cyan", console)
         console.print(Padding(Text(rest), (0, 0, 0, SECTION_INDENT)))

@@ -1,0 +1,115 @@
+"""The investigation's pieces without running programs: the catalogue, choosing, classifying, re-ranking, rendering."""
+
+from __future__ import annotations
+
+import re
+
+from assistant.investigate.catalogue import applicable, by_id, catalogue, matches
+from assistant.investigate.protocol import apply_results, command_for
+from assistant.investigate.readers import READERS
+from assistant.investigate.rerun import Rerun, classify, experiment_env, pass_point
+from assistant.investigate.switches import KNOWN
+from assistant.types import Diagnosis, ExperimentResult, Hypothesis
+
+# A real message (torch 2.13, CPU) of the kind the rules read.
+KEYERROR_TEXT = """Traceback (most recent call last):
+  File "/job/train.py", line 12, in __getitem__
+    return torch.tensor(self.by_name[self.names[i]])
+KeyError: 'Dog'
+"""
+
+
+def _diagnosis(category: str, hypotheses: tuple[tuple[str, float], ...]) -> Diagnosis:
+    hyps = tuple(Hypothesis(h, f"cause {h}.", p, f"print({h.replace('.', '_')})") for h, p in hypotheses)
+    return Diagnosis(category, "t", "s", hyps[0].cause if hyps else "", (), (), (), 0.9, hypotheses=hyps)
+
+
+def test_every_experiment_is_complete_and_names_known_switches_and_readers() -> None:
+    ids = [s.id for s in catalogue()]
+    assert len(ids) == len(set(ids)) >= 10
+    for spec in catalogue():
+        assert spec.title and spec.change and spec.question and (spec.env or spec.switches), spec.id
+        assert set(spec.switches) <= set(KNOWN), spec.id
+        assert not spec.reader or spec.reader in READERS, spec.id
+        if spec.when:
+            re.compile(spec.when)
+
+
+def test_oom_experiments_need_cuda_and_lead_with_what_moves_most() -> None:
+    d = _diagnosis("cuda_oom", (("oom.peak_too_large", 0.5), ("oom.fragmentation", 0.3)))
+    assert applicable(d, used_cuda=False) == []
+    chosen = [s.id for s in applicable(d, used_cuda=True)]
+    assert chosen[0] in ("expandable_segments", "memory_history") and "expandable_segments" in chosen
+
+
+def test_when_pattern_skips_anomaly_for_a_forward_only_failure() -> None:
+    d = _diagnosis("inplace_autograd", (("autograd.leaf_inplace", 0.8),))
+    leaf = "RuntimeError: a leaf Variable that requires grad is being used in an in-place operation."
+    assert "anomaly" not in [s.id for s in applicable(d, False, text=leaf)]
+    backward = "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation"
+    assert "anomaly" in [s.id for s in applicable(d, False, text=backward)]
+
+
+def test_prefixes_match_whole_segments() -> None:
+    assert matches("dataloader.shared_memory", ("dataloader.",))
+    assert not matches("dataloaderx.y", ("dataloader.",))
+    assert matches("oom.fragmentation", ("oom.fragmentation",))
+
+
+def test_classify() -> None:
+    base = Rerun(1, 2.0, KEYERROR_TEXT, {}, cut=False)
+    assert classify(base, KEYERROR_TEXT, 2.0) == "same"
+    other = Rerun(1, 2.0, KEYERROR_TEXT.replace("KeyError: 'Dog'", "ValueError: bad value 3"), {}, cut=False)
+    assert classify(other, KEYERROR_TEXT, 2.0) == "other"
+    assert classify(Rerun(0, 1.0, "", {}, cut=False), KEYERROR_TEXT, 2.0) == "passed"
+    assert classify(Rerun(None, pass_point(2.0), "", {}, cut=True), KEYERROR_TEXT, 2.0) == "passed"
+    assert classify(Rerun(None, 0.5, "", {}, cut=True), KEYERROR_TEXT, 2.0) == "stopped"
+    # Numbers in the message do not make a failure different.
+    renumbered = Rerun(1, 2.0, KEYERROR_TEXT.replace("line 12", "line 13"), {}, cut=False)
+    assert classify(renumbered, KEYERROR_TEXT, 2.0) == "same"
+
+
+def test_the_allocator_experiment_keeps_the_users_other_options() -> None:
+    spec = by_id("expandable_segments")
+    env = experiment_env(spec, {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128,expandable_segments:False"})
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128,expandable_segments:True"
+    assert experiment_env(by_id("guard_index"), {})["TORCHHELP_SWITCHES"] == "guard_index"
+
+
+def test_commands_to_repeat() -> None:
+    argv = ["python", "train.py", "--name", "my run"]
+    assert command_for(by_id("launch_blocking"), argv) == "CUDA_LAUNCH_BLOCKING=1 python train.py --name 'my run'"
+    assert command_for(by_id("guard_index"), argv).startswith("torchhelp run --investigate --experiment guard_index --yes -- python")
+
+
+def test_verified_leads_and_ruled_out_falls_with_the_total_kept() -> None:
+    d = _diagnosis("cuda_oom", (("oom.peak_too_large", 0.5), ("oom.growth", 0.2), ("oom.fragmentation", 0.1)))
+    result = ExperimentResult("expandable_segments", "Allocator", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "?", "passed", "cmd",
+                              verified=("oom.fragmentation",), ruled_out=("oom.growth",))
+    after = apply_results(d, (result,))
+    assert after.hypotheses[0].id == "oom.fragmentation" and after.cause == "cause oom.fragmentation."
+    assert abs(sum(h.likelihood for h in after.hypotheses) - 0.8) < 1e-6
+    growth = next(h for h in after.hypotheses if h.id == "oom.growth")
+    assert growth.likelihood < 0.05 and growth.weakens
+    assert after.to_dict()["experiments"][0]["verified"] == ["oom.fragmentation"]
+
+
+def test_rendering_shows_each_experiment_and_how_to_repeat_it() -> None:
+    from rich.console import Console
+
+    from assistant.render.markdown import render_markdown
+    from assistant.render.terminal import render_terminal
+
+    d = _diagnosis("nan_inf", (("nan.bad_input_or_op", 0.6), ("nan.learning_rate", 0.3)))
+    result = ExperimentResult("nonfinite", "First non-finite value", "anomaly detection", "?", "other",
+                              "torchhelp run --investigate --experiment nonfinite --yes -- python t.py",
+                              finding="the input of Net.fc already holds NaN", verified=("nan.bad_input_or_op",), ruled_out=("nan.learning_rate",))
+    d = apply_results(d, (result,))
+    console = Console(record=True, width=120)
+    render_terminal(d, console)
+    text = console.export_text()
+    assert "Experiments (re-runs with one change)" in text and "different failure" in text
+    assert "verified: cause nan.bad_input_or_op" in text and "ruled out: cause nan.learning_rate" in text
+    assert "repeat: torchhelp run --investigate --experiment nonfinite" in text
+    md = render_markdown(d)
+    assert "### Experiments" in md and "the input of Net.fc already holds NaN" in md
