@@ -59,7 +59,7 @@ def llm_compose(
         text = backend.complete(messages, json_mode=True, max_tokens=MAX_REPLY_TOKENS, schema=reply_schema(passages, hit, det))
     except BackendError as exc:
         return _fallback(det, f"LLM backend '{_one_line(name)}' gave no usable answer ({_one_line(exc)})")
-    verdict = verify(text, passages, hit, evidence, det)
+    verdict = verify(text, passages, hit, evidence, det, failure)
     if not verdict.ok or verdict.reply is None:
         return _fallback(det, f"The answer from '{_one_line(name)}' was discarded: {_one_line(verdict.reason)}")
     reply = verdict.reply
