@@ -274,3 +274,38 @@ def test_the_worst_replies_cost_little_cpu(lexical, monkeypatch) -> None:  # typ
     assert sum(costs.values()) < 1.0, costs
     # Only the largest reply that verification accepts is used; the others are refused with a note.
     assert outcome == {case: ("openai" if case == "spread-dots" else "none") for case, _ in WORST}, outcome
+
+
+# --------------------------------------------------------------------------- the number check, claim by claim
+PARAPHRASES = [
+    # (capture, sentence added to an honest cause, accepted?)
+    ("cuda-oom-fragmentation", "It asked for about 24 GiB while only 11.7 GB were free.", True),  # rounded, GB for GiB
+    ("cuda-oom-fragmentation", "The request is 11.89 GiB more than the free memory.", True),  # the shortfall
+    ("cuda-oom-fragmentation", "PyTorch holds 66.86 GiB in all (allocated plus cached).", True),
+    ("cuda-oom-fragmentation", "It asked for 25 GiB.", False),
+    ("cuda-oom-fragmentation", "Only 1.71 GiB were free.", False),
+    ("index-error-task-head-out-of-range", "The largest valid index is 4 for a dimension of size 5.", True),  # n - 1
+    ("index-error-task-head-out-of-range", "Index 6 is past the end.", False),
+    ("linear-after-conv-flatten", "Each sample has 2048 features (shape [8, 2048]); 16384 values per batch.", True),  # 8 x 2048
+    ("linear-after-conv-flatten", "The flattened feature map is 128x4x4 = 2048 per sample.", False),  # 128 and 4 are invented here
+    ("linear-after-conv-flatten", "The weight has shape [10, 1568].", True),
+    ("linear-after-conv-flatten", "The weight has shape (10, 1586).", False),
+]
+
+
+@pytest.mark.parametrize("slug,sentence,accepted", PARAPHRASES, ids=[f"{s}-{i}" for i, (s, _, _) in enumerate(PARAPHRASES)])
+def test_numbers_are_read_as_a_reader_would(slug: str, sentence: str, accepted: bool, lexical, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Rounding, units and the arithmetic an honest writer shows are accepted; a changed digit is not."""
+    import assistant.compose.llm as llm
+    from assistant.compose.verify import verify
+
+    seen: list[tuple] = []
+    monkeypatch.setattr(llm, "llm_compose", lambda *args: seen.append(args) or args[1])
+    diagnose(BY_SLUG[slug], settings=lexical, llm="openai", llm_url="http://127.0.0.1:9/v1")
+    _, det, failure, evidence, passages, hit, _ = seen[0]
+    reply = json.loads(_as_reply(det))
+    reply["cause"] += " " + sentence
+    verdict = verify(json.dumps(reply), passages, hit, evidence, det, failure)
+    assert verdict.ok == accepted, verdict.reason
+    if not accepted:
+        assert "appears nowhere" in verdict.reason

@@ -7,8 +7,8 @@ passes (the reply is well formed, cites retrieved passages and keeps a value the
   (``index 17``, ``12 classes``) that appears nowhere in the failure, the evidence, the
   deterministic answer or the cited passages; sizes are compared as sizes (``23.6 GiB`` is
   ``23.60 GiB``; the shortfall and the memory in use that an OOM's numbers imply are known too),
-  whole numbers exactly (and the products of the failure's own dimensions, and each one plus or
-  minus one);
+  whole numbers exactly (and the products of the failure's own dimensions, and each one minus
+  one: the last valid index);
 - actions the diagnosis rules out: moving work to CUDA where CUDA is unavailable, moving the model
   to the CPU where a device mismatch is fixed by moving the data to the model, allocator settings
   (``expandable_segments``, ``PYTORCH_CUDA_ALLOC_CONF``) where fragmentation was ruled out or the
@@ -42,8 +42,11 @@ _SHAPE = re.compile(r"[\[(]\s{0,3}-?\d{1,9}(?:\s{0,3},\s{0,3}-?\d{1,9}){1,7}\s{0
 _PRODUCT = re.compile(r"(?<![\w.])\d{1,9}(?:\s{0,2}[x×]\s{0,2}\d{1,9}){1,5}(?![\w.])")
 _COUNT_BEFORE = re.compile(r"\b(?:index|indices|indexes|size|dim|dimension|rank|length|got|expected|of size|out of)\s{1,3}(?:of\s{1,3}|=\s{0,2}|:\s{0,2})?(-?\d{1,12})(?![\w.])", re.I)
 _COUNT_AFTER = re.compile(r"(?<![\w.])(\d{1,12})\s{1,3}(?:classes|features|channels|elements|tokens|samples|items|labels|rows|columns|GPUs|ranks|dimensions|dims|layers|heads|workers|entries|embeddings)\b", re.I)
-# Whole numbers only: the parts of 66.9 or 2.13.0 are not counts or indices.
-_INTS = re.compile(r"(?<![\d.])\d{1,15}(?!\.?\d)")
+# Whole numbers only: the parts of 66.9 or 2.13.0, and digits inside a word (a temporary folder's
+# "swoha8c6"), are not counts or indices; "8x2048" holds 8 and 2048.
+_INTS = re.compile(r"(?:(?<![\w.])|(?<=\d[x×]))\d{1,15}(?!\.?\d)")
+# A document's item number ("…batch size 1. 6. **Index tensor…"), at a line start or after a sentence: not a value.
+_LIST_MARKER = re.compile(r"(?m)(?:^[ \t]{0,8}|(?<=[.!?:][ \t]))\d{1,3}[.)][ \t](?=\*\*|[A-Z`])")
 _FREE_INTS = {-1, 0, 1}  # too common in prose to be a claim ("dimension 1", "index 0", "view(-1)")
 _MAX_CLAIMS = 100  # a reply with more numbers than this is checked on its first ones (bounded work)
 _MAX_DERIVED = 60  # the failure's dimensions whose pairwise products count as known
@@ -106,7 +109,7 @@ def known_numbers(failure: Failure, evidence: Evidence, hit: RuleHit | None, det
     ints: set[int] = set()
     sizes: list[_Size] = []
     for t in texts:
-        ints.update(int(x) for x in _INTS.findall(t))
+        ints.update(int(x) for x in _INTS.findall(_LIST_MARKER.sub(" ", t)))
         sizes += _sizes(t)
     # The dimensions the failure states (shape lists and products in its message, the rule's shapes).
     dims = [int(x) for m in _SHAPE.finditer(failure.message or "") for x in re.findall(r"\d{1,12}", m.group(0))]
@@ -125,7 +128,7 @@ def known_numbers(failure: Failure, evidence: Evidence, hit: RuleHit | None, det
     # almost any small number.
     base = sorted(set(dims))[:_MAX_DERIVED]
     for i, a in enumerate(base):
-        ints.update((a - 1, a + 1))
+        ints.add(a - 1)  # the last valid index of a size (n + 1 is left out: it is the usual wrong index)
         for b in base[i:]:
             ints.add(a * b)
     for m in _SHAPE.finditer(failure.message or ""):
