@@ -41,7 +41,7 @@ class FailingRun:
 def command_for(spec: ExperimentSpec, argv: Sequence[str]) -> str:
     """The command a user can paste to repeat one experiment."""
     cmd = shlex.join(argv)
-    if spec.switches:
+    if spec.switches and not spec.env:
         # Switches live in torchhelp's crash hook: repeat through `torchhelp run`.
         return f"torchhelp run --investigate --experiment {spec.id} --yes -- {cmd}"
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env if not k.startswith("TORCHHELP_"))
@@ -93,7 +93,7 @@ def _judge(spec: ExperimentSpec, run: Rerun, failing: FailingRun, d: Diagnosis,
     """The outcome of one re-run, what its reader found, and the diagnosis of a different failure."""
     outcome = classify(run, failing.text, failing.duration_s)
     headline, location = _headline_and_location(run.text) if outcome in ("same", "other") else ("", "")
-    view = RerunView(outcome, run.text, run.record, headline, location, failing.location)
+    view = RerunView(outcome, run.text, run.record, headline, location, failing.location, d.category)
     finding = read(spec.reader, view)
     # A switch that stopped the run found what it looked for (the finding says it): nothing else to name.
     switch_stop = MARK in run.text

@@ -39,6 +39,7 @@ class RerunView:
     headline: str  # the re-run's final error line ("" when it passed)
     location: str  # its innermost user frame ("" when unknown)
     original_location: str
+    category: str = ""  # the diagnosis's category before the experiment
 
 
 def switch_message(text: str, switch: str) -> str | None:
@@ -47,10 +48,15 @@ def switch_message(text: str, switch: str) -> str | None:
     return found.group(1).strip() if found else None
 
 
+def _place(location: str) -> str:
+    """``file:line`` of a location written ``file:line in function[: code]``."""
+    return location.split(" in ", 1)[0].strip()
+
+
 def _located(view: RerunView) -> Finding:
     if view.outcome not in ("same", "other") or not view.location:
         return Finding()
-    if view.location != view.original_location:
+    if _place(view.location) != _place(view.original_location):
         return Finding(f"with synchronous launches the error is raised at {view.location}, not at {view.original_location or 'the reported line'}: "
                        "that is the operation that really failed")
     return Finding(f"with synchronous launches the error is raised at the same line, {view.location}: the reported operation is the failing one")
@@ -105,6 +111,9 @@ def _nonfinite(view: RerunView) -> Finding:
                        verifies=("nan.bad_input_or_op",))
     if view.outcome == "passed":
         return Finding("no module produced NaN or Inf in forward and no backward function returned NaN during the re-run")
+    if view.outcome == "same":
+        return Finding("no module's forward output held NaN or Inf before the failure: the non-finite value arises outside the modules "
+                       "(in the loss, a functional op or the optimizer step)")
     return Finding()
 
 
@@ -133,7 +142,7 @@ _COLLECTIVE_MISMATCH = re.compile(r"Detected mismatch between collectives on ran
 def _ddp_detail(view: RerunView) -> Finding:
     unused = _NO_GRAD.search(view.text)
     if unused:
-        return Finding(f"rank {unused.group(1)}: these parameters got no gradient: {unused.group(2).strip()}", verifies=("ddp.unused_parameters",))
+        return Finding(f"rank {unused.group(1)}: these parameters got no gradient: {unused.group(2).strip()}", verifies=("ddp.unused_parameters", RULE))
     mismatch = _COLLECTIVE_MISMATCH.search(view.text)
     if mismatch:
         return Finding(mismatch.group(0), verifies=("ddp.changing_graph",))
@@ -146,7 +155,8 @@ _NCCL_WARN = re.compile(r"NCCL WARN [^\n]{1,300}")
 def _nccl_debug(view: RerunView) -> Finding:
     mismatch = _COLLECTIVE_MISMATCH.search(view.text)
     if mismatch:
-        return Finding(mismatch.group(0), verifies=("nccl.rank_desync",), rules_out=("nccl.transport",))
+        # The ranks called different collectives (or shapes): a rule that read a mismatch from the message is confirmed.
+        return Finding(mismatch.group(0), verifies=("nccl.rank_desync", RULE), rules_out=("nccl.transport",))
     warn = _NCCL_WARN.search(view.text)
     if warn:
         return Finding(f"NCCL's first warning: {warn.group(0)}")
@@ -167,7 +177,9 @@ def _main_process(view: RerunView) -> Finding:
         where = f" at {view.location}" if view.location else ""
         return Finding(f"loading in the main process, the error is {view.headline}{where}")
     if view.outcome == "passed":
-        return Finding("loading in the main process passes: the failure needs worker processes")
+        # A worker-process failure (CUDA in a forked worker, a missing main guard) is what the multiprocessing rules read.
+        confirms = (RULE,) if view.category == "multiprocessing_error" else ()
+        return Finding("loading in the main process passes: the failure needs worker processes", verifies=confirms)
     return Finding()
 
 

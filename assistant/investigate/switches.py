@@ -14,7 +14,9 @@ without touching the user's files:
   position and the valid range;
 - ``dataloader_main``: every DataLoader loads in the main process (``num_workers=0``), so a worker's
   error is raised where it happens;
-- ``cudnn_off``: cuDNN disabled.
+- ``cudnn_off``: cuDNN disabled;
+- ``expandable_segments``: the caching allocator told to use expandable segments through its own API,
+  so the setting holds even for a program that clears ``PYTORCH_CUDA_ALLOC_CONF`` before it starts CUDA.
 
 An error raised by a switch is a RuntimeError whose message starts with :data:`MARK` and names the
 switch, so the runner can tell it from the program's own failure (a plain built-in type: the program's
@@ -31,7 +33,7 @@ from typing import Any
 
 MARK = "torchhelp experiment"
 ENV = "TORCHHELP_SWITCHES"
-KNOWN = ("anomaly", "nonfinite", "guard_index", "dataloader_main", "cudnn_off")
+KNOWN = ("anomaly", "nonfinite", "guard_index", "dataloader_main", "cudnn_off", "expandable_segments")
 
 
 def requested() -> list[str]:
@@ -282,4 +284,9 @@ def _cudnn_off(torch: Any) -> None:
     torch.backends.cudnn.enabled = False
 
 
-_APPLY = {"anomaly": _anomaly, "nonfinite": _nonfinite, "guard_index": _guard_index, "dataloader_main": _dataloader_main, "cudnn_off": _cudnn_off}
+def _expandable_segments(torch: Any) -> None:
+    torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+
+
+_APPLY = {"anomaly": _anomaly, "nonfinite": _nonfinite, "guard_index": _guard_index, "dataloader_main": _dataloader_main, "cudnn_off": _cudnn_off,
+          "expandable_segments": _expandable_segments}
