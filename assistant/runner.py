@@ -328,7 +328,13 @@ def _investigated(outcome: RunOutcome, argv: list[str], text: str, evidence, dia
     def diagnose_rerun(rerun_text: str):
         return engine.diagnose(rerun_text, evidence=_rerun_evidence(rerun_text), notes=notes)
 
-    return investigate(failing, diagnosis, diagnose_rerun, budget_s=options.budget_s, only=options.only, progress=lambda line: _note(f"torchhelp: {line}"))
+    def rediagnose(results):
+        from dataclasses import replace
+
+        return engine.diagnose(text, evidence=replace(evidence, experiments=results), notes=notes)
+
+    return investigate(failing, diagnosis, diagnose_rerun, budget_s=options.budget_s, only=options.only,
+                       progress=lambda line: _note(f"torchhelp: {line}"), rediagnose=rediagnose)
 
 
 def _rerun_evidence(text: str):

@@ -172,10 +172,16 @@ class Evidence:
     rerun: Mapping[str, Any] | None = None  # result of a CUDA_LAUNCH_BLOCKING=1 rerun
     notes: tuple[str, ...] = ()  # what the probes could not collect
     source: Mapping[str, Any] | None = None  # in-place sites and backward calls read from the user's files (probes/source.py)
+    # What `run --investigate` re-ran: rules read these verdicts as facts (an experiment outranks a guess from the numbers).
+    experiments: tuple[ExperimentResult, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.env or self.tensors or self.modules or self.memory or self.objects or self.rerun or self.source)
+        return not (self.env or self.tensors or self.modules or self.memory or self.objects or self.rerun or self.source or self.experiments)
+
+    def ruled_out_by_experiment(self, hypothesis: str) -> ExperimentResult | None:
+        """The experiment that ruled this hypothesis out, if one did."""
+        return next((e for e in self.experiments if hypothesis in e.ruled_out), None)
 
 
 @dataclass(frozen=True)

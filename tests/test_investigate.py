@@ -158,10 +158,12 @@ def test_a_rerun_that_passes_is_stopped_past_the_failing_point_and_leaves_nothin
 
 def test_the_budget_bounds_the_experiments(tmp_path: Path, env: dict[str, str]) -> None:
     program = _program(tmp_path, WORKERS_ONLY_THEN_LONG)
+    start = time.monotonic()
     d, _ = _investigate(tmp_path, env, program, "--experiment", "dataloader_main", "--experiment", "nonfinite", "--budget", "1")
-    first, second = d["experiments"]
-    assert first["outcome"] in ("stopped", "passed") and first["duration_s"] < 4.0  # cut at the 1 s budget (plus the grace to stop it)
-    assert second["outcome"] == "not_run" and "budget" in second["finding"]
+    # The failing run took longer than 1 s: no re-run could reach the failure, so none is started.
+    assert [e["outcome"] for e in d["experiments"]] == ["not_run", "not_run"]
+    assert all("budget" in e["finding"] and e["command"] for e in d["experiments"])
+    assert time.monotonic() - start < 60
 
 
 def test_without_a_terminal_nothing_is_rerun_unless_yes(tmp_path: Path, env: dict[str, str]) -> None:

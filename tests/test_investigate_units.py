@@ -113,3 +113,26 @@ def test_rendering_shows_each_experiment_and_how_to_repeat_it() -> None:
     assert "repeat: torchhelp run --investigate --experiment nonfinite" in text
     md = render_markdown(d)
     assert "### Experiments" in md and "the input of Net.fc already holds NaN" in md
+
+
+def test_an_oom_whose_fragmentation_an_experiment_ruled_out_is_read_again_in_the_users_numbers() -> None:
+    """The real H100 capture of a long-sequence OOM: its numbers look like fragmentation, and the memory rule says so;
+    given a re-run with expandable segments that failed the same way, the rule reads the full-card branch instead,
+    keeps the user's numbers and the attention reading, and flags fragmentation as ruled out."""
+    import json
+    from pathlib import Path
+
+    from assistant.engine import default_engine
+    from assistant.types import Evidence
+
+    capture = json.loads((Path(__file__).resolve().parents[1] / "eval/captured/cuda/cuda-oom-seqlen-curriculum.json").read_text())
+    engine = default_engine()
+    plain = engine.diagnose(capture["stderr"])
+    assert plain.rule == "memory.cuda_oom_fragmented"
+    retried = ExperimentResult("expandable_segments", "Allocator", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "?", "same", "cmd",
+                               ruled_out=("oom.fragmentation",))
+    again = engine.diagnose(capture["stderr"], evidence=Evidence(experiments=(retried,)))
+    assert again.rule == "memory.cuda_oom" and again.category == "cuda_oom"
+    assert "failed again with expandable segments" in again.cause and "quadratically" in again.cause
+    assert "fragmentation_ruled_out" in again.facts.flags
+    assert not any(h.id == "oom.fragmentation" and h is again.hypotheses[0] for h in again.hypotheses)

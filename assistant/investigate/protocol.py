@@ -19,7 +19,7 @@ from assistant.investigate.switches import MARK
 from assistant.types import Diagnosis, ExperimentResult, Hypothesis
 
 BUDGET_FACTOR = 3.0
-MIN_SHARE = 0.5  # an experiment gets at least this share of the failing run's time, or is not started
+MIN_SHARE = 1.0  # an experiment is started only with at least this share of the failing run's time left: less cannot reach the failure
 VERIFIED_WEIGHT = 10.0
 RULED_OUT_WEIGHT = 0.1
 MAX_LIKELIHOOD = 0.97
@@ -51,11 +51,14 @@ def command_for(spec: ExperimentSpec, argv: Sequence[str]) -> str:
 
 
 def investigate(failing: FailingRun, d: Diagnosis, diagnose: Callable[[str], Diagnosis], *, budget_s: float | None = None,
-                only: tuple[str, ...] = (), progress: Callable[[str], None] | None = None) -> Diagnosis:
+                only: tuple[str, ...] = (), progress: Callable[[str], None] | None = None,
+                rediagnose: Callable[[tuple[ExperimentResult, ...]], Diagnosis] | None = None) -> Diagnosis:
     """Run the experiments for ``d`` and return it with ``experiments`` filled and its hypotheses re-ranked.
 
     ``diagnose`` turns a re-run's text into a diagnosis (to name a different failure, or to replace the
-    answer when an experiment shows the failure is the program's own). ``progress`` gets one line per experiment.
+    answer when an experiment shows the failure is the program's own). ``rediagnose`` diagnoses the
+    original failure again with the experiments as evidence, so a rule reads what they settled in the
+    user's own numbers (e.g. an OOM whose fragmentation was ruled out). ``progress`` gets one line per experiment.
     """
     import time
 
@@ -66,9 +69,13 @@ def investigate(failing: FailingRun, d: Diagnosis, diagnose: Callable[[str], Dia
     start = time.perf_counter()
     results: list[ExperimentResult] = []
     replacement: Diagnosis | None = None
+    done_by: ExperimentResult | None = None
     for i, spec in enumerate(specs, 1):
         left = budget - (time.perf_counter() - start)
         need = MIN_SHARE * failing.duration_s
+        if done_by is not None:
+            results.append(_not_run(spec, failing, f"not needed: the run with {done_by.change} passed and verified {', '.join(done_by.verified)}"))
+            continue
         if left < need:
             results.append(_not_run(spec, failing, f"the time budget ({budget:.0f} s) was spent; repeat it by hand with the command shown"))
             continue
@@ -81,7 +88,12 @@ def investigate(failing: FailingRun, d: Diagnosis, diagnose: Callable[[str], Dia
             progress(f"  {OUTCOME_WORDS[result.outcome]} in {result.duration_s:.1f} s" + (f": {result.finding}" if result.finding else ""))
         if finding.replaces and other is not None and replacement is None:
             replacement = other
-    return apply_results(d, tuple(results), replacement)
+        if result.outcome == "passed" and result.verified:
+            done_by = result  # a change that makes the program pass has settled it: no more re-runs
+    settled = tuple(results)
+    if rediagnose is not None and replacement is None and any(r.verified or r.ruled_out for r in settled):
+        d = rediagnose(settled)
+    return apply_results(d, settled, replacement)
 
 
 def _not_run(spec: ExperimentSpec, failing: FailingRun, why: str) -> ExperimentResult:

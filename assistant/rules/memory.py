@@ -245,8 +245,10 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
     impossible = bool(tried and cap and tried > cap)
     crowded = bool(others and cap and others >= 0.1 * cap and not impossible)
     # Fragmentation: much of the card sits in PyTorch's cache, and cache plus free memory would cover the request.
+    # A re-run with expandable segments that failed the same way settles it, whatever the numbers suggest.
+    retried = ctx.evidence.ruled_out_by_experiment("oom.fragmentation")
     fragmented = bool(unalloc and tried and cap and unalloc >= 0.5 * tried and unalloc >= 0.05 * cap and unalloc + (free or 0) >= tried
-                      and not impossible and not crowded)
+                      and not impossible and not crowded and retried is None)
     huge_request = bool(tried and cap and tried >= 0.25 * cap)
     src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
     attention = bool(_ATTENTION_LINE.search(src))
@@ -300,7 +302,8 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
                  + (f", and the next allocation of {fmt_bytes(tried)} does not fit" if tried else "")
                  + ". The model, its optimizer state and the activations kept for backward at this input size need more memory than the card has"
                  + (" — this failed during backward, when activations and gradients coexist." if in_backward else ".")
-                 + (" Fragmentation is not the problem here (little memory is reserved but unused), so allocator settings will not help." if unalloc is not None else ""))
+                 + (" Fragmentation is not the problem: the same allocation failed again with expandable segments." if retried is not None else
+                    " Fragmentation is not the problem here (little memory is reserved but unused), so allocator settings will not help." if unalloc is not None else ""))
         if huge_request:
             cause += f" The single request of {fmt_bytes(tried)} is {tried / cap:.0%} of the card: look at the tensor created on the failing line first."  # type: ignore[operator]
             fixes.append(remedy("cuda-oom#tile-large-inputs"))
@@ -328,7 +331,7 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
     numbers = {k: float(v) for k, v in (("requested_bytes", tried), ("capacity_bytes", cap), ("free_bytes", free), ("allocated_bytes", alloc),
                                           ("reserved_unallocated_bytes", unalloc), ("other_processes_bytes", others)) if v is not None}
     flags = set()
-    if impossible or (unalloc is not None and not fragmented):
+    if impossible or (unalloc is not None and not fragmented) or retried is not None:
         flags.add("fragmentation_ruled_out")
     if batch_one:
         flags.add("batch_size_one")
