@@ -179,6 +179,10 @@ class Evidence:
     def empty(self) -> bool:
         return not (self.env or self.tensors or self.modules or self.memory or self.objects or self.rerun or self.source or self.experiments)
 
+    def experiment_values(self, experiment_id: str) -> Mapping[str, Any] | None:
+        """What the named experiment found, as values (None when it did not run or found nothing)."""
+        return next((e.values for e in self.experiments if e.id == experiment_id and e.values), None)
+
     def ruled_out_by_experiment(self, hypothesis: str) -> ExperimentResult | None:
         """The experiment that ruled this hypothesis out, if one did."""
         return next((e for e in self.experiments if hypothesis in e.ruled_out), None)
@@ -368,12 +372,13 @@ class ExperimentResult:
     verified: tuple[str, ...] = ()
     ruled_out: tuple[str, ...] = ()
     duration_s: float = 0.0
+    values: Mapping[str, Any] = field(default_factory=dict)  # the finding as values (op, offending value and range, real location)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "title": self.title, "change": self.change, "question": self.question, "outcome": self.outcome,
             "command": self.command, "finding": self.finding, "failure": self.failure, "verified": list(self.verified),
-            "ruled_out": list(self.ruled_out), "duration_s": round(float(self.duration_s), 2),
+            "ruled_out": list(self.ruled_out), "duration_s": round(float(self.duration_s), 2), "values": dict(self.values),
         }
 
 

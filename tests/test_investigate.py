@@ -130,6 +130,9 @@ def test_an_out_of_range_token_id_is_named_with_its_position_and_range(tmp_path:
     assert "holds 12 at flat position 4 (shape [2, 3])" in exp["finding"] and "0 to 9" in exp["finding"]
     assert "prog.py:7" in exp["finding"]  # the user's line, not the guard's own frame
     assert exp["verified"] and not exp["failure"]  # the guard found it: no second diagnosis of its own stop
+    assert exp["values"]["op"] == "embedding" and exp["values"]["value"] == 12 and exp["values"]["high"] == 10
+    # The failure is read again with what the guard found: the cause says it in the program's values.
+    assert "`embedding` got 12 at flat position 4 of a [2, 3] argument" in d["cause"]
 
 
 def test_nan_from_the_data_moves_the_lead_to_the_input_and_rules_out_the_learning_rate(tmp_path: Path, env: dict[str, str]) -> None:

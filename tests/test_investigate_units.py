@@ -136,3 +136,32 @@ def test_an_oom_whose_fragmentation_an_experiment_ruled_out_is_read_again_in_the
     assert "failed again with expandable segments" in again.cause and "quadratically" in again.cause
     assert "fragmentation_ruled_out" in again.facts.flags
     assert not any(h.id == "oom.fragmentation" and h is again.hypotheses[0] for h in again.hypotheses)
+
+
+def _guard_result(**values) -> ExperimentResult:  # type: ignore[no-untyped-def]
+    return ExperimentResult("guard_index", "Index and label bounds checked on the host", "guards", "?", "other", "cmd", values=values)
+
+
+def test_a_device_assert_is_read_again_with_the_value_the_guard_found() -> None:
+    """Real H100 captures of two device asserts, with the values the host-side guard found in the GPU re-runs
+    (eval/gpu_runs/2026-11-27-investigate.json): the cause says which value, where, and what its place in the range means."""
+    import json
+    from pathlib import Path
+
+    from assistant.engine import default_engine
+    from assistant.types import Evidence
+
+    root = Path(__file__).resolve().parents[1] / "eval/captured/cuda"
+    engine = default_engine()
+    labels = json.loads((root / "cuda-assert-ce-one-based-labels.json").read_text())["stderr"]
+    one_based = _guard_result(op="cross_entropy", value=10, position=0, shape=[128], low=0, high=10, ignored=-100, location="repro.py:60 in main")
+    d = engine.diagnose(labels, evidence=Evidence(experiments=(one_based,)))
+    assert d.category == "device_side_assert"
+    assert "`cross_entropy` got 10 at flat position 0 of a [128] argument (from repro.py:60 in main); valid values are 0 to 9" in d.cause
+    assert "one past the last valid value" in d.cause
+    padded = json.loads((root / "cuda-assert-nll-pad-label-minus-one.json").read_text())["stderr"]
+    pad = _guard_result(op="nll_loss", value=-1, position=26, shape=[1248], low=0, high=17, ignored=-100)
+    d = engine.diagnose(padded, evidence=Evidence(experiments=(pad,)))
+    assert "ignore_index (-100)" in d.cause and "one past" not in d.cause
+    plain = engine.diagnose(padded)
+    assert "checked on the host" not in plain.cause  # nothing is claimed without the experiment

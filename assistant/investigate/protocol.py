@@ -105,7 +105,7 @@ def _judge(spec: ExperimentSpec, run: Rerun, failing: FailingRun, d: Diagnosis,
     """The outcome of one re-run, what its reader found, and the diagnosis of a different failure."""
     outcome = classify(run, failing.text, failing.duration_s)
     headline, location = _headline_and_location(run.text) if outcome in ("same", "other") else ("", "")
-    view = RerunView(outcome, run.text, run.record, headline, location, failing.location, d.category)
+    view = RerunView(outcome, run.text, run.record, headline, location, failing.location, d.category, run.values)
     finding = read(spec.reader, view)
     # A switch that stopped the run found what it looked for (the finding says it): nothing else to name.
     switch_stop = MARK in run.text
@@ -121,7 +121,8 @@ def _judge(spec: ExperimentSpec, run: Rerun, failing: FailingRun, d: Diagnosis,
         detail = ("it ran to the end without failing" if run.exit_code == 0 else
                   f"it ran {run.duration_s:.1f} s without failing, past the {failing.duration_s:.1f} s the failing run took; stopped there")
     result = ExperimentResult(spec.id, spec.title, spec.change, spec.question, outcome, command_for(spec, failing.argv),
-                              finding=detail, failure=failure, verified=verified, ruled_out=ruled_out, duration_s=run.duration_s)
+                              finding=detail, failure=failure, verified=verified, ruled_out=ruled_out, duration_s=run.duration_s,
+                              values=finding.values or {})
     return result, finding, other
 
 

@@ -26,7 +26,8 @@ class Finding:
     text: str = ""
     verifies: tuple[str, ...] = ()
     rules_out: tuple[str, ...] = ()
-    replaces: bool = False  # the re-run's own failure is the one to diagnose (e.g. the model fails without torch.compile too)
+    replaces: bool = False
+    values: dict[str, Any] | None = None  # the finding as values, for rules to read (the op and the offending index, the real location)  # the re-run's own failure is the one to diagnose (e.g. the model fails without torch.compile too)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class RerunView:
     location: str  # its innermost user frame ("" when unknown)
     original_location: str
     category: str = ""  # the diagnosis's category before the experiment
+    switch_values: dict[str, Any] | None = None  # what a switch found, as values
 
 
 def switch_message(text: str, switch: str) -> str | None:
@@ -56,10 +58,12 @@ def _place(location: str) -> str:
 def _located(view: RerunView) -> Finding:
     if view.outcome not in ("same", "other") or not view.location:
         return Finding()
-    if _place(view.location) != _place(view.original_location):
+    values = {"location": view.location, "headline": view.headline, "moved": _place(view.location) != _place(view.original_location)}
+    if values["moved"]:
         return Finding(f"with synchronous launches the error is raised at {view.location}, not at {view.original_location or 'the reported line'}: "
-                       "that is the operation that really failed")
-    return Finding(f"with synchronous launches the error is raised at the same line, {view.location}: the reported operation is the failing one")
+                       "that is the operation that really failed", values=values)
+    return Finding(f"with synchronous launches the error is raised at the same line, {view.location}: the reported operation is the failing one",
+                   values=values)
 
 
 _GUARD_OPS = {"cross_entropy": "assert.label_range", "nll_loss": "assert.label_range", "embedding": "assert.embedding_ids",
@@ -72,12 +76,16 @@ def _guard(view: RerunView) -> Finding:
     message = switch_message(view.text, "guard_index")
     if message is None:
         return Finding()
-    op = message.split(":", 1)[0].strip()
+    values = dict(view.switch_values or {})
+    op = str(values.get("op") or message.split(":", 1)[0].strip())
     where = f" (called from {view.location})" if view.location else ""
+    if view.location:
+        values["location"] = view.location
     verified = _GUARD_OPS.get(op)
     others = tuple(sorted(set(_GUARD_OPS.values()) - {verified})) if verified else ()
     # A rule that read an index error from the message is confirmed by the value found here.
-    return Finding(f"{message}{where}", verifies=(verified, "ima.bad_indices", RULE) if verified else ("ima.bad_indices", RULE), rules_out=others)
+    return Finding(f"{message}{where}", verifies=(verified, "ima.bad_indices", RULE) if verified else ("ima.bad_indices", RULE), rules_out=others,
+                   values=values or None)
 
 
 def _memory_sites(view: RerunView) -> Finding:
@@ -97,14 +105,15 @@ _BACKWARD_NAN = re.compile(r"Function '(\w+)' returned nan values in its (\d+)(?
 
 def _nonfinite(view: RerunView) -> Finding:
     message = switch_message(view.text, "nonfinite")
-    if message is not None:
-        call = re.search(r"forward call (\d+)", message)
-        first_call = call is not None and call.group(1) in ("0", "1")
-        if "already holds" in message:
-            return Finding(message, verifies=("nan.bad_input_or_op",), rules_out=("nan.learning_rate",) if first_call else ())
+    found = view.switch_values or {}
+    if message is not None and found.get("switch") == "nonfinite":
+        first_call = int(found.get("call") or 0) <= 1
+        values: dict[str, Any] = {k: found[k] for k in ("module", "type", "where", "call") if k in found}
+        if found.get("where") == "input":
+            return Finding(message, verifies=("nan.bad_input_or_op",), rules_out=("nan.learning_rate",) if first_call else (), values=values)
         # Finite inputs, non-finite output: an op that cannot take these values at the first step; weights that diverged later.
         return Finding(message, verifies=("nan.bad_input_or_op",) if first_call else ("nan.learning_rate",),
-                       rules_out=("nan.learning_rate",) if first_call else ())
+                       rules_out=("nan.learning_rate",) if first_call else (), values=values)
     backward = _BACKWARD_NAN.search(view.text)
     if backward:
         return Finding(f"the first NaN appears in backward, in {backward.group(1)} (output {backward.group(2)}); the forward pass was finite",

@@ -38,6 +38,7 @@ class Rerun:
     text: str
     record: dict[str, Any]
     cut: bool  # ended by the deadline
+    values: dict[str, Any] | None = None  # what a switch found, as values (see switches.VALUES_FILE)
 
 
 def experiment_env(spec: ExperimentSpec, base: dict[str, str]) -> dict[str, str]:
@@ -80,9 +81,23 @@ def rerun(argv: list[str], spec: ExperimentSpec, deadline_s: float) -> Rerun:
         traceback_text = record.get("traceback", "") if record else ""
         if traceback_text and traceback_text.strip() not in text:
             text = f"{text}\n{traceback_text}"
-        return Rerun(None if cut else proc.returncode, duration, text, record or {}, cut)
+        return Rerun(None if cut else proc.returncode, duration, text, record or {}, cut, _switch_values(run_dir))
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _switch_values(run_dir: Path) -> dict[str, Any] | None:
+    """The first switch's values file in the run folder, if a switch stopped the program."""
+    import json
+
+    for path in sorted(run_dir.glob("switch-values-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
 
 
 def _chosen(records: list[dict[str, Any]]) -> dict[str, Any] | None:

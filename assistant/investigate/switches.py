@@ -54,8 +54,22 @@ def apply_switches(names: list[str]) -> None:
             sys.stderr.write(f"torchhelp: experiment switch {name} not applied ({type(err).__name__}: {err})\n")
 
 
-def _stop(switch: str, text: str) -> RuntimeError:
-    """The error a switch raises when it found what it looks for."""
+VALUES_FILE = "switch-values-{pid}.json"  # in the run folder: what a switch found, as values (the runner reads no prose)
+
+
+def _stop(switch: str, text: str, **values: Any) -> RuntimeError:
+    """The error a switch raises when it found what it looks for; its values go to the run folder first."""
+    run_dir = os.environ.get("TORCHHELP_RUN_DIR")
+    if run_dir and values:
+        import json
+
+        try:
+            path = os.path.join(run_dir, VALUES_FILE.format(pid=os.getpid()))
+            with open(path + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump({"switch": switch, **values}, fh, default=str)
+            os.replace(path + ".tmp", path)
+        except OSError:
+            pass  # the message still says it
     return RuntimeError(f"{MARK} [{switch}]: {text}")
 
 
@@ -107,12 +121,14 @@ def _nonfinite(torch: Any) -> None:
             calls["count"] += 1
         if bad(args) and not any(True for _ in module.children()):
             raise _stop("nonfinite", f"the input of {name_of(module)} ({type(module).__name__}) already holds NaN or Inf "
-                                     f"at forward call {calls['count']} of the outermost module: the values come from the data or from before the model")
+                                     f"at forward call {calls['count']} of the outermost module: the values come from the data or from before the model",
+                        module=name_of(module), type=type(module).__name__, where="input", call=calls["count"])
 
     def hook(module: Any, args: Any, output: Any) -> None:
         if bad(output) and not bad(args):
             raise _stop("nonfinite", f"the first NaN or Inf comes out of {name_of(module)} ({type(module).__name__}) "
-                                     f"at forward call {calls['count']} of the outermost module, from finite inputs")
+                                     f"at forward call {calls['count']} of the outermost module, from finite inputs",
+                        module=name_of(module), type=type(module).__name__, where="output", call=calls["count"])
 
     torch.nn.modules.module.register_module_forward_pre_hook(pre_hook)
     torch.nn.modules.module.register_module_forward_hook(hook)
@@ -143,7 +159,8 @@ def _guard(torch: Any, switch_op: str, index: Any, low: int, high: int, what: st
         position, value = found
         shape = list(index.shape)
         raise _stop("guard_index", f"{switch_op}: {what} holds {value} at flat position {position} (shape {shape}); "
-                                   f"valid values are {low} to {high - 1}" + (f" (or {skip}, ignored)" if skip is not None else ""))
+                                   f"valid values are {low} to {high - 1}" + (f" (or {skip}, ignored)" if skip is not None else ""),
+                    op=switch_op, value=value, position=position, shape=shape, low=low, high=high, ignored=skip)
 
 
 def _wrap(owner: Any, name: str, check) -> None:

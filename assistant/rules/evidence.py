@@ -182,11 +182,34 @@ def _labels(hit: RuleHit, ctx: Context) -> Refinement:
                 sentence = f"`{t.name}` holds labels {t.min_value}..{t.max_value} but the output layer `{heads[-1]['name']}` has {n} classes (valid 0..{n - 1})."
                 facts.append(Fact("probe", sentence))
                 break
+    guard = ctx.evidence.experiment_values("guard_index")
+    if guard and "value" in guard:
+        found = _guarded_value(guard)
+        facts.append(Fact("experiment", found))
+        sentence += (" " if sentence else "") + found
+    located = ctx.evidence.experiment_values("launch_blocking")
+    if located and located.get("location") and not (ctx.evidence.rerun or {}).get("location"):
+        facts.append(Fact("experiment", f"CUDA_LAUNCH_BLOCKING=1 re-run: {located.get('headline', '')} at {located['location']}"))
+        sentence += (" " if sentence else "") + f"Re-run with CUDA_LAUNCH_BLOCKING=1, the failing operation is at {located['location']}."
     rerun = ctx.evidence.rerun
     if rerun and rerun.get("headline"):
         facts.append(Fact("rerun", f"CUDA_LAUNCH_BLOCKING=1 rerun: {rerun['headline']}" + (f" at {rerun['location']}" if rerun.get("location") else "")))
         sentence += (" " if sentence else "") + (f"Re-run with CUDA_LAUNCH_BLOCKING=1, the failing operation is at {rerun['location']}." if rerun.get("location") else "")
     return Refinement(facts, sentence)
+
+
+def _guarded_value(values: Mapping[str, Any]) -> str:
+    """The offending value a host-side guard found, and what its place in the range says."""
+    op, value, low, high, ignored = values.get("op"), values.get("value"), values.get("low"), values.get("high"), values.get("ignored")
+    where = f" (from {values['location']})" if values.get("location") else ""
+    last = int(high) - 1 if isinstance(high, (int, float)) else high
+    text = (f"Re-run with the indices checked on the host, `{op}` got {value} at flat position {values.get('position')} of a "
+            f"{values.get('shape')} argument{where}; valid values are {low} to {last}.")
+    if value == high:
+        text += " It is one past the last valid value: the values probably count from 1."
+    elif ignored is not None and isinstance(value, int) and value < 0:
+        text += f" A negative value other than the loss's ignore_index ({ignored}) is a padding or missing-label marker the loss is not told to skip."
+    return text
 
 
 def _nan(hit: RuleHit, ctx: Context) -> Refinement:
