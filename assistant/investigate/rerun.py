@@ -57,7 +57,7 @@ def experiment_env(spec: ExperimentSpec, base: dict[str, str]) -> dict[str, str]
 
 def rerun(argv: list[str], spec: ExperimentSpec, deadline_s: float) -> Rerun:
     """Run ``argv`` once with the experiment's change; stop it (and everything it started) at the deadline."""
-    from assistant.run_child import child_env, read_records
+    from assistant.run_child import child_env, choose_record, read_records
 
     run_dir = Path(tempfile.mkdtemp(prefix="torchhelp-exp-"))
     try:
@@ -76,7 +76,7 @@ def rerun(argv: list[str], spec: ExperimentSpec, deadline_s: float) -> Rerun:
                 _end_group(proc)
         duration = time.perf_counter() - start
         records = read_records(run_dir)
-        record = _chosen(records)
+        record = choose_record(records)
         text = _tail(err_path) or _tail(out_path)
         traceback_text = record.get("traceback", "") if record else ""
         if traceback_text and traceback_text.strip() not in text:
@@ -98,12 +98,6 @@ def _switch_values(run_dir: Path) -> dict[str, Any] | None:
         if isinstance(data, dict):
             return data
     return None
-
-
-def _chosen(records: list[dict[str, Any]]) -> dict[str, Any] | None:
-    from assistant.run_child import choose_record
-
-    return choose_record(records)
 
 
 def _end_group(proc: subprocess.Popen) -> None:
