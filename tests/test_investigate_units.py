@@ -42,6 +42,20 @@ def test_oom_experiments_need_cuda_and_lead_with_what_moves_most() -> None:
     assert chosen[0] in ("expandable_segments", "memory_history") and "expandable_segments" in chosen
 
 
+def test_an_experiment_whose_question_the_numbers_answered_is_not_run() -> None:
+    from dataclasses import replace
+
+    from assistant.types import Facts
+
+    d = _diagnosis("cuda_oom", (("memory.cuda_oom_impossible", 0.9),))
+    assert "expandable_segments" in [s.id for s in applicable(d, used_cuda=True)]
+    settled = replace(d, facts=Facts(flags=frozenset({"request_exceeds_card", "fragmentation_ruled_out"})))
+    assert [s.id for s in applicable(settled, used_cuda=True)] == ["memory_history"]
+    # Little cached memory makes fragmentation unlikely, but only a re-run settles it: that experiment still runs.
+    inferred = replace(d, facts=Facts(flags=frozenset({"fragmentation_ruled_out"})))
+    assert "expandable_segments" in [s.id for s in applicable(inferred, used_cuda=True)]
+
+
 def test_when_pattern_skips_anomaly_for_a_forward_only_failure() -> None:
     d = _diagnosis("inplace_autograd", (("autograd.leaf_inplace", 0.8),))
     leaf = "RuntimeError: a leaf Variable that requires grad is being used in an in-place operation."

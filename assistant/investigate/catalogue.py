@@ -34,6 +34,7 @@ class ExperimentSpec:
     switches: tuple[str, ...] = ()
     cuda: bool = False
     when: str = ""  # a regular expression the failure's text must match (case-insensitive); "" for any
+    unless: tuple[str, ...] = ()  # conclusions (Facts.flags) the rule already read that make this experiment pointless
     reader: str = ""
     verifies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # outcome -> hypothesis ids or prefixes
     rules_out: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -62,7 +63,7 @@ def _spec(raw: dict) -> ExperimentSpec:
             id=raw["id"], title=raw["title"], change=raw["change"], question=raw["question"],
             categories=tuple(raw.get("categories", ())), hypotheses=tuple(raw.get("hypotheses", ())),
             env=tuple(sorted((str(k), str(v)) for k, v in raw.get("env", {}).items())), switches=tuple(raw.get("switches", ())),
-            cuda=bool(raw.get("cuda", False)), when=raw.get("when", ""), reader=raw.get("reader", ""),
+            cuda=bool(raw.get("cuda", False)), when=raw.get("when", ""), unless=tuple(raw.get("unless", ())), reader=raw.get("reader", ""),
             verifies={o: tuple(raw.get(f"{o}_verifies", ())) for o in OUTCOMES},
             rules_out={o: tuple(raw.get(f"{o}_rules_out", ())) for o in OUTCOMES},
         )
@@ -99,8 +100,9 @@ def applicable(d: Diagnosis, used_cuda: bool, only: tuple[str, ...] = (), text: 
     """The experiments for this diagnosis, the one that can move the most likelihood first.
 
     ``only`` restricts them to the named ids (in that order), and runs them even where they would not
-    be chosen; CUDA experiments are left out when the failing run did not use CUDA, and an experiment
-    with a ``when`` pattern when the failure's ``text`` does not match it.
+    be chosen; CUDA experiments are left out when the failing run did not use CUDA, an experiment
+    with a ``when`` pattern when the failure's ``text`` does not match it, and one whose question the
+    rule already answered from the message's own numbers (``unless``).
     """
     import re
 
@@ -108,7 +110,7 @@ def applicable(d: Diagnosis, used_cuda: bool, only: tuple[str, ...] = (), text: 
         return [by_id(i) for i in only]
     chosen = []
     for spec in catalogue():
-        if (spec.cuda and not used_cuda) or (spec.when and not re.search(spec.when, text, re.I)):
+        if (spec.cuda and not used_cuda) or (spec.when and not re.search(spec.when, text, re.I)) or set(spec.unless) & d.facts.flags:
             continue
         in_scope = d.category in spec.categories or any(matches(h.id, spec.hypotheses) for h in d.hypotheses[:3])
         if in_scope:

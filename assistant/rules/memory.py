@@ -333,6 +333,8 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
     flags = set()
     if impossible or (unalloc is not None and not fragmented) or retried is not None:
         flags.add("fragmentation_ruled_out")
+    if impossible:
+        flags.add("request_exceeds_card")  # certain from the numbers alone: no allocator setting can help
     if batch_one:
         flags.add("batch_size_one")
     if tried_batch:
