@@ -211,6 +211,7 @@ def run(
     Returns the command's own status as subprocess reports it (-N: killed by signal N); nothing that
     goes wrong inside torchhelp after the start changes it (see ``run_signals.die_like`` for the exit).
     """
+    started = process_started()
     for option, path in (("--report", report), ("--evidence-out", evidence_out), ("--report-before", (investigate or InvestigateOptions()).report_before)):
         if path is not None:
             check_output_path(path, option)
@@ -223,7 +224,7 @@ def run(
         # SIGTERM/SIGHUP now stop the diagnosis (as KeyboardInterrupt), not torchhelp's exit status.
         with stoppable():
             _after_exit(outcome, argv, report, rerun_blocking, evidence_out, diagnose_failures, settings, console,
-                        investigate or InvestigateOptions())
+                        investigate or InvestigateOptions(), started)
     except (KeyboardInterrupt, RunAbandoned):  # RunAbandoned: stopped twice during the CUDA_LAUNCH_BLOCKING rerun
         _note("torchhelp: diagnosis interrupted.")
     except Exception as exc:  # noqa: BLE001 - the edge of `run`: our failure must not replace the program's status
@@ -255,8 +256,22 @@ def _note(text: str) -> None:
         pass
 
 
+def process_started() -> float:
+    """The ``time.perf_counter()`` value at which this process started, so that a time bound on the whole
+    command counts the interpreter's own start too (Linux reads it from /proc; elsewhere it is now)."""
+    now = time.perf_counter()
+    try:
+        after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start_ticks = int(after_name[19])  # field 22 of stat(5); the fields after the name start at field 3
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - min(max(age, 0.0), 60.0)  # a bound: a clock oddity must not spend the whole budget
+
+
 def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun_blocking: bool, evidence_out: Path | None,
-                diagnose_failures: bool, settings, console, investigate: InvestigateOptions) -> None:
+                diagnose_failures: bool, settings, console, investigate: InvestigateOptions, started: float | None = None) -> None:
     """Write the evidence file and, for a failure the user did not ask to stop, the diagnosis."""
     if evidence_out is not None:
         from assistant.render.outgoing import shown_value  # the record quotes the program's output: no secrets
@@ -279,13 +294,16 @@ def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun
     from assistant.probes.env import collect_environment
     from assistant.probes.source import with_source_scan
 
-    env = collect_environment(python_of(argv))
     record = outcome.record or {}
+    torch_env = record.get("torch_env")
+    env = collect_environment(python_of(argv), torch=torch_env if isinstance(torch_env, dict) else None)
     text = diagnosis_text(outcome)
     notes = [] if outcome.record or interrupted(outcome) else ["No Python traceback was recorded (the process died in native code or was killed); diagnosed from its exit status."]
     evidence = with_source_scan(evidence_from_record(record, env=_env_summary(env)), text)
     engine = default_engine(settings)
+    diagnosed_at = time.perf_counter()
     diagnosis = engine.diagnose(text, evidence=evidence, notes=notes)
+    diagnose_s = time.perf_counter() - diagnosed_at
     if rerun_blocking and diagnosis.category in RERUN_CATEGORIES:
         again = execute(argv, memory_history=False, extra_env={"CUDA_LAUNCH_BLOCKING": "1"}, capture_output=True)
         summary = rerun_summary(again)
@@ -297,7 +315,11 @@ def _after_exit(outcome: RunOutcome, argv: list[str], report: Path | None, rerun
     if investigate.enabled:
         if investigate.report_before is not None:
             _write_report(investigate.report_before, diagnosis)
-        diagnosis = _investigated(outcome, argv, text, evidence, diagnosis, engine, investigate, notes)
+        from assistant.investigate.protocol import total_deadline
+
+        # The answer after the experiments costs about what the first one did, plus its rendering.
+        deadline = total_deadline(started, outcome.duration_s, diagnose_s + 0.5) if started is not None else None
+        diagnosis = _investigated(outcome, argv, text, evidence, diagnosis, engine, investigate, notes, deadline)
     if report is not None:
         _write_report(report, diagnosis)
     _render(diagnosis, console)
@@ -310,7 +332,8 @@ def _write_report(path: Path, diagnosis) -> None:
     path.write_text(json.dumps(shown(diagnosis).to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _investigated(outcome: RunOutcome, argv: list[str], text: str, evidence, diagnosis, engine, options: InvestigateOptions, notes: list[str]):
+def _investigated(outcome: RunOutcome, argv: list[str], text: str, evidence, diagnosis, engine, options: InvestigateOptions, notes: list[str],
+                  deadline: float | None = None):
     """The diagnosis after the experiments (with consent), or with a note saying why nothing was re-run."""
     from assistant.investigate.catalogue import applicable
     from assistant.investigate.consent import ask_consent
@@ -334,7 +357,7 @@ def _investigated(outcome: RunOutcome, argv: list[str], text: str, evidence, dia
         return engine.diagnose(text, evidence=replace(evidence, experiments=results), notes=notes)
 
     return investigate(failing, diagnosis, diagnose_rerun, budget_s=options.budget_s, only=options.only,
-                       progress=lambda line: _note(f"torchhelp: {line}"), rediagnose=rediagnose)
+                       progress=lambda line: _note(f"torchhelp: {line}"), rediagnose=rediagnose, deadline=deadline)
 
 
 def _rerun_evidence(text: str):

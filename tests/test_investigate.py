@@ -169,6 +169,29 @@ def test_the_budget_bounds_the_experiments(tmp_path: Path, env: dict[str, str]) 
     assert time.monotonic() - start < 60
 
 
+FAILS_AFTER_A_WHILE = """
+    import time
+    import torch
+
+    weights = torch.randn(3, 5)
+    time.sleep(2.5)
+    weights @ weights
+"""
+
+
+def test_the_whole_command_keeps_within_four_failing_runs(tmp_path: Path, env: dict[str, str]) -> None:
+    """Without --budget the experiments end in time for the whole command (start, failing run, diagnosis,
+    experiments, answer) to stay within four failing runs: three re-runs of the same length cannot fit, so
+    the last is reported as not run, with the command that repeats it."""
+    program = _program(tmp_path, FAILS_AFTER_A_WHILE)
+    chosen = ("nonfinite", "anomaly", "cudnn_off")
+    d, _ = _investigate(tmp_path, env, program, *(a for e in chosen for a in ("--experiment", e)))
+    outcomes = {e["id"]: e for e in d["experiments"]}
+    assert outcomes["nonfinite"]["outcome"] == "same"
+    last = outcomes["cudnn_off"]
+    assert last["outcome"] == "not_run" and "budget" in last["finding"] and last["command"], last
+
+
 def test_without_a_terminal_nothing_is_rerun_unless_yes(tmp_path: Path, env: dict[str, str]) -> None:
     program = _program(tmp_path, EMBEDDING_OUT_OF_RANGE)
     report = tmp_path / "r.json"

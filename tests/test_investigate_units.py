@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.investigate.catalogue import applicable, by_id, catalogue, matches
-from assistant.investigate.protocol import apply_results, command_for
+from assistant.investigate.protocol import apply_results, command_for, settles
 from assistant.investigate.readers import READERS
 from assistant.investigate.rerun import Rerun, classify, experiment_env, pass_point
 from assistant.investigate.switches import KNOWN
@@ -179,3 +179,31 @@ def test_a_device_assert_is_read_again_with_the_value_the_guard_found() -> None:
     assert "ignore_index (-100)" in d.cause and "one past" not in d.cause
     plain = engine.diagnose(padded)
     assert "checked on the host" not in plain.cause  # nothing is claimed without the experiment
+
+
+def test_an_experiment_that_can_verify_a_present_cause_goes_before_one_that_only_locates() -> None:
+    """Of experiments equally worth running, the one naming a present hypothesis runs first: the host-side
+    guard can verify an out-of-range label, synchronous launches only show where the kernel failed."""
+    assert_d = _diagnosis("device_side_assert", (("assert.label_range", 0.6), ("assert.embedding_ids", 0.3)))
+    assert [s.id for s in applicable(assert_d, used_cuda=True)][:2] == ["guard_index", "launch_blocking"]
+    cublas = _diagnosis("cublas_error", (("cublas.earlier_error", 0.5), ("cublas.out_of_memory", 0.4)))
+    assert [s.id for s in applicable(cublas, used_cuda=True)][0] == "launch_blocking"
+
+
+def test_one_verified_cause_settles_the_question_two_do_not() -> None:
+    def result(outcome: str, verified: tuple[str, ...], ruled_out: tuple[str, ...] = ()) -> ExperimentResult:
+        return ExperimentResult("x", "t", "c", "q", outcome, "cmd", verified=verified, ruled_out=ruled_out)
+
+    assert settles(result("other", ("cuda.assert_label",)))
+    assert settles(result("same", ("ddp.unused_parameters",), ("ddp.other",)))
+    assert settles(result("passed", ("oom.fragmentation",)))
+    assert not settles(result("other", ("cudnn.earlier_error", "cudnn.out_of_memory")))
+    assert not settles(result("same", (), ("oom.fragmentation",)))
+    assert not settles(result("passed", ()))
+
+
+def test_cases_are_chosen_by_several_globs() -> None:
+    from assistant.eval.cases import load_cases
+
+    slugs = [c.slug for c in load_cases(device="cuda", pattern="cuda-oom-frag*, cuda-assert-ce-*")]
+    assert slugs == ["cuda-assert-ce-one-based-labels", "cuda-oom-fragmentation"]

@@ -272,3 +272,24 @@ def test_rerun_blocking_localises_the_real_operation(tmp_path: Path, home: Path)
     res2 = th(["run", "--report", str(report), "--", PY, "replay.py", str(capture)], tmp_path, home)
     assert res2.returncode == 1
     assert any("--rerun-blocking" in n for n in json.loads(report.read_text())["notes"])
+
+
+def test_the_failing_program_reports_its_own_torch_facts(tmp_path: Path, home: Path) -> None:
+    """The dying program already has torch loaded: its record carries the facts the separate probe reads,
+    so the diagnosis needs no second interpreter, and they are the same facts."""
+    from assistant.probes.env import torch_facts
+
+    write(tmp_path / "train.py", SHAPE_SCRIPT)
+    evidence = tmp_path / "e.json"
+    report = tmp_path / "d.json"
+    res = th(["run", "--report", str(report), "--evidence-out", str(evidence), "--", PY, "train.py"], tmp_path, home)
+    assert res.returncode == 1
+    in_process = json.loads(evidence.read_text())["record"]["torch_env"]
+    separate = torch_facts(PY)
+    assert in_process == {k: separate[k] for k in in_process}
+    assert {"torch", "cuda_build", "cudnn", "cuda_available"} <= set(in_process)
+    # A program that never imported torch leaves the facts to the separate probe.
+    write(tmp_path / "plain.py", "raise ValueError('no torch here')\n")
+    res = th(["run", "--evidence-out", str(evidence), "--", PY, "plain.py"], tmp_path, home)
+    assert res.returncode == 1
+    assert "torch_env" not in json.loads(evidence.read_text())["record"]

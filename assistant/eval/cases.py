@@ -78,7 +78,7 @@ def load_case(directory: Path) -> Case:
 
 
 def load_cases(cases_dir: Path | None = None, device: str | None = None, pattern: str | None = None) -> list[Case]:
-    """All cases, optionally filtered by device and a glob on the slug."""
+    """All cases, optionally filtered by device and a glob on the slug (several globs: separated by commas)."""
     root = cases_dir or default_cases_dir()
     if not root.is_dir():
         raise EvalError(f"no cases directory at {root}")
@@ -87,7 +87,7 @@ def load_cases(cases_dir: Path | None = None, device: str | None = None, pattern
         case = load_case(d)
         if device and case.device != device:
             continue
-        if pattern and not fnmatch.fnmatch(case.slug, pattern):
+        if pattern and not any(fnmatch.fnmatch(case.slug, p.strip()) for p in pattern.split(",") if p.strip()):
             continue
         out.append(case)
     return out

@@ -64,7 +64,7 @@ def output_dir(named: Path | None, option: str, write_results: bool, checkout: P
 @eval_app.command("reproduce")
 def reproduce_cmd(
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | multi_gpu"),
-    cases: Optional[str] = typer.Option(None, "--cases", help="Glob on case slugs, e.g. 'cuda-oom-*'."),
+    cases: Optional[str] = typer.Option(None, "--cases", help="Glob on case slugs, e.g. 'cuda-oom-*'; several globs separated by commas."),
     out: Optional[Path] = typer.Option(None, "--out", help="Capture folder (default: $TORCHHELP_HOME/eval/captured)."),
     write_results: bool = typer.Option(False, "--write-results", help="Write the captures into this checkout's eval/captured (replacing the committed ones)."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter that runs the cases (default: this one)."),

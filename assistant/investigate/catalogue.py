@@ -86,14 +86,17 @@ def by_id(experiment_id: str) -> ExperimentSpec:
     raise InputError(f"unknown experiment {experiment_id!r}; known: {', '.join(s.id for s in catalogue())}")
 
 
-def _value(spec: ExperimentSpec, d: Diagnosis) -> float:
-    """How much likelihood the experiment can move: the hypotheses it names, or the whole answer when it names the category."""
+def _value(spec: ExperimentSpec, d: Diagnosis) -> tuple[float, float]:
+    """How much likelihood the experiment can move: the hypotheses it names, or the whole answer when it names
+    the category; then, to order experiments of equal worth, the likelihood of the hypotheses it names itself
+    (the one that can verify a present cause goes before one that can only locate the failure)."""
     named = spec.named()
     moved = sum(h.likelihood for h in d.hypotheses if matches(h.id, named))
+    value = moved
     if d.category in spec.categories:
         # It reads the failure itself (the real op, the parameter names, the first NaN): worth the lead's share at least.
-        moved = max(moved, d.hypotheses[0].likelihood if d.hypotheses else d.confidence)
-    return moved
+        value = max(moved, d.hypotheses[0].likelihood if d.hypotheses else d.confidence)
+    return value, moved
 
 
 def applicable(d: Diagnosis, used_cuda: bool, only: tuple[str, ...] = (), text: str = "") -> list[ExperimentSpec]:
@@ -115,5 +118,5 @@ def applicable(d: Diagnosis, used_cuda: bool, only: tuple[str, ...] = (), text: 
         in_scope = d.category in spec.categories or any(matches(h.id, spec.hypotheses) for h in d.hypotheses[:3])
         if in_scope:
             chosen.append((_value(spec, d), spec))
-    chosen.sort(key=lambda vs: -vs[0])
-    return [spec for value, spec in chosen if value > 0]
+    chosen.sort(key=lambda vs: (-vs[0][0], -vs[0][1]))
+    return [spec for value, spec in chosen if value[0] > 0]

@@ -19,6 +19,8 @@ from assistant.investigate.switches import MARK
 from assistant.types import Diagnosis, ExperimentResult, Hypothesis
 
 BUDGET_FACTOR = 3.0
+TOTAL_FACTOR = 4.0  # the whole command (failing run, diagnosis, experiments, answer) stays within this many failing runs
+TOTAL_MARGIN = 0.93  # the failing run under the hook is a little slower than the program alone: keep clear of the bound
 MIN_SHARE = 1.0  # an experiment is started only with at least this share of the failing run's time left: less cannot reach the failure
 VERIFIED_WEIGHT = 10.0
 RULED_OUT_WEIGHT = 0.1
@@ -50,15 +52,24 @@ def command_for(spec: ExperimentSpec, argv: Sequence[str]) -> str:
     return f"{env} {cmd}"
 
 
+def total_deadline(started: float, failing_s: float, reserve_s: float) -> float:
+    """The ``time.perf_counter()`` by which the experiments must end so that the whole command, begun at
+    ``started``, stays within :data:`TOTAL_FACTOR` failing runs, ``reserve_s`` kept for the answer after them."""
+    return started + TOTAL_MARGIN * TOTAL_FACTOR * failing_s - reserve_s
+
+
 def investigate(failing: FailingRun, d: Diagnosis, diagnose: Callable[[str], Diagnosis], *, budget_s: float | None = None,
                 only: tuple[str, ...] = (), progress: Callable[[str], None] | None = None,
-                rediagnose: Callable[[tuple[ExperimentResult, ...]], Diagnosis] | None = None) -> Diagnosis:
+                rediagnose: Callable[[tuple[ExperimentResult, ...]], Diagnosis] | None = None,
+                deadline: float | None = None) -> Diagnosis:
     """Run the experiments for ``d`` and return it with ``experiments`` filled and its hypotheses re-ranked.
 
     ``diagnose`` turns a re-run's text into a diagnosis (to name a different failure, or to replace the
     answer when an experiment shows the failure is the program's own). ``rediagnose`` diagnoses the
     original failure again with the experiments as evidence, so a rule reads what they settled in the
     user's own numbers (e.g. an OOM whose fragmentation was ruled out). ``progress`` gets one line per experiment.
+    ``deadline`` (a ``time.perf_counter()`` value, see :func:`total_deadline`) also bounds the experiments, so
+    the whole command keeps its time; an explicit ``budget_s`` is the user's own choice and is not cut by it.
     """
     import time
 
@@ -71,13 +82,21 @@ def investigate(failing: FailingRun, d: Diagnosis, diagnose: Callable[[str], Dia
     replacement: Diagnosis | None = None
     done_by: ExperimentResult | None = None
     for i, spec in enumerate(specs, 1):
-        left = budget - (time.perf_counter() - start)
+        now = time.perf_counter()
+        left = budget - (now - start)
+        if deadline is not None and budget_s is None:
+            left = min(left, deadline - now)
+            if not results:
+                # The first (most telling) experiment is what the user asked for: it always gets the window one
+                # re-run needs, even where torchhelp's own start and diagnosis have spent the bound on a short program.
+                left = max(left, pass_point(failing.duration_s))
         need = MIN_SHARE * failing.duration_s
         if done_by is not None:
-            results.append(_not_run(spec, failing, f"not needed: the run with {done_by.change} passed and verified {', '.join(done_by.verified)}"))
+            how = "passed and verified" if done_by.outcome == "passed" else "verified"
+            results.append(_not_run(spec, failing, f"not needed: the run with {done_by.change} {how} {', '.join(done_by.verified)}"))
             continue
         if left < need:
-            results.append(_not_run(spec, failing, f"the time budget ({budget:.0f} s) was spent; repeat it by hand with the command shown"))
+            results.append(_not_run(spec, failing, f"the time budget was spent ({left:.0f} s left, a run takes {need:.0f} s); repeat it by hand with the command shown"))
             continue
         if progress:
             progress(f"experiment {i}/{len(specs)}: {spec.title} ({spec.change}) …")
@@ -88,12 +107,21 @@ def investigate(failing: FailingRun, d: Diagnosis, diagnose: Callable[[str], Dia
             progress(f"  {OUTCOME_WORDS[result.outcome]} in {result.duration_s:.1f} s" + (f": {result.finding}" if result.finding else ""))
         if finding.replaces and other is not None and replacement is None:
             replacement = other
-        if result.outcome == "passed" and result.verified:
-            done_by = result  # a change that makes the program pass has settled it: no more re-runs
+        if settles(result):
+            done_by = result
     settled = tuple(results)
     if rediagnose is not None and replacement is None and any(r.verified or r.ruled_out for r in settled):
         d = rediagnose(settled)
     return apply_results(d, settled, replacement)
+
+
+def settles(result: ExperimentResult) -> bool:
+    """Whether one experiment settled the question, so that further re-runs would only cost time: the change
+    made the program pass and verified a cause, or it verified exactly one cause (two verified at once still
+    leave the question which)."""
+    if result.outcome == "passed":
+        return bool(result.verified)
+    return len(result.verified) == 1
 
 
 def _not_run(spec: ExperimentSpec, failing: FailingRun, why: str) -> ExperimentResult:

@@ -27,6 +27,10 @@ TAIL_BYTES = 1 << 20
 PASS_FACTOR = 1.3
 PASS_SLACK_S = 1.5
 GRACE_S = 2.0  # SIGTERM, then this long, then SIGKILL
+# The crash hook's probes read tensors and memory after the failure. A re-run's reader needs them only to
+# read allocation sites; otherwise the traceback is what it reads, and the probes' time is the user's wait.
+PROBE_READERS = frozenset({"memory_sites"})
+RERUN_PROBE_BUDGET_S = "0.5"
 
 
 @dataclass
@@ -52,6 +56,8 @@ def experiment_env(spec: ExperimentSpec, base: dict[str, str]) -> dict[str, str]
         out[key] = value
     if spec.switches:
         out[SWITCHES_ENV] = ",".join(spec.switches)
+    if spec.reader not in PROBE_READERS:
+        out["TORCHHELP_PROBE_BUDGET"] = RERUN_PROBE_BUDGET_S
     return out
 
 

@@ -54,6 +54,11 @@ def collect_evidence(exc: BaseException, tb: types.TracebackType | None, budget_
             record["notes"].append("value statistics of tensors skipped: the CUDA context is broken by this error")
     except Exception as exc2:  # noqa: BLE001 - the probe must never mask the user's error
         record["notes"].append(f"tensor probe failed: {type(exc2).__name__}: {exc2}")
+    from assistant.probes.torch_env import torch_env_in_process
+
+    torch_env = torch_env_in_process()
+    if torch_env is not None:
+        record["torch_env"] = torch_env  # spares the diagnosing process a second interpreter that imports torch
     record["probe_seconds"] = round(time.perf_counter() - started, 3)
     # Tensor and object names, reprs and notes quote the program too: every string is redacted.
     return redact_value(record)

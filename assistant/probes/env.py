@@ -103,8 +103,12 @@ def torch_facts(python: str | None = None, timeout: float = 30.0) -> dict[str, A
         return {"torch_probe_error": (res.stderr.strip().splitlines() or ["no output"])[-1][:300]}
 
 
-def collect_environment(python: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
-    """The environment report. Never raises; missing facts are explained in ``notes``."""
+def collect_environment(python: str | None = None, timeout: float = 30.0, torch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The environment report. Never raises; missing facts are explained in ``notes``.
+
+    ``torch``: the torch facts the failing program read about itself (see
+    :mod:`assistant.probes.torch_env`); without them a child interpreter imports torch to read them.
+    """
     notes: list[str] = []
     report: dict[str, Any] = {
         "python": platform.python_version(),
@@ -112,7 +116,7 @@ def collect_environment(python: str | None = None, timeout: float = 30.0) -> dic
         "platform": platform.platform(),
         "packages": _packages(),
     }
-    facts = torch_facts(python, timeout)
+    facts = dict(torch) if torch and torch.get("torch") else torch_facts(python, timeout)
     report.update(facts)
     if "torch_import_error" in facts:
         notes.append(f"torch could not be imported: {facts['torch_import_error']}")
