@@ -223,8 +223,9 @@ def _read_python_traceback(stream: list[tuple[int, str]], i: int) -> tuple[_Reco
         if m:
             source = None
             j = i + 1
-            # The source line follows, indented deeper; Python 3.11+ may add caret lines below it.
-            if j < n and not _FRAME.match(stream[j][1]) and stream[j][1].startswith("    ") and not _CARETS.match(stream[j][1]):
+            # The source line follows, indented deeper than its File line (Python prints 2 and 4 spaces, but a log
+            # prefix such as "[rank3]: " may have taken one of each); Python 3.11+ may add caret lines below it.
+            if j < n and not _FRAME.match(stream[j][1]) and _deeper(stream[j][1], text) and not _CARETS.match(stream[j][1]):
                 source = stream[j][1].strip()
                 j += 1
             while j < n and (_CARETS.match(stream[j][1]) or _REPEATED.match(stream[j][1])):
@@ -240,6 +241,16 @@ def _read_python_traceback(stream: list[tuple[int, str]], i: int) -> tuple[_Reco
             continue
         break
     return _read_message(stream, i, record)
+
+
+def _indent(text: str) -> int:
+    """How many blanks a line starts with."""
+    return len(text) - len(text.lstrip(" \t"))
+
+
+def _deeper(line: str, frame_line: str) -> bool:
+    """Whether ``line`` is indented deeper than the ``File "..."`` line above it (so it is that frame's source line)."""
+    return bool(line.strip()) and _indent(line) > _indent(frame_line) and _indent(line) >= 2
 
 
 def _read_ipython_traceback(stream: list[tuple[int, str]], i: int, header_type: str) -> tuple[_Record, int]:

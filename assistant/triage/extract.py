@@ -17,7 +17,7 @@ from pathlib import Path
 
 from assistant.triage.clock import GpuCount, line_time
 from assistant.triage.model import FAILED, SUCCEEDED, JobReport, JobSpec
-from assistant.triage.reading import HEAD_BYTES, MAX_INFLATE, TAIL_BYTES, FileText, ReadCancelled, read_file
+from assistant.triage.reading import HEAD_BYTES, MAX_INFLATE, TAIL_BYTES, FileText, LogLine, ReadCancelled, read_file
 from assistant.triage.verdict import Verdict, decide, feed_shape, scans_of, shape_of, world_size
 
 # What the run's ending means when no rule of the engine recognises the extracted text.
@@ -246,9 +246,19 @@ _SPAN_LINES = 2000  # a job's first and last timestamps sit near its log's ends
 
 
 def _file_span(f: FileText) -> tuple[float | None, float | None]:
-    first = next((t for ln in f.lines[:_SPAN_LINES] if (t := line_time(ln.timed)) is not None), None)
-    last = next((t for ln in reversed(f.lines[-_SPAN_LINES:]) if (t := line_time(ln.timed)) is not None), None)
-    return first, last
+    """The earliest timestamp near the file's start and the latest near its end (None where the file shows none).
+
+    The earliest and latest, not the first and last: a file is not always in time order (pdsh prints each host's
+    output as one block, ranks' output may come rank by rank), and its last line can be minutes or hours older than
+    a line above it, which would shrink the job's GPU hours to a fraction."""
+    return _extreme_time(f.lines[:_SPAN_LINES], min), _extreme_time(f.lines[-_SPAN_LINES:], max)
+
+
+def _extreme_time(lines: list[LogLine], pick: Callable[[list[float]], float]) -> float | None:
+    """``pick`` (min or max) of the timestamps on ``lines``; None when no line carries one."""
+    # A cheap test first: line_time needs a colon, and most lines of a training log carry none.
+    times = [t for ln in lines if ":" in (timed := ln.timed) and (t := line_time(timed)) is not None]
+    return pick(times) if times else None
 
 
 def _relative(path: str, root: Path) -> str:

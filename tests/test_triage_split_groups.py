@@ -1,0 +1,80 @@
+"""Issue 20: jobs of one root cause that triage split into several groups, and GPU hours that came out short.
+
+The failure texts are real (CPU captures in eval/captured/cpu); the launcher lines around them are the shapes the v2
+triage corpus writes on its dev seed (torchrun's "[rankN]:" prefix, DeepSpeed's pdsh host blocks).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant.triage.api import triage
+from assistant.triage.extract import user_location
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU = ROOT / "eval" / "captured" / "cpu"
+
+pytestmark = pytest.mark.usefixtures("th_home")
+
+
+def stderr_of(slug: str) -> str:
+    """The stderr of one real CPU capture."""
+    return json.loads((CPU / f"{slug}.json").read_text())["stderr"]
+
+
+def write_job(tmp: Path, name: str, text: str) -> None:
+    """One job folder holding one log file."""
+    job = tmp / name
+    job.mkdir(parents=True, exist_ok=True)
+    (job / "train.log").write_text(text)
+
+
+def rank_prefixed(text: str, rank: int) -> str:
+    """Every line behind torchrun's "[rankN]:" prefix with no separating space (the line's own indent kept whole)."""
+    return "".join(f"[rank{rank}]:{ln}\n" for ln in text.splitlines())
+
+
+LINEAR = "linear-after-conv-flatten"
+DEEPEST_USER_LINE = "    return self.classifier(x)"
+
+
+def test_a_rank_prefix_that_eats_one_space_keeps_the_frames_source_line() -> None:
+    """The reader drops "[rank3]: " with its space; the source line is still the line indented deeper than its frame."""
+    from assistant.triage.reading import text_file
+
+    lines = text_file(rank_prefixed(stderr_of(LINEAR), 3)).lines
+    assert any(ln.text.startswith(' File "') for ln in lines)  # one space of the frame's indent went with the prefix
+    text = "\n".join(ln.text for ln in lines)
+    assert user_location(text) == "repro.py:forward: return self.classifier(x)"
+
+
+def test_the_same_failure_behind_a_rank_prefix_joins_its_group(tmp_path: Path) -> None:
+    """Two source lines of one function are two groups; a rank-prefixed job joins the one at its own source line."""
+    base = stderr_of(LINEAR)
+    assert DEEPEST_USER_LINE in base
+    other_site = base.replace(DEEPEST_USER_LINE, "    return self.aux_head(pooled)")
+    write_job(tmp_path, "a1", base)
+    write_job(tmp_path, "b1", other_site)
+    write_job(tmp_path, "c1", rank_prefixed(other_site, 5))
+    write_job(tmp_path, "c2", rank_prefixed(base, 2))
+    g = triage([tmp_path], diagnose_groups=False).group_of
+    assert g["a1"] != g["b1"]
+    assert g["c1"] == g["b1"] and g["c2"] == g["a1"]
+
+
+def test_gpu_hours_span_the_earliest_and_latest_stamp_not_the_first_and_last_line(tmp_path: Path) -> None:
+    """DeepSpeed over pdsh prints each host's output as one block: the file's last line is not its latest."""
+    host_blocks = (
+        "[2025-01-31 10:15:20,180] [INFO] [multinode_runner.py:80:get_cmd] Running on the following workers: gpu-388,gpu-008\n"
+        "gpu-388: [2025-01-31 10:15:20,180] [INFO] [launch.py:152:main] nnodes=2, num_local_procs=4, node_rank=0\n"
+        "gpu-388: 2025-01-31 12:15:20,000 - INFO - __main__ - step 6666/20000 | loss 2.3258 | lr 2.46e-04 | 204965 tok/s\n"
+        + "".join(f"gpu-388: {ln}\n" for ln in stderr_of(LINEAR).splitlines())
+        + "gpu-008: [2025-01-31 10:15:20,180] [INFO] [launch.py:152:main] nnodes=2, num_local_procs=4, node_rank=1\n"
+        "gpu-008: 2025-01-31 10:15:58,875 - INFO - __main__ - rank 7 ready on gpu-008 cuda:3\n"
+    )
+    write_job(tmp_path, "ds", "SLURM_GPUS=8\n" + host_blocks)
+    job = triage([tmp_path], diagnose_groups=False).job("ds")
+    assert job.gpu_hours == pytest.approx(8 * 2.0)
