@@ -78,3 +78,33 @@ def test_gpu_hours_span_the_earliest_and_latest_stamp_not_the_first_and_last_lin
     write_job(tmp_path, "ds", "SLURM_GPUS=8\n" + host_blocks)
     job = triage([tmp_path], diagnose_groups=False).job("ds")
     assert job.gpu_hours == pytest.approx(8 * 2.0)
+
+
+DATA = ROOT / "tests" / "data" / "triage_split"  # excerpts of the v2 triage corpus's dev seed (100), job by job
+
+
+def test_a_spawn_childs_print_cut_by_a_kernel_assert_is_read_from_the_traceback_behind_it(tmp_path: Path) -> None:
+    """mp.spawn's quoted child error is cut by the kernel's assert line; the traceback behind it names error and frame."""
+    spawn = (DATA / "spawn_device_assert.log").read_text()
+    child = spawn[spawn.rindex("Traceback (most recent call last):"):]
+    write_job(tmp_path, "spawn", spawn)
+    write_job(tmp_path, "single", "2025-10-14 11:52:49,221 - INFO - __main__ - step 100/1000\n" + child)
+    result = triage([tmp_path], diagnose_groups=False)
+    job = result.job("spawn")
+    assert job.headline == "RuntimeError: CUDA error: device-side assert triggered"
+    assert job.location == "model.py:forward: tok = self.tok_emb(idx)"
+    assert result.group_of["spawn"] == result.group_of["single"]
+
+
+def test_a_chain_is_one_failure_grouped_by_the_cause_it_was_raised_from(tmp_path: Path) -> None:
+    """``raise ... from e`` across a blank line is one traceback (pdsh host prefixes or not); the cause splits groups."""
+    write_job(tmp_path, "ds", (DATA / "deepspeed_worker_killed.log").read_text())
+    write_job(tmp_path, "rank3", (DATA / "rank3_worker_killed.log").read_text())
+    write_job(tmp_path, "shm", (DATA / "rank1_worker_bus_error.log").read_text())
+    result = triage([tmp_path], diagnose_groups=False)
+    ds = result.job("ds")
+    assert ds.headline.startswith("RuntimeError: DataLoader worker (pid(s) 1422002) exited unexpectedly")
+    assert ds.location == "train.py:train: for step, batch in enumerate(train_loader):"
+    g = result.group_of
+    assert g["ds"] == g["rank3"]
+    assert g["shm"] != g["rank3"]  # same wrapper at the same frame, but not raised from a worker killed by a signal

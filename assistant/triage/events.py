@@ -204,6 +204,7 @@ def scan(lines: list[LogLine]) -> StreamScan:
         if _has(low, _PROGRESS_HINTS) and not _NOT_PROGRESS.match(t):
             progress.append(i)
         i += 1
+    _supersede_cut(events)
     progress = _mark_survived(events, progress, texts)
     success = success_at >= 0 and not any(e.start > success_at and not e.ignored for e in events)
     return StreamScan(events, progress, success)
@@ -285,6 +286,10 @@ def _traceback(texts: list[str], start: int) -> Event:
             j += 1
         if j >= n or texts[j].lstrip().startswith(_TB_HEADER):
             break  # cut before its exception line, or a new traceback started
+        if not _EXC_LINE.match(texts[j]) and _traceback_within(texts, j + 1, _INTERLEAVED):
+            # Another process's line (a CUDA kernel's assert, slurmstepd's oom_kill notice) landed in the middle of this
+            # print and a traceback follows at once: this block was cut there; that line is an event of its own.
+            break
         block_end = j  # the exception line
         j += 1
         chained = False
@@ -302,6 +307,10 @@ def _traceback(texts: list[str], start: int) -> Event:
                     chained = True
                 break
             if not s:
+                k = _next_nonblank(texts, j + 1)
+                if k < n and _CHAIN.match(texts[k].strip()):
+                    j = k  # Python prints a blank line before "The above exception was ...": the chain goes on
+                    continue
                 # a blank line ends the message unless the next line continues it with an indent
                 if j + 1 < n and texts[j + 1].startswith(("\t", "    ")) and not texts[j + 1].lstrip().startswith("File "):
                     j += 1
@@ -315,7 +324,7 @@ def _traceback(texts: list[str], start: int) -> Event:
         if not chained:
             break
     lines = texts[start:block_end + 1]
-    headline = _final_headline(lines)
+    headline = final_headline(lines)
     ev = Event(TRACEBACK, start, block_end, headline, lines)
     if _LAUNCHER_TYPES.search(headline):
         ev.launcher = True
@@ -327,7 +336,33 @@ def _traceback(texts: list[str], start: int) -> Event:
     return ev
 
 
-def _final_headline(lines: list[str]) -> str:
+_INTERLEAVED = 2  # lines a foreign print may put between a cut traceback and the one that carries its failure
+
+
+def _next_nonblank(texts: list[str], j: int) -> int:
+    """The index of the first line from ``j`` on that says something (``len(texts)`` when none does)."""
+    while j < len(texts) and not texts[j].strip():
+        j += 1
+    return j
+
+
+def _traceback_within(texts: list[str], j: int, lines: int) -> bool:
+    """Whether a traceback header starts within ``lines`` lines from ``j``."""
+    return any(t.lstrip().startswith(_TB_HEADER) for t in texts[j:j + lines])
+
+
+def _supersede_cut(events: list[Event]) -> None:
+    """A traceback cut before its exception line, with the next traceback of the stream right behind it, is ignored.
+
+    The two are one failure whose print something else interrupted (mp.spawn's quoted child error, a kernel's assert
+    line written into the middle of it): the complete one names the error and the frame, the cut one names nothing."""
+    tracebacks = [e for e in events if e.kind == TRACEBACK]
+    for cut, after in zip(tracebacks, tracebacks[1:], strict=False):
+        if not cut.headline and after.headline and after.start - cut.end <= _INTERLEAVED + 1:
+            cut.ignored = True
+
+
+def final_headline(lines: list[str]) -> str:
     """The last exception line of the block (the one a chain ends with); "" when the block was cut before it."""
     for ln in reversed(lines):
         s = ln.rstrip()

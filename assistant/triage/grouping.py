@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from assistant.triage.events import final_headline
 from assistant.triage.model import JobReport
 from assistant.triage.verdict import failure_stem
 
@@ -63,7 +64,7 @@ class Grouper:
         # At a frame of the user's code, a failure is one root cause whatever its numbers, names or PyTorch version's
         # wording: its stem (first words of the message) stands for the template. Without a frame the mined template
         # does (scheduler verdicts, hangs, launcher reports).
-        part: int | str = f"stem:{failure_stem(message)}" if location else cluster_id
+        part: int | str = f"stem:{failure_stem(_direct_cause(report.failure_text) or message)}" if location else cluster_id
         signature = self._frame_signature(kind, part, location)
         group = self._groups.get(signature)
         if group is None:
@@ -224,6 +225,19 @@ def _signature(report: JobReport) -> tuple[str, str]:
         return f"job ended: {_SAME_ENDING.get(report.reason, report.reason).replace('_', ' ')}", ""
     message = _DECORATION.sub("", (report.headline or report.title or report.reason or "failed").strip())[:1000]
     return message, location
+
+
+_DIRECT_CAUSE = "The above exception was the direct cause of the following exception"
+
+
+def _direct_cause(text: str) -> str | None:
+    """The exception line of the first cause in a ``raise ... from`` chain (None when the failure is not one).
+
+    A wrapper raised from a cause ("DataLoader worker exited unexpectedly" from "worker is killed by signal: Killed",
+    from "... Bus error") says the same for different root causes; the cause it was raised from tells them apart."""
+    if _DIRECT_CAUSE not in text:
+        return None
+    return final_headline(text.split(_DIRECT_CAUSE, 1)[0].splitlines()) or None
 
 
 def group_reports(reports: list[JobReport], stop: Callable[[], bool] | None = None) -> tuple[dict[str, str], Grouper]:
