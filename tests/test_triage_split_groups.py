@@ -108,3 +108,56 @@ def test_a_chain_is_one_failure_grouped_by_the_cause_it_was_raised_from(tmp_path
     g = result.group_of
     assert g["ds"] == g["rank3"]
     assert g["shm"] != g["rank3"]  # same wrapper at the same frame, but not raised from a worker killed by a signal
+
+
+def test_two_pytorch_wordings_of_one_failure_at_one_statement_are_one_group(tmp_path: Path) -> None:
+    """Older PyTorch says "expected scalar type Float but found Half", newer "expected mat1 and mat2 to have the same
+    dtype": one rule names both; at the same source line they are one group, at another line another group."""
+    old = (DATA / "lightning_half_vs_float.log").read_text()
+    old_words = "RuntimeError: expected scalar type Float but found Half"
+    new_words = "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::Half"
+    assert old_words in old
+    write_job(tmp_path, "old", old)
+    write_job(tmp_path, "new", old.replace(old_words, new_words))
+    write_job(tmp_path, "other", old.replace(old_words, new_words).replace("    logits = self.lm_head(h)", "    h = self.proj(x)"))
+    g = triage([tmp_path], diagnose_groups=False).group_of
+    assert g["old"] == g["new"]
+    assert g["other"] != g["new"]
+
+
+def without_source(text: str) -> str:
+    """The traceback as Python prints it when the source files are not on the node: frames without source lines."""
+    return "".join(ln + "\n" for ln in text.splitlines() if not ln.startswith("    "))
+
+
+def test_a_log_without_source_lines_joins_the_group_at_its_line_number(tmp_path: Path) -> None:
+    """One function, two statements, two groups: a job whose log shows no source line joins the one at its line."""
+    base = stderr_of(LINEAR)
+    frame = '  File "/tmp/torchhelp-case-92veqald/job/repro.py", line 41, in forward'
+    assert frame in base and DEEPEST_USER_LINE in base
+    other_site = base.replace(DEEPEST_USER_LINE, "    return self.aux_head(pooled)").replace(frame, frame.replace("line 41", "line 45"))
+    write_job(tmp_path, "a1", base)
+    write_job(tmp_path, "b1", other_site)
+    write_job(tmp_path, "c1", without_source(other_site))
+    write_job(tmp_path, "c2", without_source(base))
+    result = triage([tmp_path], diagnose_groups=False)
+    assert result.job("c1").location == "repro.py:forward: " and result.job("c1").location_line == 45
+    g = result.group_of
+    assert g["a1"] != g["b1"]
+    assert g["c1"] == g["b1"] and g["c2"] == g["a1"]
+
+
+def test_the_line_numbers_survive_a_saved_grouper(tmp_path: Path) -> None:
+    """Watch mode saves the grouper between runs: a source-less job after a restart still finds its line's group."""
+    from assistant.triage.grouping import Grouper, group_reports
+
+    base = stderr_of(LINEAR)
+    frame = '  File "/tmp/torchhelp-case-92veqald/job/repro.py", line 41, in forward'
+    other_site = base.replace(DEEPEST_USER_LINE, "    return self.aux_head(pooled)").replace(frame, frame.replace("line 41", "line 45"))
+    write_job(tmp_path, "a1", base)
+    write_job(tmp_path, "b1", other_site)
+    write_job(tmp_path, "c1", without_source(other_site))
+    jobs = {j.job_id: j for j in triage([tmp_path], diagnose_groups=False).jobs}
+    ids, grouper = group_reports([jobs["a1"], jobs["b1"]])
+    restored = Grouper.from_json(json.loads(json.dumps(grouper.to_json())))
+    assert restored.key(jobs["c1"]) == ids["b1"]

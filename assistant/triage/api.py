@@ -121,6 +121,7 @@ def build_result(
     group_of: dict[str, str] = {}
     groups: list[Group] = []
     taken: set[str] = set()
+    naming: dict[str, tuple[JobReport, Any, JobReport]] = {}
     for key, jobs in members.items():
         if stop is not None and stop():
             raise Cancelled()
@@ -134,6 +135,10 @@ def build_result(
             named = categorize(rep, diagnosis.category, diagnosis.title, diagnosis.rule)
         else:
             named = categorize(rep)
+        naming[key] = (rep, diagnosis, named)
+    members = _merge_same_statement(members, {key: named for key, (_, _, named) in naming.items()})
+    for key, jobs in members.items():
+        rep, diagnosis, named = naming[key]
         category = named.category or "unknown"
         title = named.title or "Job failed"
         group_id = _final_id(key, category, taken)
@@ -165,6 +170,32 @@ def build_result(
         notes=tuple(notes),
         bytes_read=sum(r.size_bytes for r in ordered),
     )
+
+
+def _merge_same_statement(members: dict[str, list[JobReport]], named: dict[str, JobReport]) -> dict[str, list[JobReport]]:
+    """Groups whose representatives one rule names, failing at one statement of the user's code, made one.
+
+    The grouper keys a failure at a user frame by its message's first words; another PyTorch version words the same
+    failure otherwise ("expected scalar type Float but found Half" and "expected mat1 and mat2 to have the same dtype,
+    but got: float != c10::Half" at one ``self.lm_head(h)``). The rule that names both, at the same source line, says
+    they are one root cause. The first group (in job-id order) keeps its id and representative."""
+    first_of: dict[tuple[str, str, str], str] = {}
+    merged: dict[str, list[JobReport]] = {}
+    for key, jobs in members.items():
+        statement = _statement(named[key])
+        into = first_of.setdefault(statement, key) if statement is not None else key
+        merged.setdefault(into, []).extend(jobs)
+    return {key: sorted(jobs, key=lambda r: r.job_id) for key, jobs in merged.items()}
+
+
+def _statement(named: JobReport) -> tuple[str, str, str] | None:
+    """(rule, category, source location) of a named representative; None without a rule or a source line."""
+    from assistant.triage.grouping import normalize_location
+
+    location = normalize_location(named.location)
+    if not named.rule or not location.partition(": ")[2].strip():
+        return None  # without the source line, one function's two statements would look alike
+    return named.rule, named.category or "unknown", location
 
 
 def _final_id(key: str, category: str, taken: set[str]) -> str:

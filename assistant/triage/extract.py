@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from assistant.triage.clock import GpuCount, line_time
+from assistant.types import Frame
 from assistant.triage.model import FAILED, SUCCEEDED, JobReport, JobSpec
 from assistant.triage.reading import HEAD_BYTES, MAX_INFLATE, TAIL_BYTES, FileText, LogLine, ReadCancelled, read_file
 from assistant.triage.verdict import Verdict, decide, feed_shape, scans_of, shape_of, world_size
@@ -126,6 +127,7 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
     if verdict is None:
         return JobReport(spec.job_id, rel, SUCCEEDED, ranks_seen=gpus.ranks_seen, gpus=count, start=start, end=end,
                          gpu_hours=hours, size_bytes=size, notes=tuple(notes))
+    frame = user_frame(verdict.text) if "File " in verdict.text else None
     report = JobReport(
         job_id=spec.job_id,
         files=rel,
@@ -134,7 +136,8 @@ def extract_job(spec: JobSpec, options: ExtractOptions | None = None) -> JobRepo
         reason=verdict.reason,
         headline=verdict.headline[:500],
         failure_text=verdict.text,
-        location=user_location(verdict.text) if "File " in verdict.text else None,
+        location=_where(frame),
+        location_line=frame.line if frame is not None else None,
         first_failing_rank=verdict.first_rank,
         ranks_seen=gpus.ranks_seen,
         gpus=count,
@@ -169,12 +172,21 @@ def _default_title(v: Verdict) -> str:
 
 def user_location(text: str) -> str | None:
     """The deepest frame in the user's own code: "file.py:function: source line" (None without one)."""
+    return _where(user_frame(text))
+
+
+def user_frame(text: str) -> Frame | None:
+    """The deepest frame in the user's own code, as parsed (None without one)."""
     from assistant.engine import default_engine
 
     user = default_engine().parse(text).user_frames
-    if not user:
+    return user[-1] if user else None
+
+
+def _where(f: Frame | None) -> str | None:
+    """A frame as a group location: "file.py:function: source line" (the source empty when the log shows none)."""
+    if f is None:
         return None
-    f = user[-1]
     return f"{Path(f.file.replace(chr(92), '/')).name}:{f.function or '?'}: {(f.source or '').strip()[:160]}"
 
 

@@ -52,6 +52,8 @@ class Grouper:
     def __init__(self) -> None:
         self._miner = _new_miner()
         self._groups: dict[tuple[str, int | str, str], str] = {}  # (category or reason, Drain3 cluster or stem, location) -> id
+        # Line numbers of the frame each signature was seen at: a log without source lines is matched by its line.
+        self._lines: dict[tuple[str, int | str, str], set[int]] = {}
 
     def key(self, report: JobReport) -> str:
         """The group id of a failed job (adds its template to the miner)."""
@@ -65,7 +67,10 @@ class Grouper:
         # wording: its stem (first words of the message) stands for the template. Without a frame the mined template
         # does (scheduler verdicts, hangs, launcher reports).
         part: int | str = f"stem:{failure_stem(_direct_cause(report.failure_text) or message)}" if location else cluster_id
-        signature = self._frame_signature(kind, part, location)
+        line = report.location_line if location else None
+        signature = self._frame_signature(kind, part, location, line)
+        if line is not None:
+            self._lines.setdefault(signature, set()).add(line)
         group = self._groups.get(signature)
         if group is None:
             digest = hashlib.sha1(f"{self._miner.drain.id_to_cluster[cluster_id].get_template()}|{location}".encode("utf-8", "replace")).hexdigest()[:8]
@@ -76,25 +81,34 @@ class Grouper:
             self._groups[signature] = group
         return group
 
-    def _frame_signature(self, kind: str, part: int | str, location: str) -> tuple[str, int | str, str]:
+    def _frame_signature(self, kind: str, part: int | str, location: str, line: int | None = None) -> tuple[str, int | str, str]:
         """The group signature, the frame's source line included when the log shows it.
 
         Two source lines of one function are two frames (two groups); but some logs lack source lines (no source on the
-        node), so a job without one joins the single group of its function, and a job with one joins a group made only of
-        jobs without one."""
-        frame, _, source = location.partition(": ")
-        frame = frame.rstrip(":")
-        siblings = [sig for sig in self._groups if sig[0] == kind and sig[1] == part and sig[2].partition(": ")[0].rstrip(":") == frame]
-        exact = (kind, part, f"{frame}: {source}" if source else frame)
+        node). A job without one joins the group of its function seen at the same line number, else the single group of
+        its function; a job with one joins a group made only of jobs without one (at its line number, when known)."""
+        frame, source = _frame_of(location), _source_of(location)
+        siblings = [sig for sig in self._groups if sig[0] == kind and sig[1] == part and _frame_of(sig[2]) == frame]
+        if source:
+            exact: tuple[str, int | str, str] = (kind, part, f"{frame}: {source}")
+            if exact in self._groups or not siblings:
+                return exact
+            bare = [sig for sig in siblings if not _source_of(sig[2])]
+            same_line = [sig for sig in bare if line is not None and line in self._lines.get(sig, ())]
+            unnumbered = [sig for sig in bare if not self._lines.get(sig)]
+            if same_line:
+                self._groups[exact] = self._groups[same_line[0]]  # this frame's source line now names that group
+            elif unnumbered and len(unnumbered) == len(bare) and len(bare) == len(siblings):
+                self._groups[exact] = self._groups[unnumbered[0]]
+            return exact
+        # No source line: the line number stands in for it (the same code gives the same numbers).
+        exact = (kind, part, frame if line is None else f"{frame} @{line}")
         if exact in self._groups or not siblings:
             return exact
-        if not source:
-            return siblings[0] if len({self._groups[s] for s in siblings}) == 1 else exact
-        bare = [sig for sig in siblings if not sig[2].partition(": ")[2]]
-        with_source = [sig for sig in siblings if sig[2].partition(": ")[2]]
-        if bare and not with_source:
-            self._groups[exact] = self._groups[bare[0]]  # this frame's source line now names that group
-        return exact
+        at_line = [sig for sig in siblings if line is not None and line in self._lines.get(sig, ())]
+        if len({self._groups[sig] for sig in at_line}) == 1:
+            return at_line[0]
+        return siblings[0] if not at_line and len({self._groups[sig] for sig in siblings}) == 1 else exact
 
     def template(self, report: JobReport) -> str:
         """The masked template a failed job's message belongs to now."""
@@ -111,7 +125,8 @@ class Grouper:
         drain = self._miner.drain
         clusters = [{"id": int(c.cluster_id), "tokens": list(c.log_template_tokens), "size": int(c.size)}
                     for c in drain.id_to_cluster.values()]
-        groups = [{"kind": k, "part": p, "location": loc, "group": g} for (k, p, loc), g in self._groups.items()]
+        groups = [{"kind": k, "part": p, "location": loc, "group": g, "lines": sorted(self._lines.get((k, p, loc), ()))}
+                  for (k, p, loc), g in self._groups.items()]
         return {"format": GROUPER_FORMAT, "clusters_counter": int(drain.clusters_counter), "clusters": clusters,
                 "tree": _node_to_json(drain.root_node), "groups": groups}
 
@@ -133,7 +148,11 @@ class Grouper:
             drain.root_node = _node_from_json(data["tree"], depth=0)
             for g in data["groups"]:
                 part = g["part"] if isinstance(g["part"], str) else _int(g["part"])
-                grouper._groups[(_text(g["kind"]), part, _text(g["location"]))] = _text(g["group"])
+                signature = (_text(g["kind"]), part, _text(g["location"]))
+                grouper._groups[signature] = _text(g["group"])
+                lines = {_int(n) for n in g.get("lines", [])}  # absent in files saved before line numbers were kept
+                if lines:
+                    grouper._lines[signature] = lines
         except (KeyError, TypeError, ValueError) as exc:
             from assistant.errors import TriageError
 
@@ -170,6 +189,19 @@ def parse_grouper_bytes(raw: bytes, where: str) -> Any:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise TriageError(f"{where}: the saved grouper is not JSON; move the file away to start fresh") from None
+
+
+_LINE_SUFFIX = re.compile(r" @\d+$")
+
+
+def _frame_of(location: str) -> str:
+    """The frame part of a signature's location ("file.py:function"), without a source line or line number."""
+    return _LINE_SUFFIX.sub("", location.partition(": ")[0].rstrip(":"))
+
+
+def _source_of(location: str) -> str:
+    """The source line part of a signature's location ("" when the log showed none)."""
+    return location.partition(": ")[2]
 
 
 def _text(value: Any) -> str:

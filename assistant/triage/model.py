@@ -40,6 +40,7 @@ class JobReport:
     headline: str = ""  # the failing line (exception line, signal line, scheduler verdict)
     failure_text: str = ""  # the extracted failure the engine diagnoses ("" for succeeded jobs)
     location: str | None = None  # the deepest frame in the user's own code: "file.py:function: source line"
+    location_line: int | None = None  # that frame's line number (groups a log that shows no source line by it)
     first_failing_rank: int | None = None
     ranks_seen: int = 0  # distinct ranks that wrote to the logs
     gpus: int | None = None
