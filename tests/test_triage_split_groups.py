@@ -161,3 +161,19 @@ def test_the_line_numbers_survive_a_saved_grouper(tmp_path: Path) -> None:
     ids, grouper = group_reports([jobs["a1"], jobs["b1"]])
     restored = Grouper.from_json(json.loads(json.dumps(grouper.to_json())))
     assert restored.key(jobs["c1"]) == ids["b1"]
+
+
+def test_the_span_counts_pytorchs_yearless_c10_stamps(tmp_path: Path) -> None:
+    """mp.spawn's last lines are c10 log lines ("W1014 12:03:13.734285 ..."), stamped without a year."""
+    spawn = (DATA / "spawn_device_assert.log").read_text()
+    assert spawn.startswith("Tue Oct 14 11:52:40 UTC 2025\n") and "\nW1014 12:03:13.734285 " in spawn
+    write_job(tmp_path, "spawn", "SLURM_GPUS=8\n" + spawn)
+    job = triage([tmp_path], diagnose_groups=False).job("spawn")
+    assert job.gpu_hours == pytest.approx(8 * (10 * 60 + 33) / 3600)  # 11:52:40 to 12:03:13
+
+
+def test_deepspeeds_batch_assertion_is_not_a_world_size(tmp_path: Path) -> None:
+    """"... * world_size 272 != 16 * 2 * 8" names a batch size; the job ran 8 processes (world_size=8, dist_world_size=8)."""
+    write_job(tmp_path, "ds", (DATA / "deepspeed_batch_assertion.log").read_text())
+    job = triage([tmp_path], diagnose_groups=False).job("ds")
+    assert job.gpus == 8

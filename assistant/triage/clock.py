@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -56,6 +57,20 @@ def order_time(text: str) -> float | None:
     return None
 
 
+def glog_time(text: str, near: float) -> float | None:
+    """Epoch seconds of a glog / c10 stamp ("W1014 12:03:13.734285"), which has no year: the year that puts it nearest
+    ``near`` (a full timestamp of the same job), so a job that ran over New Year still reads right. None: no stamp."""
+    if not text or text[0] not in "IWEF[":
+        return None  # glog stamps open the line (or its "[...]" prefix): a cheap test before the pattern
+    m = _GLOG.match(text)
+    if m is None:
+        return None
+    mo, d, h, mi, s = (int(x) for x in m.groups())
+    year = time.gmtime(near).tm_year
+    candidates = [t for y in (year - 1, year, year + 1) if (t := _epoch(y, mo, d, h, mi, s, None)) is not None]
+    return min(candidates, key=lambda t: abs(t - near)) if candidates else None
+
+
 def _ampm(hour: int, marker: str | None) -> int:
     if marker == "PM" and hour < 12:
         return hour + 12
@@ -100,7 +115,8 @@ _GPU_PATTERNS: dict[str, re.Pattern[str]] = {
     "job_gpus": re.compile(r"\bSLURM_(?:JOB|STEP)_GPUS=([\d,]+)"),
     "nnodes": re.compile(r"\bSLURM_(?:JOB_NUM_NODES|NNODES)=" + _INT + r"|--nnodes[= ]" + _INT + r"(?::\d+)?\b|#SBATCH (?:-N|--nodes)[= ]?" + _INT),
     "nproc": re.compile(r"--nproc[_-]per[_-]node[= ]" + _INT + r"|\bnproc_per_node\s*[:=]\s*" + _INT + r"|\bnum_processes\s*[:=]\s*" + _INT),
-    "world": re.compile(r"\bworld[_ ]size\s*[:=]?\s*" + _INT + r"\b|\bWORLD_SIZE=" + _INT + r"|\bMEMBER: \d+/" + _INT, re.IGNORECASE),
+    # Not a number compared or multiplied: DeepSpeed's "... * world_size 272 != 16 * 2 * 8" names the batch size there.
+    "world": re.compile(r"\bworld[_ ]size\s*[:=]?\s*" + _INT + r"\b(?!\s*(?:[!=<>]=|[*/+<>-]))|\bWORLD_SIZE=" + _INT + r"|\bMEMBER: \d+/" + _INT, re.IGNORECASE),
     "smi": re.compile(r"^GPU (\d+): .*\(UUID: (GPU-[0-9a-fA-F-]+)\)"),
 }
 

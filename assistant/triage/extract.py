@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from assistant.triage.clock import GpuCount, line_time
+from assistant.triage.clock import GpuCount, glog_time, line_time
 from assistant.types import Frame
 from assistant.triage.model import FAILED, SUCCEEDED, JobReport, JobSpec
 from assistant.triage.reading import HEAD_BYTES, MAX_INFLATE, TAIL_BYTES, FileText, LogLine, ReadCancelled, read_file
@@ -267,10 +267,17 @@ def _file_span(f: FileText) -> tuple[float | None, float | None]:
 
 
 def _extreme_time(lines: list[LogLine], pick: Callable[[list[float]], float]) -> float | None:
-    """``pick`` (min or max) of the timestamps on ``lines``; None when no line carries one."""
+    """``pick`` (min or max) of the timestamps on ``lines``; None when no line carries one.
+
+    PyTorch's own C++ log lines (glog / c10: "W1014 12:03:13.734285 ...") carry no year; they count with the year of
+    the file's full timestamps (mp.spawn's last words, the NCCL watchdog's, are often such lines)."""
     # A cheap test first: line_time needs a colon, and most lines of a training log carry none.
     times = [t for ln in lines if ":" in (timed := ln.timed) and (t := line_time(timed)) is not None]
-    return pick(times) if times else None
+    if not times:
+        return None
+    near = pick(times)
+    glog = [t for ln in lines if (t := glog_time(ln.timed, near)) is not None]
+    return pick(times + glog)
 
 
 def _relative(path: str, root: Path) -> str:
