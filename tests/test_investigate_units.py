@@ -186,6 +186,10 @@ def test_an_experiment_that_can_verify_a_present_cause_goes_before_one_that_only
     guard can verify an out-of-range label, synchronous launches only show where the kernel failed."""
     assert_d = _diagnosis("device_side_assert", (("assert.label_range", 0.6), ("assert.embedding_ids", 0.3)))
     assert [s.id for s in applicable(assert_d, used_cuda=True)][:2] == ["guard_index", "launch_blocking"]
+    # When the rule already read which kind of assert it is from the message, what it lacks is where: the real
+    # op under synchronous launches comes first, then the guard's value.
+    read_by_rule = _diagnosis("device_side_assert", (("cuda.assert_label", 0.9),))
+    assert [s.id for s in applicable(read_by_rule, used_cuda=True)][:2] == ["launch_blocking", "guard_index"]
     cublas = _diagnosis("cublas_error", (("cublas.earlier_error", 0.5), ("cublas.out_of_memory", 0.4)))
     assert [s.id for s in applicable(cublas, used_cuda=True)][0] == "launch_blocking"
 
