@@ -192,6 +192,46 @@ def test_the_whole_command_keeps_within_four_failing_runs(tmp_path: Path, env: d
     assert last["outcome"] == "not_run" and "budget" in last["finding"] and last["command"], last
 
 
+# Two ranks on Gloo: rank 1's shard has one batch fewer, so it reaches the broadcast while rank 0 is still in
+# its fourth gradient all-reduce; both time out.
+UNEVEN_RANKS = """
+    import datetime
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=4))
+    rank = dist.get_rank()
+    batches = 4 if rank == 0 else 3
+    weights = torch.zeros(8)
+    for step in range(batches):
+        grad = torch.ones(8)
+        dist.all_reduce(grad)
+        weights -= 0.1 * grad
+    best = torch.tensor([float(rank)])
+    dist.broadcast(best, src=0)
+"""
+
+
+def test_the_flight_recorder_names_the_collective_each_rank_was_in(tmp_path: Path, env: dict[str, str]) -> None:
+    program = _program(tmp_path, UNEVEN_RANKS)
+    report = tmp_path / "report.json"
+    argv = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29631", str(program)]
+    proc = subprocess.run([PY, "-m", "assistant", "run", "--investigate", "--yes", "--report", str(report), "--", *argv],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    d = json.loads(report.read_text())
+    assert d["category"] == "nccl_error", proc.stderr[-2000:]
+    (exp,) = [e for e in d["experiments"] if e["id"] == "flight_recorder"]
+    assert "rank 0 was waiting in all_reduce #4 on inputs [[8]] after 3 completed collectives" in exp["finding"]
+    assert "rank 1 was waiting in broadcast #4 on inputs [[1]] after 3 completed collectives" in exp["finding"]
+    assert exp["verified"] == ["nccl.rank_desync"] and "nccl.transport" in exp["ruled_out"]
+    assert exp["values"]["waiting"] == {"0": "all_reduce #4", "1": "broadcast #4"}
+    assert exp["command"].startswith("TORCH_FR_BUFFER_SIZE=2000 ") and "TORCH_NCCL_DUMP_ON_TIMEOUT=1" in exp["command"]
+    # Read again with the traces: the cause says where each rank was, and the uneven-steps fix comes first.
+    assert "rank 0 in all_reduce #4 after 3 completed; rank 1 in broadcast #4 after 3 completed" in d["cause"]
+    assert d["hypotheses"][0]["id"] == "nccl.rank_desync"
+    assert d["fixes"][0]["title"] == "Give every rank the same number of steps"
+
+
 def test_without_a_terminal_nothing_is_rerun_unless_yes(tmp_path: Path, env: dict[str, str]) -> None:
     program = _program(tmp_path, EMBEDDING_OUT_OF_RANGE)
     report = tmp_path / "r.json"

@@ -211,3 +211,29 @@ def test_cases_are_chosen_by_several_globs() -> None:
 
     slugs = [c.slug for c in load_cases(device="cuda", pattern="cuda-oom-frag*, cuda-assert-ce-*")]
     assert slugs == ["cuda-assert-ce-one-based-labels", "cuda-oom-fragmentation"]
+
+
+def test_a_flight_dump_that_names_code_or_is_torn_is_no_evidence(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The dump is a pickle: one that would call a function when loaded is refused, as is a cut one."""
+    import os
+    import pickle
+
+    from assistant.investigate.flight import load_dump, read_flight_dumps
+
+    class Hostile:
+        def __reduce__(self):  # type: ignore[no-untyped-def]
+            return (os.system, ("touch " + str(tmp_path / "ran"),))
+
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps({"entries": [Hostile()]}))
+    plain = {"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+             "entries": [{"collective_seq_id": 1, "profiling_name": "nccl:all_reduce", "state": "completed", "is_p2p": False},
+                         {"collective_seq_id": 2, "profiling_name": "nccl:all_reduce", "state": "scheduled", "is_p2p": False,
+                          "input_sizes": [[1024]]}]}
+    (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps(plain)[:-7])
+    assert load_dump(tmp_path / "nccl_trace_rank_0") is None and not (tmp_path / "ran").exists()
+    assert read_flight_dumps(tmp_path) is None
+    (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps(plain))
+    summary = read_flight_dumps(tmp_path)
+    assert summary == {"ranks": {"1": {"last_completed": 1, "recorded": 2, "waiting": {"op": "all_reduce", "seq": 2, "state": "scheduled",
+                                                                                           "sizes": [[1024]], "dtypes": None}}},
+                       "missing_ranks": [0]}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from assistant.investigate.catalogue import ExperimentSpec, applicable, matches
 from assistant.investigate.readers import LEAD, RULE, Finding, RerunView, read
-from assistant.investigate.rerun import Rerun, classify, pass_point, rerun
+from assistant.investigate.rerun import RUN_DIR_MARK, Rerun, classify, pass_point, rerun
 from assistant.investigate.switches import MARK
 from assistant.types import Diagnosis, ExperimentResult, Hypothesis
 
@@ -46,7 +46,7 @@ def command_for(spec: ExperimentSpec, argv: Sequence[str]) -> str:
     if spec.switches and not spec.env:
         # Switches live in torchhelp's crash hook: repeat through `torchhelp run`.
         return f"torchhelp run --investigate --experiment {spec.id} --yes -- {cmd}"
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env if not k.startswith("TORCHHELP_"))
+    env = " ".join(f"{k}={shlex.quote(v.replace(RUN_DIR_MARK, '/tmp'))}" for k, v in spec.env if not k.startswith("TORCHHELP_"))
     if any(k.startswith("TORCHHELP_") for k, _ in spec.env):
         return f"torchhelp run --investigate --experiment {spec.id} --yes -- {cmd}"
     return f"{env} {cmd}"

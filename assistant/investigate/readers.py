@@ -172,6 +172,46 @@ def _nccl_debug(view: RerunView) -> Finding:
     return Finding()
 
 
+def _flight_recorder(view: RerunView) -> Finding:
+    """Which collective each rank was in when the watchdog fired (see :mod:`assistant.investigate.flight`)."""
+    summary = (view.switch_values or {}).get("flight")
+    if not isinstance(summary, dict):
+        return Finding("no rank wrote a flight-recorder dump: the re-run did not reach the watchdog's timeout, "
+                       "or this build of torch does not record collectives") if view.outcome in ("same", "other") else Finding()
+    ranks: dict[str, dict[str, Any]] = summary.get("ranks") or {}
+    missing = [int(r) for r in summary.get("missing_ranks") or ()]
+    waiting = {r: s["waiting"] for r, s in ranks.items() if isinstance(s.get("waiting"), dict)}
+    done = {r: int(s.get("last_completed") or 0) for r, s in ranks.items()}
+    values = {"waiting": {r: f"{w['op']} #{w['seq']}" for r, w in waiting.items()}, "completed": done, "missing_ranks": missing}
+    if not waiting:
+        return Finding("the ranks' collective traces show none left waiting when the run ended", values=values)
+
+    def where(rank: str) -> str:
+        w = waiting[rank]
+        sizes = f" on inputs {w['sizes']}" if w.get("sizes") else ""
+        return f"rank {rank} was waiting in {w['op']} #{w['seq']}{sizes} after {done[rank]} completed collectives"
+
+    said = "; ".join(where(r) for r in sorted(waiting, key=int))
+    positions = {(w["op"], w["seq"]) for w in waiting.values()}
+    behind = [r for r in ranks if r not in waiting and done[r] < min(w["seq"] for w in waiting.values())]
+    worked = max(done.values()) >= 1  # earlier collectives completed: the ranks could reach each other
+    transport = ("nccl.transport",) if worked else ()
+    if len(positions) > 1 or behind:
+        extra = "".join(f"; rank {r} had finished its collectives after {done[r]}" for r in behind)
+        return Finding(f"{said}{extra}: the ranks were not in the same collective", verifies=("nccl.rank_desync",),
+                       rules_out=transport, values=values)
+    sizes = {str(w.get("sizes")) for w in waiting.values()}
+    if len(sizes) > 1:
+        return Finding(f"{said}: the ranks called the same collective with tensors of different sizes",
+                       verifies=("nccl.rank_desync", RULE), rules_out=transport, values=values)
+    if missing:
+        gone = ", ".join(str(r) for r in missing)
+        return Finding(f"{said}; rank {gone} left no trace: it had stopped calling collectives (it exited, crashed or "
+                       "never reached this one)", rules_out=transport, values=values)
+    return Finding(f"{said}: every rank entered the same collective and it never finished, so the ranks agree and the "
+                   "collective itself is stuck", rules_out=("nccl.rank_desync",), values=values)
+
+
 def _compile_eager(view: RerunView) -> Finding:
     if view.outcome == "passed":
         return Finding("without torch.compile the program passes the point where it failed: the failure is torch.compile's", verifies=(LEAD,))
@@ -195,6 +235,7 @@ def _main_process(view: RerunView) -> Finding:
 READERS: dict[str, Callable[[RerunView], Finding]] = {
     "located": _located, "guard": _guard, "memory_sites": _memory_sites, "nonfinite": _nonfinite, "anomaly_trace": _anomaly_trace,
     "ddp_detail": _ddp_detail, "nccl_debug": _nccl_debug, "compile_eager": _compile_eager, "main_process": _main_process,
+    "flight_recorder": _flight_recorder,
 }
 
 

@@ -45,10 +45,15 @@ class Rerun:
     values: dict[str, Any] | None = None  # what a switch found, as values (see switches.VALUES_FILE)
 
 
-def experiment_env(spec: ExperimentSpec, base: dict[str, str]) -> dict[str, str]:
+RUN_DIR_MARK = "{run_dir}"  # in an experiment's variable: the re-run's private folder (where dumps are written)
+
+
+def experiment_env(spec: ExperimentSpec, base: dict[str, str], run_dir: Path | None = None) -> dict[str, str]:
     """The environment variables the experiment sets, merged with the user's own allocator settings."""
     out: dict[str, str] = {}
     for key, value in spec.env:
+        if RUN_DIR_MARK in value:
+            value = value.replace(RUN_DIR_MARK, str(run_dir or tempfile.gettempdir()))
         if key == "PYTORCH_CUDA_ALLOC_CONF" and base.get(key):
             # Keep the user's other allocator options; the experiment changes one of them.
             kept = [p for p in base[key].split(",") if p and not p.startswith(value.split(":")[0] + ":")]
@@ -67,7 +72,7 @@ def rerun(argv: list[str], spec: ExperimentSpec, deadline_s: float) -> Rerun:
 
     run_dir = Path(tempfile.mkdtemp(prefix="torchhelp-exp-"))
     try:
-        env = child_env(run_dir, memory_history=False, extra=experiment_env(spec, dict(os.environ)))
+        env = child_env(run_dir, memory_history=False, extra=experiment_env(spec, dict(os.environ), run_dir))
         out_path, err_path = run_dir / "stdout.log", run_dir / "stderr.log"
         start = time.perf_counter()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -87,9 +92,20 @@ def rerun(argv: list[str], spec: ExperimentSpec, deadline_s: float) -> Rerun:
         traceback_text = record.get("traceback", "") if record else ""
         if traceback_text and traceback_text.strip() not in text:
             text = f"{text}\n{traceback_text}"
-        return Rerun(None if cut else proc.returncode, duration, text, record or {}, cut, _switch_values(run_dir))
+        return Rerun(None if cut else proc.returncode, duration, text, record or {}, cut, _values(run_dir))
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _values(run_dir: Path) -> dict[str, Any] | None:
+    """What the re-run left as values: a switch's findings, and the collective traces of the ranks."""
+    from assistant.investigate.flight import read_flight_dumps
+
+    values = _switch_values(run_dir)
+    flight = read_flight_dumps(run_dir)
+    if flight is not None:
+        values = {**(values or {}), "flight": flight}
+    return values
 
 
 def _switch_values(run_dir: Path) -> dict[str, Any] | None:

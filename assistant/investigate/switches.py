@@ -16,7 +16,10 @@ without touching the user's files:
   error is raised where it happens;
 - ``cudnn_off``: cuDNN disabled;
 - ``expandable_segments``: the caching allocator told to use expandable segments through its own API,
-  so the setting holds even for a program that clears ``PYTORCH_CUDA_ALLOC_CONF`` before it starts CUDA.
+  so the setting holds even for a program that clears ``PYTORCH_CUDA_ALLOC_CONF`` before it starts CUDA;
+- ``flight_dump``: at an uncaught exception, each rank writes its process group's flight-recorder buffer
+  to the run folder (NCCL dumps by itself when its watchdog fires; a rank that fails by raising, as Gloo's
+  timeouts do, would otherwise leave nothing).
 
 An error raised by a switch is a RuntimeError whose message starts with :data:`MARK` and names the
 switch, so the runner can tell it from the program's own failure (a plain built-in type: the program's
@@ -33,7 +36,7 @@ from typing import Any
 
 MARK = "torchhelp experiment"
 ENV = "TORCHHELP_SWITCHES"
-KNOWN = ("anomaly", "nonfinite", "guard_index", "dataloader_main", "cudnn_off", "expandable_segments")
+KNOWN = ("anomaly", "nonfinite", "guard_index", "dataloader_main", "cudnn_off", "expandable_segments", "flight_dump")
 
 
 def requested() -> list[str]:
@@ -305,5 +308,42 @@ def _expandable_segments(torch: Any) -> None:
     torch.cuda.memory._set_allocator_settings("expandable_segments:True")
 
 
+# --- flight_dump -----------------------------------------------------------------------------------
+
+FLIGHT_DUMP_PREFIX = "nccl_trace_rank_"  # the name NCCL's own dump on timeout uses (see assistant.investigate.flight)
+
+
+def _flight_dump(torch: Any) -> None:
+    run_dir = os.environ.get("TORCHHELP_RUN_DIR")
+    if not run_dir:
+        return
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        _write_flight_dump(torch, run_dir)
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
+
+
+def _write_flight_dump(torch: Any, run_dir: str) -> None:
+    """This rank's flight-recorder buffer as NCCL would dump it, unless a dump of this rank is already there."""
+    try:
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        path = os.path.join(run_dir, f"{FLIGHT_DUMP_PREFIX}{dist.get_rank()}")
+        if os.path.exists(path):
+            return
+        c10d = torch._C._distributed_c10d
+        dump = getattr(c10d, "_dump_nccl_trace", None) if dist.get_backend() == "nccl" else None
+        data = (dump or c10d._dump_fr_trace)(True, False, False)  # collectives, no stack traces, not only active ones
+        with open(path + ".tmp", "wb") as fh:
+            fh.write(data)
+        os.replace(path + ".tmp", path)
+    except Exception as err:  # noqa: BLE001 - the program's own error must still be shown
+        sys.stderr.write(f"torchhelp: no flight-recorder dump ({type(err).__name__}: {err})\n")
+
+
 _APPLY = {"anomaly": _anomaly, "nonfinite": _nonfinite, "guard_index": _guard_index, "dataloader_main": _dataloader_main, "cudnn_off": _cudnn_off,
-          "expandable_segments": _expandable_segments}
+          "expandable_segments": _expandable_segments, "flight_dump": _flight_dump}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from assistant.rules.base import Context, error_fact, hit, lazy_re, remedy
 from assistant.rules.registry import Example, rule
@@ -105,10 +107,36 @@ def nccl_timeout(ctx: Context) -> RuleHit | None:
     first = next((n for n in ctx.failure.notes if "failed first" in n), None)
     if first:
         cause += " " + first
+    traced = _flight_sentence(ctx.evidence.experiment_values("flight_recorder"))
+    if traced is not None:
+        sentence, apart = traced
+        found.append(Fact("experiment", sentence))
+        cause += " " + sentence
+        if apart:
+            # Ranks in different collectives at the same count: one ran more steps (or an extra collective) than the other.
+            even = remedy("nccl-timeout#same-steps-per-rank")
+            fixes = [even, *(f for f in fixes if f.title != even.title)]
     # The gloo backend times out with its own wording; name the backend the text shows.
     title = "Collective timed out (gloo)" if not m and ctx.search(r"gloo") else "NCCL collective timed out"
     return hit(outcome, "nccl_error", title, cause, fixes, docs, found, 0.92,
                facts=Facts(numbers=numbers, names=tuple(n for n in (op,) if n) + tuple(f"rank {r}" for r in ranks[:16])))
+
+
+def _flight_sentence(values: Mapping[str, Any] | None) -> tuple[str, bool] | None:
+    """What the flight-recorder re-run showed, in the ranks' own collectives, and whether the ranks were apart."""
+    if not values or not values.get("waiting"):
+        return None
+    waiting: dict[str, str] = values["waiting"]
+    completed: dict[str, int] = values.get("completed") or {}
+    where = "; ".join(f"rank {r} in {w} after {completed.get(r, 0)} completed" for r, w in sorted(waiting.items(), key=lambda rw: int(rw[0])))
+    missing = values.get("missing_ranks") or []
+    apart = len(set(waiting.values())) > 1
+    sentence = f"Re-run with the flight recorder, the ranks were waiting as follows: {where}."
+    if apart:
+        sentence += " They were in different collectives, so they had not run the same sequence of collectives."
+    if missing:
+        sentence += f" Rank {', '.join(map(str, missing))} left no trace: it had stopped calling collectives."
+    return sentence, apart
 
 
 def _collective_mismatch(ctx: Context, mismatch: re.Match[str], docs: tuple[str, ...]) -> RuleHit:
