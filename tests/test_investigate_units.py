@@ -237,3 +237,22 @@ def test_a_flight_dump_that_names_code_or_is_torn_is_no_evidence(tmp_path) -> No
     assert summary == {"ranks": {"1": {"last_completed": 1, "recorded": 2, "waiting": {"op": "all_reduce", "seq": 2, "state": "scheduled",
                                                                                            "sizes": [[1024]], "dtypes": None}}},
                        "missing_ranks": [0]}
+
+
+def test_a_real_nccl_dump_names_the_collective_rank_0_waited_in_and_the_rank_that_left() -> None:
+    """tests/data/flight_nccl: the dump NCCL itself wrote at a watchdog timeout (torch 2.11, two H200s)."""
+    from pathlib import Path
+
+    from assistant.investigate.flight import read_flight_dumps
+    from assistant.investigate.readers import RerunView, read
+    from assistant.rules.distributed import _flight_sentence
+
+    summary = read_flight_dumps(Path(__file__).parent / "data" / "flight_nccl")
+    assert summary == {"ranks": {"0": {"last_completed": 14, "recorded": 15, "waiting": {
+        "op": "all_reduce", "seq": 15, "state": "scheduled", "sizes": [[35594]], "dtypes": ["Float"]}}}, "missing_ranks": [1]}
+    view = RerunView("stopped", "", {}, "", "", "", "nccl_error", {"flight": summary})
+    finding = read("flight_recorder", view)
+    assert finding.text.startswith("rank 0 was waiting in all_reduce #15 on inputs [[35594]] after 14 completed collectives; rank 1 left no trace")
+    assert finding.rules_out == ("nccl.transport",) and not finding.verifies
+    sentence, apart = _flight_sentence(finding.values)  # type: ignore[misc]
+    assert "rank 0 in all_reduce #15 after 14 completed" in sentence and "Rank 1 left no trace" in sentence and not apart

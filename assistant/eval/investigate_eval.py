@@ -43,7 +43,8 @@ def investigate_case(case: Case, python: str | None = None, budget_s: float | No
                   "--report-before", str(before_path)]
         if budget_s is not None:
             runner += ["--budget", str(budget_s)]
-        run = run_case(case, python, runner=runner)
+        # The case's time limit is for one run; the investigation re-runs it within its own bound (4x the failing run).
+        run = run_case(case, python, runner=runner, timeout_factor=5.0)
         before = _load(before_path)
         after = _load(after_path)
     if after is None:

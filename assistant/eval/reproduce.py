@@ -56,10 +56,11 @@ def command_for(case: Case, python: str | None = None) -> list[str]:
     return [py, "repro.py"]
 
 
-def run_case(case: Case, python: str | None = None, runner: list[str] | None = None) -> RunResult:
+def run_case(case: Case, python: str | None = None, runner: list[str] | None = None, timeout_factor: float = 1.0) -> RunResult:
     """Run one case in its own process group; kill the whole group on timeout.
 
-    ``runner`` prefixes the command (e.g. ``torchhelp run --report X --``) to capture live probes.
+    ``runner`` prefixes the command (e.g. ``torchhelp run --report X --``) to capture live probes;
+    ``timeout_factor`` stretches the case's own time limit for a runner that re-runs it (``--investigate``).
     """
     import shutil
     import tempfile
@@ -75,7 +76,7 @@ def run_case(case: Case, python: str | None = None, runner: list[str] | None = N
         proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         timed_out = False
         try:
-            out, err = proc.communicate(timeout=case.timeout)
+            out, err = proc.communicate(timeout=case.timeout * timeout_factor)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
