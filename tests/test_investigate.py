@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_servers import free_port
 from test_run_signals import run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,7 +216,7 @@ UNEVEN_RANKS = """
 def test_the_flight_recorder_names_the_collective_each_rank_was_in(tmp_path: Path, env: dict[str, str]) -> None:
     program = _program(tmp_path, UNEVEN_RANKS)
     report = tmp_path / "report.json"
-    argv = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29631", str(program)]
+    argv = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()), str(program)]
     proc = subprocess.run([PY, "-m", "assistant", "run", "--investigate", "--yes", "--report", str(report), "--", *argv],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
     d = json.loads(report.read_text())

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from llm_servers import free_port
+
 from conftest import ROOT
 
 PY = sys.executable
@@ -293,3 +295,31 @@ def test_the_failing_program_reports_its_own_torch_facts(tmp_path: Path, home: P
     res = th(["run", "--evidence-out", str(evidence), "--", PY, "plain.py"], tmp_path, home)
     assert res.returncode == 1
     assert "torch_env" not in json.loads(evidence.read_text())["record"]
+
+
+BINCOUNT_SIZES_DIFFER = """
+    import datetime
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=4))
+    rank = dist.get_rank()
+    labels = torch.tensor([0, 1, 1, 3]) if rank == 0 else torch.tensor([0, 2, 5])
+    counts = torch.bincount(labels).float()   # its length depends on each rank's own labels
+    dist.all_reduce(counts)
+"""
+
+
+def test_a_rank_that_aborts_in_cpp_is_read_by_its_own_message(tmp_path: Path, home: Path) -> None:
+    """Gloo aborts rank 0 with a C++ exception (`terminate called ... what(): ...`) when the ranks' sizes differ; the
+    launcher's own traceback follows it. The answer is that rank's message, read as a collective mismatch."""
+    write(tmp_path / "counts.py", BINCOUNT_SIZES_DIFFER)
+    report = tmp_path / "d.json"
+    res = th(["run", "--report", str(report), "--", PY, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+              "counts.py"], tmp_path, home)
+    assert res.returncode != 0
+    assert "Received data size doesn't match expected size" in res.stderr  # the real message of this torch
+    d = json.loads(report.read_text())
+    assert d["category"] == "nccl_error"
+    assert d["error"].startswith("gloo::EnforceNotMet: [enforce fail at")
+    assert d["hypotheses"][0]["id"] == "gloo-errors#collective-mismatch"

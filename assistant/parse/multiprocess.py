@@ -39,7 +39,23 @@ def job_failure(text: str) -> Failure | None:
         # ProcessRaisedException, a DataLoader worker's): its reading keeps what the wrapper says; the rank is the job's.
         return replace(whole, rank=verdict.first_rank, notes=tuple(dict.fromkeys((*bound_notes, *whole.notes, *verdict.notes))))
     inner = parse_failure(verdict.text)
+    if verdict.headline and failure_stem(inner.headline) != failure_stem(verdict.headline):
+        # The decided error's context runs on into other processes' output (a C++ abort's `what():` line followed by
+        # the launcher's own traceback): read the text only up to the decided error's line.
+        upto = _through_line(verdict.text, verdict.headline)
+        if upto:
+            inner = parse_failure(upto)
     if not (inner.exc_type or inner.message.strip() or inner.cuda_asserts or inner.nccl_lines or inner.signal_lines):
         return None
     notes = tuple(dict.fromkeys((*bound_notes, *inner.notes, *verdict.notes)))
     return replace(inner, rank=verdict.first_rank, notes=notes)
+
+
+def _through_line(text: str, headline: str) -> str:
+    """``text`` up to and including the first line that holds ``headline`` ("" when none does)."""
+    lines = text.splitlines()
+    probe = headline.strip()[:120]
+    for i, line in enumerate(lines):
+        if probe and probe in line:
+            return "\n".join(lines[: i + 1])
+    return ""
