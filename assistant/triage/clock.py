@@ -57,6 +57,9 @@ def order_time(text: str) -> float | None:
     return None
 
 
+_HALF_YEAR = 183 * 86400.0
+
+
 def glog_time(text: str, near: float) -> float | None:
     """Epoch seconds of a glog / c10 stamp ("W1014 12:03:13.734285"), which has no year: the year that puts it nearest
     ``near`` (a full timestamp of the same job), so a job that ran over New Year still reads right. None: no stamp."""
@@ -67,8 +70,11 @@ def glog_time(text: str, near: float) -> float | None:
         return None
     mo, d, h, mi, s = (int(x) for x in m.groups())
     year = time.gmtime(near).tm_year
-    candidates = [t for y in (year - 1, year, year + 1) if (t := _epoch(y, mo, d, h, mi, s, None)) is not None]
-    return min(candidates, key=lambda t: abs(t - near)) if candidates else None
+    t = _epoch(year, mo, d, h, mi, s, None)
+    if t is None or abs(t - near) < _HALF_YEAR:
+        return t  # the usual case: one calendar call
+    other = _epoch(year - 1 if t > near else year + 1, mo, d, h, mi, s, None)
+    return other if other is not None and abs(other - near) < abs(t - near) else t
 
 
 def _ampm(hour: int, marker: str | None) -> int:

@@ -260,24 +260,48 @@ _SPAN_LINES = 2000  # a job's first and last timestamps sit near its log's ends
 def _file_span(f: FileText) -> tuple[float | None, float | None]:
     """The earliest timestamp near the file's start and the latest near its end (None where the file shows none).
 
-    The earliest and latest, not the first and last: a file is not always in time order (pdsh prints each host's
-    output as one block, ranks' output may come rank by rank), and its last line can be minutes or hours older than
-    a line above it, which would shrink the job's GPU hours to a fraction."""
-    return _extreme_time(f.lines[:_SPAN_LINES], min), _extreme_time(f.lines[-_SPAN_LINES:], max)
+    The earliest and latest, not the first and last line's: a file is not always in time order (pdsh prints each
+    host's output as one block, ranks' output may come rank by rank, skewed clocks interleave), and its last line can
+    be hours older than a line above it, which would shrink the job's GPU hours to a fraction."""
+    lines = f.lines
+    small = len(lines) <= 2 * _SPAN_LINES  # head and tail windows are then the whole file: read it once
+    head = lines if small else lines[:_SPAN_LINES]
+    tail = lines if small else lines[-_SPAN_LINES:]
+    first = _times(head)
+    last = first if small else _times(tail)
+    if first:
+        first = first + _yearless_times(head, near=min(first))
+    if last:
+        last = last + _yearless_times(tail, near=max(last))
+    return (min(first) if first else None), (max(last) if last else None)
 
 
-def _extreme_time(lines: list[LogLine], pick: Callable[[list[float]], float]) -> float | None:
-    """``pick`` (min or max) of the timestamps on ``lines``; None when no line carries one.
+# A time of day: every timestamp line_time reads holds one. One cheap search keeps its three patterns off most lines.
+_TIME_OF_DAY = re.compile(r"\d:\d\d:\d\d")
 
-    PyTorch's own C++ log lines (glog / c10: "W1014 12:03:13.734285 ...") carry no year; they count with the year of
-    the file's full timestamps (mp.spawn's last words, the NCCL watchdog's, are often such lines)."""
-    # A cheap test first: line_time needs a colon, and most lines of a training log carry none.
-    times = [t for ln in lines if ":" in (timed := ln.timed) and (t := line_time(timed)) is not None]
-    if not times:
-        return None
-    near = pick(times)
-    glog = [t for ln in lines if (t := glog_time(ln.timed, near)) is not None]
-    return pick(times + glog)
+
+def _times(lines: list[LogLine]) -> list[float]:
+    """The times on ``lines``: the logger stamp the reader took off a line, else one in its text."""
+    out: list[float] = []
+    for ln in lines:
+        if ln.stamp:
+            t = line_time(ln.stamp)
+        elif ":" in ln.text and _TIME_OF_DAY.search(ln.text):
+            t = line_time(ln.text)
+        else:
+            continue
+        if t is not None:
+            out.append(t)
+    return out
+
+
+def _yearless_times(lines: list[LogLine], near: float) -> list[float]:
+    """The times of PyTorch's own C++ log lines (glog / c10: "W1014 12:03:13.734285 ..."), which carry no year: they
+    count with the year of the file's full timestamps (mp.spawn's last words and the NCCL watchdog's are such lines)."""
+    return [t for ln in lines if ln.timed[:1] in _YEARLESS_START and (t := glog_time(ln.timed, near)) is not None]
+
+
+_YEARLESS_START = ("I", "W", "E", "F", "[")  # how a glog / c10 line opens
 
 
 def _relative(path: str, root: Path) -> str:
