@@ -255,6 +255,7 @@ def _attempt_of(path: str) -> int | None:
 
 
 _SPAN_LINES = 2000  # a job's first and last timestamps sit near its log's ends
+_YEARLESS_START = ("I", "W", "E", "F", "[")  # how a glog / c10 line opens
 
 
 def _file_span(f: FileText) -> tuple[float | None, float | None]:
@@ -265,14 +266,8 @@ def _file_span(f: FileText) -> tuple[float | None, float | None]:
     be hours older than a line above it, which would shrink the job's GPU hours to a fraction."""
     lines = f.lines
     small = len(lines) <= 2 * _SPAN_LINES  # head and tail windows are then the whole file: read it once
-    head = lines if small else lines[:_SPAN_LINES]
-    tail = lines if small else lines[-_SPAN_LINES:]
-    first = _times(head)
-    last = first if small else _times(tail)
-    if first:
-        first = first + _yearless_times(head, near=min(first))
-    if last:
-        last = last + _yearless_times(tail, near=max(last))
+    first = _times(lines if small else lines[:_SPAN_LINES], min)
+    last = first if small else _times(lines[-_SPAN_LINES:], max)
     return (min(first) if first else None), (max(last) if last else None)
 
 
@@ -280,28 +275,28 @@ def _file_span(f: FileText) -> tuple[float | None, float | None]:
 _TIME_OF_DAY = re.compile(r"\d:\d\d:\d\d")
 
 
-def _times(lines: list[LogLine]) -> list[float]:
-    """The times on ``lines``: the logger stamp the reader took off a line, else one in its text."""
+def _times(lines: list[LogLine], pick: Callable[[list[float]], float]) -> list[float]:
+    """The times on ``lines``: the logger stamp the reader took off a line, else one in its text.
+
+    PyTorch's own C++ log lines (glog / c10: "W1014 12:03:13.734285 ...") carry no year: they count with the year of
+    the ``pick`` (earliest or latest) of the full timestamps (mp.spawn's last words, the NCCL watchdog's, are such)."""
     out: list[float] = []
+    yearless: list[str] = []
     for ln in lines:
         if ln.stamp:
             t = line_time(ln.stamp)
-        elif ":" in ln.text and _TIME_OF_DAY.search(ln.text):
-            t = line_time(ln.text)
+        elif ":" in (text := ln.text) and _TIME_OF_DAY.search(text):
+            t = line_time(text)
+            if t is None and text[:1] in _YEARLESS_START:
+                yearless.append(text)
         else:
             continue
         if t is not None:
             out.append(t)
+    if out and yearless:
+        near = pick(out)
+        out += [t for text in yearless if (t := glog_time(text, near)) is not None]
     return out
-
-
-def _yearless_times(lines: list[LogLine], near: float) -> list[float]:
-    """The times of PyTorch's own C++ log lines (glog / c10: "W1014 12:03:13.734285 ..."), which carry no year: they
-    count with the year of the file's full timestamps (mp.spawn's last words and the NCCL watchdog's are such lines)."""
-    return [t for ln in lines if ln.timed[:1] in _YEARLESS_START and (t := glog_time(ln.timed, near)) is not None]
-
-
-_YEARLESS_START = ("I", "W", "E", "F", "[")  # how a glog / c10 line opens
 
 
 def _relative(path: str, root: Path) -> str:
