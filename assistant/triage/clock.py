@@ -60,6 +60,11 @@ def order_time(text: str) -> float | None:
 _HALF_YEAR = 183 * 86400.0
 
 
+def has_glog_stamp(text: str) -> bool:
+    """Whether the line opens with a glog / c10 stamp (month and day, no year)."""
+    return _GLOG.match(text) is not None
+
+
 def glog_time(text: str, near: float) -> float | None:
     """Epoch seconds of a glog / c10 stamp ("W1014 12:03:13.734285"), which has no year: the year that puts it nearest
     ``near`` (a full timestamp of the same job), so a job that ran over New Year still reads right. None: no stamp."""

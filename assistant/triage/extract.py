@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from assistant.triage.clock import GpuCount, glog_time, line_time
+from assistant.triage.clock import GpuCount, glog_time, has_glog_stamp, line_time
 from assistant.types import Frame
 from assistant.triage.model import FAILED, SUCCEEDED, JobReport, JobSpec
 from assistant.triage.reading import HEAD_BYTES, MAX_INFLATE, TAIL_BYTES, FileText, LogLine, ReadCancelled, read_file
@@ -282,21 +282,42 @@ def _times(lines: list[LogLine], pick: Callable[[list[float]], float]) -> list[f
     the ``pick`` (earliest or latest) of the full timestamps (mp.spawn's last words, the NCCL watchdog's, are such)."""
     out: list[float] = []
     yearless: list[str] = []
+    iso: list[str] = []  # plain UTC ISO stamps, compared as text: only the earliest and latest are parsed
     for ln in lines:
         if ln.stamp:
+            key = _iso_key(ln.stamp)
+            if key is not None:
+                iso.append(key)
+                continue
             t = line_time(ln.stamp)
         elif ":" in (text := ln.text) and _TIME_OF_DAY.search(text):
+            if text[:1] in _YEARLESS_START and has_glog_stamp(text):
+                yearless.append(text)  # read once the year is known (below); line_time would find no full stamp
+                continue
             t = line_time(text)
-            if t is None and text[:1] in _YEARLESS_START:
-                yearless.append(text)
         else:
             continue
         if t is not None:
             out.append(t)
+    if iso:
+        out += [t for key in (min(iso), max(iso)) if (t := line_time(key)) is not None]
     if out and yearless:
         near = pick(out)
         out += [t for text in yearless if (t := glog_time(text, near)) is not None]
     return out
+
+
+_ISO_STAMP = re.compile(r"\[?(20\d\d-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,]\d+)?Z?\]?\s*(?:-\s*)?$|\[?(20\d\d-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,]\d+)?Z?\]?\s")
+
+
+def _iso_key(stamp: str) -> str | None:
+    """"YYYY-MM-DD HH:MM:SS" of a stamp that is a plain ISO time, naive or UTC (such keys sort as their times do, so a
+    file's thousands of stamps are compared as text and only two are parsed); None for any other stamp."""
+    m = _ISO_STAMP.match(stamp)
+    if m is None:
+        return None
+    day, clock = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    return f"{day} {clock}"
 
 
 def _relative(path: str, root: Path) -> str:
