@@ -39,7 +39,8 @@ def job_failure(text: str) -> Failure | None:
         # ProcessRaisedException, a DataLoader worker's): its reading keeps what the wrapper says; the rank is the job's.
         return replace(whole, rank=verdict.first_rank, notes=tuple(dict.fromkeys((*bound_notes, *whole.notes, *verdict.notes))))
     inner = parse_failure(verdict.text)
-    if verdict.headline and failure_stem(inner.headline) != failure_stem(verdict.headline):
+    decided = verdict.headline.strip()
+    if decided and not inner.headline.startswith(decided) and failure_stem(inner.headline) != failure_stem(decided):
         # The decided error's context runs on into other processes' output (a C++ abort's `what():` line followed by
         # the launcher's own traceback): read the text only up to the decided error's line.
         upto = _through_line(verdict.text, verdict.headline)
