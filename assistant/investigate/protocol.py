@@ -96,7 +96,7 @@ def investigate(failing: FailingRun, d: Diagnosis, diagnose: Callable[[str], Dia
             results.append(_not_run(spec, failing, f"not needed: the run with {done_by.change} {how} {', '.join(done_by.verified)}"))
             continue
         if left < need:
-            results.append(_not_run(spec, failing, f"the time budget was spent ({left:.0f} s left, a run takes {need:.0f} s); repeat it by hand with the command shown"))
+            results.append(_not_run(spec, failing, f"the time budget was spent ({max(left, 0.0):.0f} s left, a run takes {need:.0f} s); repeat it by hand with the command shown"))
             continue
         if progress:
             progress(f"experiment {i}/{len(specs)}: {spec.title} ({spec.change}) …")
