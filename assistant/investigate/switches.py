@@ -310,9 +310,6 @@ def _expandable_segments(torch: Any) -> None:
 
 # --- flight_dump -----------------------------------------------------------------------------------
 
-FLIGHT_DUMP_PREFIX = "nccl_trace_rank_"  # the name NCCL's own dump on timeout uses (see assistant.investigate.flight)
-
-
 def _flight_dump(torch: Any) -> None:
     run_dir = os.environ.get("TORCHHELP_RUN_DIR")
     if not run_dir:
@@ -332,7 +329,9 @@ def _write_flight_dump(torch: Any, run_dir: str) -> None:
         dist = torch.distributed
         if not (dist.is_available() and dist.is_initialized()):
             return
-        path = os.path.join(run_dir, f"{FLIGHT_DUMP_PREFIX}{dist.get_rank()}")
+        from assistant.investigate.flight import DUMP_PREFIX  # the name NCCL's own dump on timeout uses
+
+        path = os.path.join(run_dir, f"{DUMP_PREFIX}{dist.get_rank()}")
         if os.path.exists(path):
             return
         c10d = torch._C._distributed_c10d
