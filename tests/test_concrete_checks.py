@@ -115,6 +115,20 @@ def test_the_probes_name_the_tensor_on_the_failing_line() -> None:
     assert fact_values(None, module_call)["variable"] == "counts"
 
 
+@pytest.mark.parametrize("line, name", [
+    ("weight = batch['mask'].sum() + 1e-4", "batch"),  # the indexed container, not the name assigned
+    ("label = sample[key]", "sample"),
+    ("out = self.head(feats)", "feats"),  # a call's argument still comes first
+    ("total = count + 1", "total"),  # nothing indexed or called: the assigned name
+])
+def test_the_check_names_what_the_failing_line_reads(line: str, name: str) -> None:
+    from assistant.kb.remedies import fact_values
+    from assistant.types import Failure, Frame
+
+    failure = Failure(text="", exc_type="KeyError", message="'mask'", frames=(Frame("loss.py", 49, "forward", line),))
+    assert fact_values(None, failure)["variable"] == name
+
+
 def _capture(slug: str) -> dict:
     import json
 

@@ -216,6 +216,27 @@ def items_from_outside(cases) -> list[Item]:  # type: ignore[no-untyped-def]
                  regex_labels=getattr(c, "label_syntax", "substring") == "regex", source=c.source) for c in cases]
 
 
+def retrieved_fixes(passages: Sequence[Any]) -> list[Any]:
+    """Plain retrieval's answer, fixes only: the documented fixes of the retrieved documents in rank order (a
+    document's structured Fixes entries, else the items of its retrieved Fixes passages), at most as many as the
+    engine shows."""
+    from assistant.compose.deterministic import extract_fixes
+    from assistant.compose.documents import MAX_FIXES
+    from assistant.kb.remedies import filled_fix, remedies_of
+
+    out: list[Any] = []
+    for doc_id in dict.fromkeys(p.doc_id for p in passages):
+        rem = remedies_of(doc_id)
+        if rem is not None and rem.fixes:
+            out.extend(filled_fix(fx, {}) for fx in rem.fixes)
+        else:
+            text = "\n".join(p.text.split("\n", 1)[-1] for p in passages if p.doc_id == doc_id and p.section.lower().startswith("fix"))
+            out.extend(extract_fixes(text))
+        if len(out) >= MAX_FIXES:
+            break
+    return out[:MAX_FIXES]
+
+
 def _answer_text(parts: Iterable[str | None]) -> str:
     return "\n".join(p for p in parts if p)
 
@@ -301,7 +322,10 @@ class Scorer:
         category = top.category if top and top.category in CATEGORIES else "unknown"
         answer = _answer_text(p.text for p in passages[:3])
         ids = tuple(p.doc_id for p in passages)
-        return Prediction(category, answer, ids[:1], ids, (time.perf_counter() - start) * 1000, "none", answer)
+        # Judged like the engine: a remedy counts when it is among at most as many documented fixes as an answer
+        # lists, taken from the retrieved documents in rank order (not anywhere in three passages' prose).
+        fixes = _fix_text(retrieved_fixes(passages))
+        return Prediction(category, answer, ids[:1], ids, (time.perf_counter() - start) * 1000, "none", fixes)
 
     def score(self, items: Sequence[Item], variants: Sequence[str], progress: Callable[[str, int, int], None] | None = None) -> dict[str, VariantReport]:
         reports = {v: VariantReport(v) for v in variants}

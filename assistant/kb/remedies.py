@@ -206,6 +206,7 @@ def filled_fix(fx: DocFix, values: Mapping[str, object]):  # -> assistant.types.
 FIRST_CHECKS_DOC = "first-checks"  # knowledge/general/first-checks.md: its "## First checks" entries, one per category
 _CALL_ON_LINE = re.compile(r"(?<![\w.])(?:(?P<recv>[A-Za-z_][\w.]*)\.)?(?P<name>[A-Za-z_]\w*)\((?P<args>[^()]*)\)")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
+_SUBSCRIPTED = re.compile(r"(?<![\w.])(?P<base>[A-Za-z_]\w*)\s*\[")
 _LINE_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?!\w*\()")
 _ASSIGN = re.compile(r"^\s*(?P<lhs>[A-Za-z_]\w*)\s*(?:[-+*/@]?=)(?!=)")
 # Modules and constants that stand where a variable would: never "the variable" of a check.
@@ -220,7 +221,7 @@ def _variable_name(name: str | None) -> bool:
 def _line_variable(source: str) -> str | None:
     """The variable a failing line works on, read from its innermost calls: the receiver of a method call
     (``loss`` in ``loss.backward()``), else a call's first plain-name argument (``x`` in ``out = self.fc(x)``),
-    else the plain name the line assigns to."""
+    else the container a line indexes (``batch`` in ``w = batch['mask'].sum()``), else the plain name the line assigns to."""
     for m in _CALL_ON_LINE.finditer(source):
         recv = m.group("recv")
         if _variable_name(recv):
@@ -229,6 +230,10 @@ def _line_variable(source: str) -> str | None:
         if _variable_name(first):
             return first
     m2 = _ASSIGN.match(source)
+    # What the line reads is on the right of its assignment: the indexed container there, not the name being assigned.
+    for m3 in _SUBSCRIPTED.finditer(source[m2.end():] if m2 else source):
+        if _variable_name(m3.group("base")):
+            return m3.group("base")
     return m2.group("lhs") if m2 and _variable_name(m2.group("lhs")) else None
 
 

@@ -1,0 +1,146 @@
+"""Hand-graded quality on frozen reports with a confirmed fix (the ChatDBG-style measure of issue 18).
+
+Two steps:
+
+    python scripts/handgrade.py packet [--n 60] [--seed 18]   # sample, diagnose, write eval/handgraded/packet.jsonl
+    python scripts/handgrade.py score                          # read the graders' files, write eval/handgraded/results.json
+
+The packet holds, per report, what a grader needs and nothing the grader should not be swayed by: the
+report as the user pasted it, the thread's confirmed cause and fix (the case's note), and our answer as the
+user sees it (category, confidence, the fixes in order, the top three ranked causes with their fixes). The
+graders follow ``eval/handgraded/RUBRIC.md`` and write one JSON line per report to ``grades-*.jsonl``.
+
+The sample is drawn only from the frozen test splits, stratified over the three of them, among reports
+whose thread confirmed a fix (a non-empty ``fix_keywords``). Nothing here is tuned on: the packet is
+written once per measured commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "eval" / "handgraded"
+FROZEN = ("test", "test_fresh", "test_fresh2")
+CONFIDENT = 0.9  # "confidently wrong" counts answers given at this confidence or above
+
+
+def _rows(name: str) -> list[dict[str, Any]]:
+    path = ROOT / "eval" / "realworld" / f"{name}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def sample(n: int, seed: int) -> list[tuple[str, dict[str, Any]]]:
+    """``n`` frozen reports with a confirmed fix, as evenly as possible over the frozen splits, in a seeded order."""
+    rng = random.Random(seed)
+    pools = {name: [r for r in _rows(name) if r.get("fix_keywords")] for name in FROZEN}
+    for pool in pools.values():
+        rng.shuffle(pool)
+    picked: list[tuple[str, dict[str, Any]]] = []
+    while len(picked) < n and any(pools.values()):
+        for name in FROZEN:
+            if pools[name] and len(picked) < n:
+                picked.append((name, pools[name].pop()))
+    return picked
+
+
+def _fix(f: Any) -> dict[str, Any]:
+    return {"title": f.title, "detail": f.detail, "code": f.code or ""}
+
+
+def render(engine: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """Our answer to one report, reduced to what the user reads."""
+    d = engine.diagnose(row["error_text"], exclude_cases=(row["id"], row.get("source", "")))
+    return {
+        "category": d.category,
+        "confidence": round(float(d.confidence), 3),
+        "title": d.title,
+        "cause": d.cause,
+        "fixes": [_fix(f) for f in d.fixes],
+        "hypotheses": [{"cause": h.cause, "likelihood": round(float(h.likelihood), 3), "fixes": [_fix(f) for f in h.fixes]} for h in d.hypotheses[:3]],
+    }
+
+
+def packet(n: int, seed: int) -> Path:
+    from assistant.engine import Engine
+    from assistant.settings import load_settings
+
+    engine = Engine(load_settings())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "packet.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for split, row in sample(n, seed):
+            entry = {
+                "id": row["id"], "split": split, "source": row.get("source", ""), "report": row["error_text"][:6000],
+                "confirmed": row.get("note", ""), "expected_category": row["category"], "answer": render(engine, row), "commit": commit,
+            }
+            out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    return path
+
+
+def _load_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def score() -> dict[str, Any]:
+    """The three measures from the graders' files; where two graders graded a report, their agreement too."""
+    entries = {e["id"]: e for e in _load_jsonl(OUT / "packet.jsonl")}
+    grades: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(OUT.glob("grades-*.jsonl")):
+        for g in _load_jsonl(path):
+            if g["id"] in entries:
+                grades.setdefault(g["id"], []).append({**g, "grader": path.stem})
+    missing = sorted(set(entries) - set(grades))
+    first = [gs[0] for gs in grades.values()]  # the primary grader's grade (files in name order)
+    n = len(first)
+
+    def share(key: str, rows: list[dict[str, Any]]) -> float | None:
+        return round(sum(bool(r[key]) for r in rows) / len(rows), 3) if rows else None
+
+    confident_wrong = [g for g in first if g["wrong"] and entries[g["id"]]["answer"]["confidence"] >= CONFIDENT]
+    per_split = {}
+    for split in FROZEN:
+        rows = [g for g in first if entries[g["id"]]["split"] == split]
+        per_split[split] = {"n": len(rows), "first_fix_actionable": share("first_fix_actionable", rows),
+                            "top3_actionable": share("top3_actionable", rows)}
+    both = [gs for gs in grades.values() if len(gs) > 1]
+    agreement = {k: round(sum(gs[0][k] == gs[1][k] for gs in both) / len(both), 3) if both else None
+                 for k in ("first_fix_actionable", "top3_actionable", "wrong")}
+    result = {
+        "graded": n, "missing": missing, "commit": sorted({e["commit"] for e in entries.values()}),
+        "first_fix_actionable": share("first_fix_actionable", first),
+        "top3_actionable": share("top3_actionable", first),
+        "confidently_wrong": round(len(confident_wrong) / n, 3) if n else None,
+        "confidently_wrong_ids": sorted(g["id"] for g in confident_wrong),
+        "wrong_any_confidence": share("wrong", first),
+        "abstained": sum(entries[g["id"]]["answer"]["category"] == "unknown" for g in first),
+        "per_split": per_split, "double_graded": len(both), "agreement": agreement,
+    }
+    (OUT / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("packet")
+    p.add_argument("--n", type=int, default=60)
+    p.add_argument("--seed", type=int, default=18)
+    sub.add_parser("score")
+    args = parser.parse_args(argv)
+    if args.cmd == "packet":
+        print(packet(args.n, args.seed))
+    else:
+        print(json.dumps(score(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
