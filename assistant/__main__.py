@@ -1,7 +1,5 @@
 """`python -m assistant` is `torchhelp`."""
 
-import sys
+from assistant.cli import leave, main
 
-from assistant.cli import main
-
-sys.exit(main())
+leave(main())

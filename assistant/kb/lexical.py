@@ -38,9 +38,13 @@ class BM25:
             for term, f in tf.items():
                 self._postings.setdefault(term, []).append((i, f, norm))
         self._idf = {t: math.log(1 + (self._n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
+        self._norms: list[float] = []
+        self._raw: dict[str, list[list[int]]] = {}  # postings as stored, for an index read back (from_data)
 
     def to_data(self) -> dict:
         """The postings as plain data (written into the index at build time: rebuilding them costs more than reading)."""
+        for term in self._idf:
+            self._posting(term)  # read back lazily: every term's postings are needed here
         norms = [0.0] * self._n
         for plist in self._postings.values():
             for i, _f, norm in plist:
@@ -50,13 +54,24 @@ class BM25:
 
     @classmethod
     def from_data(cls, data: dict) -> BM25:
-        """A BM25 read back from :meth:`to_data` (same scores as building it from the texts)."""
+        """A BM25 read back from :meth:`to_data` (same scores as building it from the texts).
+
+        A term's postings are put together the first time a query uses it: a diagnosis touches a few dozen of
+        the index's thousands of terms, and building them all was a quarter of a cold ``ask``'s index load."""
         self = cls.__new__(cls)
         self.k1, self.b, self._n = float(data["k1"]), float(data["b"]), int(data["n"])
-        norms = data["norms"]
-        self._postings = {t: [(i, f, norms[i]) for i, f in zip(ids, tfs, strict=True)] for t, (ids, tfs) in data["terms"].items()}
-        self._idf = {t: math.log(1 + (self._n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
+        self._norms, self._raw = data["norms"], data["terms"]
+        self._postings = {}
+        self._idf = {t: math.log(1 + (self._n - len(ids) + 0.5) / (len(ids) + 0.5)) for t, (ids, _tfs) in self._raw.items()}
         return self
+
+    def _posting(self, term: str) -> list[tuple[int, int, float]]:
+        plist = self._postings.get(term)
+        if plist is None:
+            ids, tfs = self._raw[term]
+            norms = self._norms
+            plist = self._postings[term] = [(i, f, norms[i]) for i, f in zip(ids, tfs, strict=True)]
+        return plist
 
     def idf(self, term: str) -> float:
         """The term's inverse document frequency over the chunks; a term no chunk has is as rare as can be."""
@@ -72,6 +87,6 @@ class BM25:
             if idf is None:
                 continue
             weight = idf * (1.0 + math.log(qcount))  # repeated query words count, but sublinearly
-            for i, f, norm in self._postings[term]:
+            for i, f, norm in self._posting(term):
                 out[i] += weight * f * (k1 + 1) / (f + norm)
         return out
