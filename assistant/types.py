@@ -196,6 +196,7 @@ class Fix:
     detail: str
     code: str | None = None
     sources: tuple[str, ...] = ()
+    diagnostic: bool = False  # a step that finds the cause (print, localise, measure) rather than one that removes it
 
     @property
     def from_team_runbook(self) -> bool:
@@ -203,7 +204,10 @@ class Fix:
         return bool(self.sources) and all(s.startswith(USER_DOC_PREFIX) for s in self.sources)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "detail": self.detail, "code": self.code, "sources": list(self.sources)}
+        out: dict[str, Any] = {"title": self.title, "detail": self.detail, "code": self.code, "sources": list(self.sources)}
+        if self.diagnostic:
+            out["diagnostic"] = True
+        return out
 
 
 @dataclass(frozen=True)

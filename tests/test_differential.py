@@ -213,5 +213,86 @@ def test_a_cause_not_read_from_decisive_facts_is_less_certain_than_its_family(se
     from assistant.differential.rank import UNRANKED_CAUSE_SHARE
 
     d = diagnose(_stderr("cpu/linear-after-conv-flatten.json"), settings=settings)
-    assert d.category == "shape_mismatch" and len(d.hypotheses) == 1 and d.confidence >= 0.9
+    assert d.category == "shape_mismatch" and d.confidence >= 0.9
     assert d.hypotheses[0].likelihood == pytest.approx(d.confidence * UNRANKED_CAUSE_SHARE) and d.hypotheses[0].likelihood < 0.8
+    # No other documented cause is cued by this text: the rule's reading stands alone.
+    assert len(d.hypotheses) == 1
+
+
+def test_the_unclaimed_share_goes_to_documented_causes_the_text_cues(settings) -> None:  # type: ignore[no-untyped-def]
+    """The share a non-decisive rule does not claim goes to the family's other documented causes whose words the
+    text carries, each below the rule's reading, each with its own fixes (none of them the rule's)."""
+    from assistant.differential.rank import UNRANKED_CAUSE_SHARE
+
+    d = diagnose(_stderr("cpu/attention-view-after-transpose.json"), settings=settings)
+    assert d.hypotheses[0].likelihood == pytest.approx(d.confidence * UNRANKED_CAUSE_SHARE)
+    others = d.hypotheses[1:]
+    assert all(h.supports and h.supports[0].startswith("your text mentions") for h in others)
+    assert others and sum(h.likelihood for h in others) <= d.confidence * (1 - UNRANKED_CAUSE_SHARE) + 1e-6
+    lead_fixes = {f.title for f in d.hypotheses[0].fixes}
+    assert all(h.likelihood < d.hypotheses[0].likelihood and h.fixes and not ({f.title for f in h.fixes} & lead_fixes) for h in others)
+    assert d.fixes == d.hypotheses[0].fixes  # the answer's fixes stay the rule's
+
+
+def test_a_decisive_reading_stands_alone(settings) -> None:  # type: ignore[no-untyped-def]
+    """A cause read from the message's own values gets no documented alternatives beside it."""
+    from assistant.differential.families import FAMILIES
+
+    d = diagnose(_stderr("cpu/linear-after-conv-flatten.json"), settings=settings)
+    decisive = {o for f in FAMILIES.values() for o in f.decisive}
+    assert d.rule not in decisive  # the case above: not decisive, so it had alternatives
+    for slug in ("cpu/compiled-model-orig-mod-prefix.json", "cpu/hardcoded-cuda-device-cpu-build.json", "cpu/load-full-checkpoint-dict-as-state-dict.json"):
+        d = diagnose(_stderr(slug), settings=settings)
+        assert d.rule in decisive and len(d.hypotheses) == 1, (slug, d.rule, [h.id for h in d.hypotheses])
+
+
+# -- fixes that remove a cause come before fixes that locate it ------------------------------------------------
+
+
+def test_a_documented_diagnostic_step_is_marked_and_not_part_of_its_text() -> None:
+    from assistant.kb.remedies import parse_body
+
+    body = ("## Fixes\n\n### Print the shapes {#print-shapes}\n- step: diagnose\nLook before changing anything.\n"
+            "```python\nprint(x.shape)\n```\n\n### Reshape it {#reshape}\nUse the size the layer expects.\n")
+    locate, remove = parse_body("doc", body).fixes
+    assert locate.diagnostic and not remove.diagnostic
+    assert "step" not in locate.detail and locate.detail == "Look before changing anything." and locate.code == "print(x.shape)"
+
+
+def test_every_step_mark_in_the_knowledge_is_a_known_one_on_a_fix() -> None:
+    import re
+
+    from conftest import ROOT
+
+    for path in (ROOT / "knowledge").rglob("*.md"):
+        section = ""
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("## "):
+                section = line[3:].strip().lower()
+            if re.match(r"\s*[-*]\s*step\s*:", line, re.I):
+                assert section == "fixes" and line.strip() == "- step: diagnose", (path.name, line)
+
+
+def test_a_standing_out_cause_leads_with_the_fix_that_removes_it(settings) -> None:  # type: ignore[no-untyped-def]
+    """A real device-side assertion read as labels outside the class range: the answer's first fix changes the labels;
+    the step that locates the bad label is still listed, after it."""
+    d = diagnose(_stderr("cuda/cuda-assert-ce-one-based-labels.json"), settings=settings)
+    assert d.hypotheses[0].likelihood >= 0.4
+    assert not d.fixes[0].diagnostic and any(f.diagnostic for f in d.fixes)
+    first_diagnostic = next(i for i, f in enumerate(d.fixes) if f.diagnostic)
+    assert all(f.diagnostic for f in d.fixes[first_diagnostic:])
+    assert d.hypotheses[0].fixes == d.fixes
+
+
+def test_when_no_cause_stands_out_the_written_order_stays() -> None:
+    from assistant.differential.rank import REMEDIES_FIRST, _remedies_first
+    from assistant.types import Diagnosis, Fix, Hypothesis
+
+    fixes = (Fix("Find the operation", "", diagnostic=True), Fix("Change the labels", ""))
+    d = Diagnosis("device_side_assert", "t", "s", "c", fixes, (), (), 0.9,
+                  hypotheses=(Hypothesis("h", "c", REMEDIES_FIRST - 0.05, "check", fixes),))
+    assert _remedies_first(d).fixes == fixes
+    sure = Diagnosis("device_side_assert", "t", "s", "c", fixes, (), (), 0.9, hypotheses=(Hypothesis("h", "c", REMEDIES_FIRST, "check", fixes),))
+    assert [f.title for f in _remedies_first(sure).fixes] == ["Change the labels", "Find the operation"]
+    only_locating = (Fix("Find the operation", "", diagnostic=True),)
+    assert _remedies_first(Diagnosis("x", "t", "s", "c", only_locating, (), (), 0.9, hypotheses=(Hypothesis("h", "c", 0.9, "", only_locating),))).fixes == only_locating

@@ -57,7 +57,7 @@ def _cited(fixes: Iterable[Fix], available: set[str], fallback: tuple[str, ...])
     out = []
     for f in fixes:
         cites = tuple(s for s in f.sources if s in available) or tuple(s for s in fallback if s in available)[:1]
-        out.append(Fix(f.title, f.detail, f.code, cites))
+        out.append(replace(f, sources=cites))
     return tuple(out)
 
 

@@ -17,13 +17,16 @@ from assistant.differential.cues import Cue, read_cues
 from assistant.differential.families import FAMILIES
 from assistant.differential.family import Alternative, Family
 from assistant.compose.deterministic import summary_of
-from assistant.types import Diagnosis, Fact, Failure, Hypothesis, Passage, Source, TensorSummary
+from assistant.types import Diagnosis, Fact, Failure, Fix, Hypothesis, Passage, Source, TensorSummary
 
 RULE_WEIGHT = 25.0  # the text matched this branch's own wording: specific evidence, stronger than any single cue
 OTHER_MASS = 0.12  # room for a cause no alternative describes
 MAX_HYPOTHESES = 4
 MIN_LIKELIHOOD = 0.03
 UNCERTAIN = 0.35  # below this, no cause stands out: lead with the checks
+# At or above this, the leading cause stands out enough that its fixes lead with the steps that remove it
+# (dev: first fixes carrying the confirmed remedy 0.603 -> 0.652 over the 348 dev reports with one; 0.35 gave 0.635, 0.5 0.632).
+REMEDIES_FIRST = 0.4
 # A rule's confidence is calibrated for the error's family, not for its cause. On reports collected
 # after the rules were written (fresh2 dev, measured before any tuning on it), one-cause answers at
 # >= 0.8 carried the fix the thread confirmed only about 60% of the time, with the family right in
@@ -63,11 +66,45 @@ def _with_checks(d: Diagnosis, failure: Failure, tensors: Sequence[TensorSummary
     return replace(d, hypotheses=hypotheses)
 
 
-def _single(d: Diagnosis, check: str, decisive: bool) -> Diagnosis:
-    """A rule that is certain (or a family with one common cause): one hypothesis, the rule's own."""
+def _single(d: Diagnosis, check: str, decisive: bool, text: str = "", passages: Sequence[Passage] = ()) -> Diagnosis:
+    """A rule that is certain (or a family with one common cause): the rule's own hypothesis. When the rule did not
+    read its cause from decisive values, the share of the confidence it does not claim goes to the other causes the
+    family's documents describe (the rule's own documents first, then the retrieved ones of its family) whose telling
+    words the user's text carries: breadth from the knowledge, below the rule's reading and never in its fixes. A
+    cause nothing in the text points to is not offered (the rule may have read facts that exclude it)."""
     likelihood = d.confidence if decisive else d.confidence * UNRANKED_CAUSE_SHARE
     h = Hypothesis(d.rule or d.category, d.cause, likelihood, check, d.fixes, supports=(f"read from the error: {d.title}",))
-    return replace(d, hypotheses=(h,))
+    others = () if decisive else _documented_alternatives(d, h, text, passages, d.confidence - likelihood)
+    return replace(d, hypotheses=(h, *others))
+
+
+DOCUMENTS_FOR_ALTERNATIVES = 2
+
+
+def _documented_alternatives(d: Diagnosis, lead: Hypothesis, text: str, passages: Sequence[Passage], mass: float) -> tuple[Hypothesis, ...]:
+    """Other causes of the lead's family, from its documents' structured entries, sharing ``mass``: those the user's
+    words cue, less any whose fixes are the lead's own (the same story in the document's words)."""
+    from assistant.compose.documents import ranked_causes
+    from assistant.kb.remedies import remedies_of
+
+    if mass < MIN_LIKELIHOOD:
+        return ()
+    own = [doc for f in lead.fixes for doc in f.sources]
+    family_docs = [p.doc_id for p in passages if p.category == d.category]
+    lead_fixes = {f.title for f in lead.fixes}
+    out: list[Hypothesis] = []
+    seen = {lead.cause}
+    for doc in list(dict.fromkeys([*own, *family_docs]))[:DOCUMENTS_FOR_ALTERNATIVES]:
+        rem = remedies_of(doc)
+        if rem is None or not rem.causes:
+            continue
+        for h in ranked_causes(rem, text, mass / DOCUMENTS_FOR_ALTERNATIVES, {}):
+            if not h.supports or {f.title for f in h.fixes} & lead_fixes or h.cause in seen or not h.fixes:
+                continue
+            seen.add(h.cause)
+            out.append(h)
+    out.sort(key=lambda h: -h.likelihood)
+    return tuple(h for h in out if h.likelihood >= MIN_LIKELIHOOD)[: MAX_HYPOTHESES - 1]
 
 
 def _score(alt: Alternative, cues: Sequence[Cue], rule: str | None, plain: frozenset[str]) -> float:
@@ -92,7 +129,27 @@ def _grounded(hypotheses: Sequence[Hypothesis], d: Diagnosis, passages: Sequence
 
 def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = (), tensors: Sequence[TensorSummary] = ()) -> Diagnosis:
     """The diagnosis with ranked hypotheses; ``cause`` and ``fixes`` become the leading hypothesis's. Each
-    hypothesis's check is filled with the user's names (``tensors``: what the probes saw, when they ran)."""
+    hypothesis's check is filled with the user's names (``tensors``: what the probes saw, when they ran), and
+    its fixes list the steps that remove the cause before the ones that only find it."""
+    return _remedies_first(_differentiate(d, failure, passages, tensors))
+
+
+def _remedies_first(d: Diagnosis) -> Diagnosis:
+    """Fixes that remove a cause before fixes that locate it (``- step: diagnose`` in the documents), in every
+    hypothesis and in the answer, once one cause stands out: finding the cause is then what the hypothesis's check
+    is for, and the first fix a user tries should be one that can end the failure. When nothing stands out the
+    order stays as written (locating comes first)."""
+    if not d.hypotheses or d.hypotheses[0].likelihood < REMEDIES_FIRST:
+        return d
+
+    def ordered(fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
+        removing = tuple(f for f in fixes if not f.diagnostic)
+        return (*removing, *(f for f in fixes if f.diagnostic)) if removing else fixes
+
+    return replace(d, fixes=ordered(d.fixes), hypotheses=tuple(replace(h, fixes=ordered(h.fixes)) for h in d.hypotheses))
+
+
+def _differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = (), tensors: Sequence[TensorSummary] = ()) -> Diagnosis:
     if d.category == "unknown" or d.hypotheses:
         return _with_checks(d, failure, tensors)
     family: Family | None = FAMILIES.get(d.category)
@@ -103,7 +160,11 @@ def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = 
             family = None
     if family is None or not family.covers(d.rule) or (d.rule in family.decisive):
         mapped = next((a for a in family.alternatives if d.rule in a.outcomes), None) if family else None
-        single = _single(d, mapped.check if mapped else _rule_check(d), decisive=family is not None and d.rule in family.decisive)
+        decisive = family is not None and d.rule in family.decisive
+        single = _single(d, mapped.check if mapped else _rule_check(d), decisive, failure.text or failure.search_text, passages)
+        if len(single.hypotheses) > 1:
+            ranked, sources = _grounded(single.hypotheses, single, passages)
+            single = replace(single, hypotheses=ranked, sources=sources)
         return _with_checks(single, failure, tensors)
     text = failure.text or failure.search_text
     # The message's boilerplate is the same for everyone; but a bare log or a prose report IS the user's story.

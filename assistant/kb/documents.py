@@ -148,6 +148,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
 
 
+_STEP_MARK = re.compile(r"^\s*[-*]\s*step\s*:\s*[a-z]+\s*$", re.M | re.I)
+
+
 def chunk_document(doc: Document) -> list[Chunk]:
     """Split a document into section chunks; long sections are split into word windows.
 
@@ -159,7 +162,7 @@ def chunk_document(doc: Document) -> list[Chunk]:
     for heading, text in parts:
         if doc.origin == "builtin" and heading.strip().lower() in NOT_RETRIEVED:
             continue
-        words = text.split()
+        words = _STEP_MARK.sub("", text).split()  # a fix's "- step: diagnose" mark orders fixes; it is not content to match
         if not words:
             continue
         pieces = [words[i : i + MAX_CHUNK_WORDS] for i in range(0, len(words), MAX_CHUNK_WORDS)]

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Iterable
 
 from assistant.rules.dispatch import ANY, FAMILY_NAMES
-from assistant.types import CATEGORIES, Fix, RuleHit
+from assistant.types import CATEGORIES, RuleHit
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class RuleSpec:
             raise RuleDefinitionError(f"rule {self.id} answered category {result.category!r}, not one it declares")
         docs = tuple(dict.fromkeys(result.doc_ids or self.docs))
         # A fix without its own citation cites the rule's first document.
-        fixes = tuple(f if f.sources else Fix(f.title, f.detail, f.code, docs[:1]) for f in result.fixes)
+        fixes = tuple(f if f.sources else replace(f, sources=docs[:1]) for f in result.fixes)
         # Every document a fix cites is one of the answer's documents, so retrieval is asked for all of them.
         docs = docs + tuple(dict.fromkeys(s for f in fixes for s in f.sources if s not in docs))
         return replace(result, rule_id=self.id, fixes=fixes, doc_ids=docs)
