@@ -196,7 +196,14 @@ class Fix:
     detail: str
     code: str | None = None
     sources: tuple[str, ...] = ()
-    diagnostic: bool = False  # a step that finds the cause (print, localise, measure) rather than one that removes it
+    # What the step does: "fix" removes the cause; "diagnose" finds it (print, localise, measure); "after" is needed
+    # once the cause is removed but removes nothing itself (restart a process whose CUDA context an error spoiled).
+    step: str = "fix"
+
+    @property
+    def diagnostic(self) -> bool:
+        """A step that finds the cause rather than one that removes it."""
+        return self.step == "diagnose"
 
     @property
     def from_team_runbook(self) -> bool:
@@ -205,8 +212,8 @@ class Fix:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"title": self.title, "detail": self.detail, "code": self.code, "sources": list(self.sources)}
-        if self.diagnostic:
-            out["diagnostic"] = True
+        if self.step != "fix":
+            out["step"] = self.step
         return out
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from assistant.kb.cases import case_from_report
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV_PARTS = ("dev.jsonl", "dev_fresh.jsonl", "dev_fresh2.jsonl")
+DEV_PARTS = tuple(sorted(p.name for p in (ROOT / "eval" / "realworld").glob("dev*.jsonl")))  # every dev part, old and new
 
 
 def main() -> None:

@@ -5,9 +5,9 @@ resolved reports (its own case left out) become candidate feature vectors (assis
 A logistic regression scores candidates; out-of-fold shares (5 folds) fit an isotonic calibration of the
 leading share and the abstention threshold; the final weights are fitted on all of dev.
 
-For the dev_fresh2 reports the rule reading is the one the rules gave *before* they were tuned on those
-reports (eval/decision/dev_fresh2_rules_before_tuning.json): on every other dev report the rules have
-been tuned, and a decision fitted only on those would learn that a rule is never wrong.
+For the dev_fresh2 and dev_fresh3 reports the rule reading is the one the rules gave *before* they were tuned on
+those reports (eval/decision/<part>_rules_before_tuning.json): on every other dev report the rules have been
+tuned, and a decision fitted only on those would learn that a rule is never wrong.
 
 Unseen reports often carry a message no rule reads, or a family no resolved report resembles, or a family
 the knowledge base does not cover at all. Dev cannot show that (its rules, cases and documents were built
@@ -31,8 +31,9 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV_PARTS = ("dev.jsonl", "dev_fresh.jsonl", "dev_fresh2.jsonl")
-BEFORE_TUNING = ROOT / "eval" / "decision" / "dev_fresh2_rules_before_tuning.json"
+DEV_PARTS = tuple(sorted(p.name for p in (ROOT / "eval" / "realworld").glob("dev*.jsonl")))  # every dev part, old and new
+# eval/decision/<part>_rules_before_tuning.json: a dev part's rule readings recorded before any rule was tuned on it.
+BEFORE_TUNING = {f.name.removesuffix("_rules_before_tuning.json") + ".jsonl": f for f in sorted((ROOT / "eval" / "decision").glob("*_rules_before_tuning.json"))}
 FOLDS = 5
 UNKNOWN_MESSAGE_WEIGHT = 0.5  # the view closest to unseen PyTorch messages (an assumption, stated; the atlas probes measure it)
 MISSING_WEIGHT = 0.25  # about one unseen report in five belongs to a family the knowledge base lacks (an assumption, stated)
@@ -63,7 +64,7 @@ def _dataset(rows: list[dict], dense: bool):  # type: ignore[no-untyped-def]
     from assistant.types import RuleHit
 
     engine = Engine(load_settings(llm="none", dense=dense))
-    before = json.loads(BEFORE_TUNING.read_text(encoding="utf-8"))["answers"]
+    before = {part: json.loads(path.read_text(encoding="utf-8"))["answers"] for part, path in BEFORE_TUNING.items()}
     retriever = engine.retriever()
     idf = retriever.idf
     docs_of: dict[str, list[str]] = {}
@@ -79,8 +80,8 @@ def _dataset(rows: list[dict], dense: bool):  # type: ignore[no-untyped-def]
         row = dict(row)
         failure = engine.parse(engine.read(row["error_text"]))
         hit = engine.match(failure).hit
-        if row["_part"] == "dev_fresh2.jsonl" and row["id"] in before:
-            old = before[row["id"]]
+        if row["id"] in before.get(row["_part"], {}):
+            old = before[row["_part"]][row["id"]]
             hit = None if old["category"] is None else (replace(hit, category=old["category"], confidence=old["confidence"]) if hit is not None
                                                          else RuleHit(old["rule"] or "before-tuning", old["category"], "", "", (), confidence=old["confidence"]))
         proposals = engine.propose(failure, exclude_cases=(row["id"], row.get("source") or ""))

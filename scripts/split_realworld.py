@@ -56,10 +56,53 @@ def main() -> None:
     print({k: len(v) for k, v in parts.items()})
 
 
+def split_collection(name: str, seed: int) -> None:
+    """Split a newly collected set (``eval/realworld/<name>.jsonl``, labels as regular expressions, claims in a
+    ``must_not_claim`` key) per category, half to ``dev_<name>`` and half to the frozen ``test_<name>``, before any
+    answer is read; record both by content hash, their label syntax, and their claims under ``eval/claims``."""
+    folder = ROOT / "eval" / "realworld"
+    record = json.loads((folder / "split.json").read_text())
+    dev_name, test_name = f"dev_{name}", f"test_{name}"
+    if dev_name in record or test_name in record:
+        raise SystemExit(f"{name} is already split")
+    source = folder / f"{name}.jsonl"
+    rows = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    rng = random.Random(seed)
+    parts: dict[str, list[dict]] = {dev_name: [], test_name: []}
+    by_category: dict[str, list[dict]] = {}
+    for row in sorted(rows, key=row_hash):
+        by_category.setdefault(row["category"], []).append(row)
+    turn = 0
+    for category in sorted(by_category):
+        group = by_category[category]
+        rng.shuffle(group)
+        for row in group:  # alternate across categories too, so odd-sized groups do not all favour one side
+            (parts[dev_name] if turn % 2 == 0 else parts[test_name]).append(row)
+            turn += 1
+    claims_dir = ROOT / "eval" / "claims"
+    for part, part_rows in parts.items():
+        part_rows.sort(key=lambda r: r["id"])
+        claims = [{"id": r["id"], "must_not_claim": r.pop("must_not_claim"), "why": "labelled from the thread at collection, before any answer was seen"}
+                  for r in part_rows if r.get("must_not_claim")]
+        for r in part_rows:
+            r.pop("must_not_claim", None)
+        (folder / f"{part}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part_rows))
+        (claims_dir / f"{part}.jsonl").write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in claims))
+        record[part] = sorted(row_hash(r) for r in part_rows)
+        record.setdefault("label_syntax", {})[part] = "regex"
+    record[f"{name}_split"] = (f"{len(rows)} reports collected from threads not in the other parts; split per category, half and half, "
+                               f"seed {seed}, before any answer was read")
+    (folder / "split.json").write_text(json.dumps(record, indent=1) + "\n")
+    source.unlink()
+    print({k: len(v) for k, v in parts.items()})
+
+
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1:2] == ["--record"]:
         record_part(sys.argv[2])
+    elif sys.argv[1:2] == ["--split-collection"]:
+        split_collection(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else SEED)
     else:
         main()

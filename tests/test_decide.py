@@ -16,8 +16,8 @@ from assistant.decide.model import MODES, load_fitted
 from assistant.eval.examples import example_text
 from assistant.kb.cases import CLOSE, case_from_report, cases_path, load_casebase, mask, read_cases, signature_of
 
-DEV_PARTS = ("dev.jsonl", "dev_fresh.jsonl", "dev_fresh2.jsonl")
-TEST_PARTS = ("test.jsonl", "test_fresh.jsonl", "test_fresh2.jsonl")
+DEV_PARTS = tuple(sorted(p.name for p in (ROOT / "eval" / "realworld").glob("dev*.jsonl")))  # every dev part, old and new
+TEST_PARTS = tuple(sorted(p.name for p in (ROOT / "eval" / "realworld").glob("test*.jsonl")))
 # A real message (torch 2.13 on this machine) that no rule reads and no document quotes (the error atlas knows its check).
 EINSUM = "RuntimeError: einsum(): subscript j has size 4 for operand 1 which does not broadcast with previously seen size 3"
 

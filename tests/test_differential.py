@@ -255,7 +255,7 @@ def test_a_documented_diagnostic_step_is_marked_and_not_part_of_its_text() -> No
     body = ("## Fixes\n\n### Print the shapes {#print-shapes}\n- step: diagnose\nLook before changing anything.\n"
             "```python\nprint(x.shape)\n```\n\n### Reshape it {#reshape}\nUse the size the layer expects.\n")
     locate, remove = parse_body("doc", body).fixes
-    assert locate.diagnostic and not remove.diagnostic
+    assert locate.step == "diagnose" and remove.step == "fix"
     assert "step" not in locate.detail and locate.detail == "Look before changing anything." and locate.code == "print(x.shape)"
 
 
@@ -270,17 +270,17 @@ def test_every_step_mark_in_the_knowledge_is_a_known_one_on_a_fix() -> None:
             if line.startswith("## "):
                 section = line[3:].strip().lower()
             if re.match(r"\s*[-*]\s*step\s*:", line, re.I):
-                assert section == "fixes" and line.strip() == "- step: diagnose", (path.name, line)
+                assert section == "fixes" and line.strip() in ("- step: diagnose", "- step: after"), (path.name, line)
 
 
 def test_a_standing_out_cause_leads_with_the_fix_that_removes_it(settings) -> None:  # type: ignore[no-untyped-def]
     """A real device-side assertion read as labels outside the class range: the answer's first fix changes the labels;
-    the step that locates the bad label is still listed, after it."""
+    the step that locates the bad label is still listed, after it, and restarting the process comes last."""
     d = diagnose(_stderr("cuda/cuda-assert-ce-one-based-labels.json"), settings=settings)
     assert d.hypotheses[0].likelihood >= 0.4
-    assert not d.fixes[0].diagnostic and any(f.diagnostic for f in d.fixes)
-    first_diagnostic = next(i for i, f in enumerate(d.fixes) if f.diagnostic)
-    assert all(f.diagnostic for f in d.fixes[first_diagnostic:])
+    steps = [f.step for f in d.fixes]
+    assert steps[0] == "fix" and "diagnose" in steps
+    assert steps == sorted(steps, key=("fix", "diagnose", "after").index)  # removing, then locating, then what follows
     assert d.hypotheses[0].fixes == d.fixes
 
 
@@ -288,11 +288,17 @@ def test_when_no_cause_stands_out_the_written_order_stays() -> None:
     from assistant.differential.rank import REMEDIES_FIRST, _remedies_first
     from assistant.types import Diagnosis, Fix, Hypothesis
 
-    fixes = (Fix("Find the operation", "", diagnostic=True), Fix("Change the labels", ""))
+    fixes = (Fix("Find the operation", "", step="diagnose"), Fix("Change the labels", ""))
     d = Diagnosis("device_side_assert", "t", "s", "c", fixes, (), (), 0.9,
                   hypotheses=(Hypothesis("h", "c", REMEDIES_FIRST - 0.05, "check", fixes),))
     assert _remedies_first(d).fixes == fixes
     sure = Diagnosis("device_side_assert", "t", "s", "c", fixes, (), (), 0.9, hypotheses=(Hypothesis("h", "c", REMEDIES_FIRST, "check", fixes),))
     assert [f.title for f in _remedies_first(sure).fixes] == ["Change the labels", "Find the operation"]
-    only_locating = (Fix("Find the operation", "", diagnostic=True),)
+    only_locating = (Fix("Find the operation", "", step="diagnose"),)
     assert _remedies_first(Diagnosis("x", "t", "s", "c", only_locating, (), (), 0.9, hypotheses=(Hypothesis("h", "c", 0.9, "", only_locating),))).fixes == only_locating
+    # A step that only follows the fix (restart the process whose CUDA context the error spoiled) never leads, sure or not.
+    restart = Fix("Restart the process", "", step="after")
+    for likelihood in (REMEDIES_FIRST - 0.05, 0.98):
+        with_restart = (restart, Fix("Find the operation", "", step="diagnose"), Fix("Change the labels", ""))
+        got = _remedies_first(Diagnosis("x", "t", "s", "c", with_restart, (), (), 0.9, hypotheses=(Hypothesis("h", "c", likelihood, "", with_restart),)))
+        assert got.fixes[-1] == restart and got.hypotheses[0].fixes[-1] == restart

@@ -24,17 +24,17 @@ def _rows(name: str) -> list[dict]:
 
 def test_parts_match_the_recorded_hashes() -> None:
     row_hash = _hash_fn()
-    for part, files in (("dev", ["dev.jsonl"]), ("test", ["test.jsonl"]), ("test_fresh", ["test_fresh.jsonl"]), ("dev_fresh", ["dev_fresh.jsonl"]),
-                        ("dev_fresh2", ["dev_fresh2.jsonl"]), ("test_fresh2", ["test_fresh2.jsonl"])):
-        if part not in SPLIT:
-            continue
-        hashes = sorted(row_hash(r) for f in files for r in _rows(f))
+    parts = sorted(f.stem for f in FOLDER.glob("*.jsonl") if f.stem.startswith(("dev", "test")))
+    assert {"dev", "test", "test_fresh", "dev_fresh"} <= set(parts)
+    for part in parts:
+        assert part in SPLIT, f"{part}.jsonl is not recorded in split.json (scripts/split_realworld.py records a new part)"
+        hashes = sorted(row_hash(r) for r in _rows(f"{part}.jsonl"))
         assert hashes == SPLIT[part], f"{part} was edited after it was frozen (labels or texts changed, rows added or removed)"
 
 
 def test_parts_do_not_overlap() -> None:
-    dev = [r for name in ("dev.jsonl", "dev_fresh.jsonl", "dev_fresh2.jsonl") if (FOLDER / name).exists() for r in _rows(name)]
-    test = [r for name in ("test.jsonl", "test_fresh.jsonl", "test_fresh2.jsonl") if (FOLDER / name).exists() for r in _rows(name)]
+    dev = [r for f in sorted(FOLDER.glob("dev*.jsonl")) for r in _rows(f.name)]
+    test = [r for f in sorted(FOLDER.glob("test*.jsonl")) for r in _rows(f.name)]
     # The same short message can be pasted in two different reports; the same report never sits on both sides.
     assert not {r["source"] for r in dev} & {r["source"] for r in test}
     assert not {r["id"] for r in dev} & {r["id"] for r in test}

@@ -17,6 +17,7 @@ from assistant.differential.cues import Cue, read_cues
 from assistant.differential.families import FAMILIES
 from assistant.differential.family import Alternative, Family
 from assistant.compose.deterministic import summary_of
+from assistant.kb.remedies import FIX_STEPS
 from assistant.types import Diagnosis, Fact, Failure, Fix, Hypothesis, Passage, Source, TensorSummary
 
 RULE_WEIGHT = 25.0  # the text matched this branch's own wording: specific evidence, stronger than any single cue
@@ -135,16 +136,19 @@ def differentiate(d: Diagnosis, failure: Failure, passages: Sequence[Passage] = 
 
 
 def _remedies_first(d: Diagnosis) -> Diagnosis:
-    """Fixes that remove a cause before fixes that locate it (``- step: diagnose`` in the documents), in every
-    hypothesis and in the answer, once one cause stands out: finding the cause is then what the hypothesis's check
-    is for, and the first fix a user tries should be one that can end the failure. When nothing stands out the
-    order stays as written (locating comes first)."""
-    if not d.hypotheses or d.hypotheses[0].likelihood < REMEDIES_FIRST:
+    """Fixes that remove a cause before fixes that locate it (``- step: diagnose`` in the documents), and steps that
+    only follow a fix (``- step: after``: restart the spoiled process) last, in every hypothesis and in the answer,
+    once one cause stands out: finding the cause is then what the hypothesis's check is for, and the first fix a user
+    tries should be one that can end the failure. When nothing stands out the written order stays (locating first),
+    except that a step that follows a fix never leads."""
+    if not d.hypotheses:
         return d
+    stands_out = d.hypotheses[0].likelihood >= REMEDIES_FIRST
 
     def ordered(fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
-        removing = tuple(f for f in fixes if not f.diagnostic)
-        return (*removing, *(f for f in fixes if f.diagnostic)) if removing else fixes
+        if not stands_out or not any(f.step == "fix" for f in fixes):
+            return tuple(f for f in fixes if f.step != "after") + tuple(f for f in fixes if f.step == "after")
+        return tuple(sorted(fixes, key=lambda f: FIX_STEPS.index(f.step) if f.step in FIX_STEPS else 0))  # stable: the written order within a kind
 
     return replace(d, fixes=ordered(d.fixes), hypotheses=tuple(replace(h, fixes=ordered(h.fixes)) for h in d.hypotheses))
 

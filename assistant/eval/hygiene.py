@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-TEST_PARTS = ("test.jsonl", "test_fresh.jsonl", "test_fresh2.jsonl")
+TEST_PREFIX = "test"  # eval/realworld/test*.jsonl: every frozen part (test, test_fresh, test_fresh2, ...)
 # Where engine inputs and tests live: rule-example corpora, captures, knowledge, cases, every test file, code.
 SCANNED = ("eval/corpus", "eval/captured", "eval/cases", "eval/triage", "eval/claims", "knowledge", "tests", "assistant", "examples", "scripts")
-_SKIPPED_NAMES = {"test.jsonl", "test_fresh.jsonl", "test_fresh2.jsonl"}  # the frozen parts themselves (and their claims)
+# The frozen parts themselves (and their claims, which share their names) are what the scan looks for, not where.
 _URL = re.compile(r"https?://[^\s)\]>\"'`]+")
 _ERROR_LINE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt)\b[^:]*:|.*\bError:)")
 # Numbers that are not particular to one run: exit codes, signals, devices, ranks, versions.
@@ -77,8 +77,13 @@ class Overlap:
 
 def _test_cases(root: Path) -> list[dict]:
     folder = root / "eval" / "realworld"
-    return [json.loads(line) for name in TEST_PARTS if (folder / name).is_file()
-            for line in (folder / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for path in sorted(folder.glob(f"{TEST_PREFIX}*.jsonl"))
+            for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _frozen_part(path: Path) -> bool:
+    """A frozen test part or its claims (``eval/realworld/test*.jsonl``, ``eval/claims/test*.jsonl``)."""
+    return path.suffix == ".jsonl" and path.name.startswith(TEST_PREFIX) and path.parent.name in ("realworld", "claims")
 
 
 def _files(root: Path) -> Iterator[Path]:
@@ -88,7 +93,7 @@ def _files(root: Path) -> Iterator[Path]:
             yield base
             continue
         for path in sorted(base.rglob("*")):
-            if path.is_file() and path.name not in _SKIPPED_NAMES and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".gz", ".png"):
+            if path.is_file() and not _frozen_part(path) and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".gz", ".png"):
                 yield path
 
 

@@ -42,6 +42,7 @@ _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.S)
 _ENTRY = re.compile(r"^###\s+(?P<title>.+?)\s*\{#(?P<id>[a-z0-9][a-z0-9-]*)\}\s*$", re.M)
 _SECTION = re.compile(r"^##\s+(?P<name>[^#\n].*?)\s*$", re.M)
 _FIELD = re.compile(r"^\s*[-*]\s*(?P<key>check|fixes|cues|applies)\s*:\s*(?P<value>.+?)\s*$", re.M | re.I)
+FIX_STEPS = ("fix", "diagnose", "after")  # the order an answer lists them in, once its leading cause stands out
 _FIX_STEP = re.compile(r"^\s*[-*]\s*step\s*:\s*(?P<value>[a-z]+)\s*$", re.M | re.I)
 _CODE = re.compile(r"```(?P<lang>[\w+-]*)\n(?P<code>.*?)\n?```", re.S)
 # The value names readers fill (documents may use others; these are the shared vocabulary).
@@ -77,7 +78,7 @@ class DocFix:
     detail: str
     code: str | None
     code_lang: str = "python"  # the code fence's language (bash, python, ...)
-    diagnostic: bool = False  # ``- step: diagnose``: it finds the cause; an answer lists the fixes that remove it first
+    step: str = "fix"  # ``- step: diagnose`` (finds the cause) or ``- step: after`` (follows the fix): listed after the fixes
 
     @property
     def ref(self) -> str:
@@ -165,7 +166,8 @@ def parse_body(doc_id: str, body_text: str) -> Remedies:
         code = code_m.group("code").rstrip() if code_m else None
         detail = _CODE.sub("", body).strip()
         lang = (code_m.group("lang") or "python") if code_m else "python"
-        fixes.append(DocFix(doc_id, fid, title, " ".join(detail.split()), code, lang, diagnostic=bool(step and step.group("value").lower() == "diagnose")))
+        kind = step.group("value").lower() if step else "fix"
+        fixes.append(DocFix(doc_id, fid, title, " ".join(detail.split()), code, lang, step=kind if kind in FIX_STEPS else "fix"))
     return Remedies(doc_id, tuple(causes), tuple(fixes))
 
 
@@ -204,7 +206,7 @@ def filled_fix(fx: DocFix, values: Mapping[str, object]):  # -> assistant.types.
     from assistant.types import Fix
 
     code = fill_code(fx.code, values, fx.code_lang) if fx.code else None
-    return Fix(fill(fx.title, values), fill(fx.detail, values), code, (fx.doc_id,), diagnostic=fx.diagnostic)
+    return Fix(fill(fx.title, values), fill(fx.detail, values), code, (fx.doc_id,), step=fx.step)
 
 
 FIRST_CHECKS_DOC = "first-checks"  # knowledge/general/first-checks.md: its "## First checks" entries, one per category
