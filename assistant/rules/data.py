@@ -443,6 +443,44 @@ def dataset_misc(ctx: Context) -> RuleHit | None:
     return None
 
 
+# The DataLoader's own code needs an int from len(dataset) (range, isinstance checks in the samplers).
+_WRONG_TYPE = lazy_re(r"'(\w+)' object cannot be interpreted as an integer|object of type '(\w+)' has no len\(\)")
+
+
+@rule(
+    'data.dataset_method_type',
+    category='dataloader_error',
+    docs=("dataset-index-errors", "dataloader-options"),
+    reads=("TypeError", "text"),
+    priority=86,
+    outcomes=('data.len_wrong_type',),
+    examples=(
+        Example("corpus/data/dataset_len_float_sampler_captured.txt", "data.len_wrong_type"),
+        Example("corpus/data/dataset_len_float_random_sampler_captured.txt", "data.len_wrong_type"),
+    ),
+)
+def dataset_method_type(ctx: Context) -> RuleHit | None:
+    """A TypeError raised in torch.utils.data's own frames on len(dataset): the Dataset's __len__ returned the wrong type."""
+    m = _WRONG_TYPE.search(ctx.message or "")
+    frames = ctx.failure.frames
+    if not m or not frames:
+        return None
+    last = frames[-1]
+    if "torch/utils/data/" not in last.file.replace("\\", "/") or "len(" not in (last.source or ""):
+        return None
+    got = m.group(1) or m.group(2)
+    dataset_class = None
+    if m.group(2) and m.group(2) not in ("NoneType", "float", "int"):
+        dataset_class = m.group(2)  # `object of type 'MyDataset' has no len()`: the class defines no __len__
+    cause = (f"The DataLoader's sampler called len() on the Dataset and got a `{got}` where Python needs an int "
+             f"(`{(last.source or '').strip()}` in {last.file.replace(chr(92), '/').rsplit('/', 1)[-1]}). The error is raised in PyTorch's "
+             "code, but the value comes from the Dataset: its `__len__` " + ("is not defined." if dataset_class else
+             "returns a float (a `/` division), None or another non-integer value."))
+    fixes = [remedy("dataset-index-errors#len-returns-int"), remedy("dataset-index-errors#num-workers-zero")]
+    return hit("data.len_wrong_type", "dataloader_error", "Dataset __len__ does not return an int", cause, fixes,
+               ("dataset-index-errors", "dataloader-options"), [error_fact(ctx)], 0.88, facts=Facts(names=(got,)))
+
+
 # A GPU described as idle / barely used ...
 _GPU_IDLE = lazy_re(r"GPU[- ]?Util(?:i[sz]ation|ity)?\b[^.\n]{0,60}?(?:\b0\b|\b0 ?%|zero|very low|\blow\b)|(?:\blow|zero|0 ?%) GPU[- ]?util|GPU (?:is |was )?(?:idle|waiting|starv)", re.I)
 # ... while the words blame loading the data.

@@ -221,6 +221,8 @@ def nccl_error(ctx: Context) -> RuleHit | None:
     """``NCCL error in: ...`` with its reason, duplicate GPUs, CPU tensors and aborted communicators."""
     docs = ("nccl-errors", "process-group-init", "nccl-timeout")
     raw = ctx.failure.text or ctx.text
+    if re.search(r"Address already in use|EADDRINUSE", raw):
+        return None  # the rendezvous port was taken first: the NCCL error that follows is its consequence (process_group answers)
     dup = ctx.search(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)")
     if dup or (ctx.search(r"invalid usage") and re.search(r"Duplicate GPU detected", raw)):
         return _duplicate_gpu(ctx, dup, raw, docs)
@@ -500,6 +502,8 @@ def process_group(ctx: Context) -> RuleHit | None:
         port = ctx.search(r"port[: ]+(\d{2,5})|:(\d{4,5})\b")
         number = (port.group(1) or port.group(2)) if port else None
         cause = "The rendezvous port (MASTER_PORT" + (f", {number}" if number else "") + ") is already taken, usually by another job or a previous run that has not exited."
+        if ctx.search(r"NCCL error|ncclSystemError|unhandled system error"):
+            cause += " The NCCL error reported with it follows from the failed rendezvous; it is not a network or transport problem of its own."
         fixes = [remedy("process-group-init#free-master-port")]
         return hit("distributed.port_in_use", "ddp_error", "Rendezvous port already in use", cause, fixes, docs, [error_fact(ctx)], 0.9,
                    facts=Facts(numbers={"port": float(number)} if number else {}))
@@ -557,3 +561,42 @@ def _child_failed(ctx: Context, docs: tuple[str, ...]) -> RuleHit | None:
              + ". The real error is that rank's own traceback, printed earlier in the log (lines prefixed with [rank N]:) or in its error file; the summary alone does not say what went wrong.")
     fixes = [remedy("process-group-init#read-failing-rank-traceback")]
     return hit("distributed.child_failed", "ddp_error", "torchrun worker failed", cause, fixes, docs, found, 0.6, facts=Facts(numbers=numbers))
+
+
+# A description of checkpoint keys that carry the `module.` prefix DataParallel / DDP add ("unexpected key(s) "module.xxx"",
+# "every layer name has module. prepended", "saved state_dict has prefix module.").
+_MODULE_PREFIX = lazy_re(r"[\"'`]module\.[\w.]*[\"'`]?|\bmodule\.\s*(?:prefix|prepended)|prefix(?:ed)?\s+(?:with\s+|of\s+)?[\"'`]?module\b"
+                         r"|[\"'`]module[\"'`]\s+prefix|\bmodule\.\w+\.\w+", re.IGNORECASE)
+_LOADING_WORDS = lazy_re(r"state_dict|load_state_dict|checkpoint|pretrained|weights?\b|\bkeys?\b|\bkey\(s\)|\.pth\b|\bloaded\b|\bloading\b|\bload\b", re.IGNORECASE)
+
+
+@rule(
+    'distributed.wrapper_prefix_described',
+    category='state_dict_loading',
+    docs=("state-dict-keys",),
+    reads=("text",),
+    priority=84,
+    outcomes=('distributed.wrapper_prefix_described',),
+    examples=(
+        Example('corpus/distributed/state_dict_module_prefix_prose_posenet.txt', 'distributed.wrapper_prefix_described'),
+        Example('corpus/distributed/state_dict_module_prefix_prose_reload.txt', 'distributed.wrapper_prefix_described'),
+    ),
+)
+def wrapper_prefix_described(ctx: Context) -> RuleHit | None:
+    """A report in words of checkpoint keys with a `module.` prefix: weights saved from a DataParallel/DDP-wrapped model."""
+    if ctx.failure.exc_type or ctx.failure.frames:
+        return None  # a pasted load_state_dict error is read by the state_dict rule, key by key
+    text = ctx.text
+    prefix = _MODULE_PREFIX.search(text)
+    if not prefix or not _LOADING_WORDS.search(text):
+        return None
+    wrapped = re.search(r"\b(?:DataParallel|DistributedDataParallel|DDP|multi[- ]?gpus?|multiple gpus|several gpus)\b", text, re.IGNORECASE)
+    cause = ("The checkpoint's keys carry the `module.` prefix that nn.DataParallel and DistributedDataParallel add: the weights were saved "
+             "from the wrapped model (`model.state_dict()` of the wrapper), and they are loaded into the plain model, whose keys have no prefix "
+             "(or the reverse: the loading code wraps the model only on some machines, for example only when several GPUs are present).")
+    found = [Fact("text", f"the report mentions the prefix: “{prefix.group(0).strip()}”")]
+    if wrapped:
+        found.append(Fact("context", f"the report mentions “{wrapped.group(0)}”"))
+    fixes = [remedy("state-dict-keys#strip-prefix-before-loading", prefix="module."), remedy("state-dict-keys#save-unwrapped-module")]
+    return hit("distributed.wrapper_prefix_described", "state_dict_loading", "Checkpoint keys carry the DataParallel/DDP `module.` prefix", cause, fixes,
+               ("state-dict-keys",), found, 0.8, facts=Facts(names=("module.",)))

@@ -48,6 +48,8 @@ _PROSE_OOM = lazy_re(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of me(?:mo|meo|mro)ry|�
 _EVAL_OOM = lazy_re(r"(?:validat\w{0,12}|evaluat\w{0,12}|testing|inference|验证|测试)[^.\n]{0,40}(?:out of memory|\bOOM\b)|(?:out of memory|\bOOM\b)[^.\n]{0,30}\b(?:validat\w*|evaluat\w*|testing|inference)", re.I)
 # A running total built from the loss tensor itself ("total_loss += loss", "+= ... without .item()"): keeps every step's graph alive.
 _LOSS_ACCUM = lazy_re(r"\b\w{0,40}loss\w{0,40}\s*\+=\s*\w{0,40}loss\w*\b(?![.\[])|\+=[^\n]{0,30}\bwithout \.?item\(\)", re.I)
+# backward(retain_graph=True) (or retain_graph = True as an argument) written in the user's code or words.
+_RETAIN_GRAPH = lazy_re(r"\bretain_graph\s*=\s*True\b")
 _LEAK_TALK = lazy_re(r"\.item\(\)|\.data\[0\]|out of memory|\bmemory\b|显存|内存", re.I)
 _HOST_WORDS = lazy_re(r"\bRAM\b|CPU memory|host memory|system memory|^[ \t]*Killed\s*$", re.M)
 # A failing line that computes attention scores (q @ k^T) or names attention.
@@ -202,7 +204,9 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
     prose = bool(_PROSE_OOM.search(raw) and (_BATCH_ONE.search(raw) or _EVAL_OOM.search(raw)) and not _HOST_WORDS.search(raw))
     # A description that shows the loss tensor being accumulated and talks about memory/.item(): the classic leak that ends in OOM.
     accum = bool(described and _LOSS_ACCUM.search(raw) and _LEAK_TALK.search(raw) and not _HOST_WORDS.search(raw))
-    if not (ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or prose or accum) or ctx.search(r"DefaultCPUAllocator|enforce fail at CPUAllocator\.cpp"):
+    # A description of running out of memory next to repeated backward(retain_graph=True): graphs kept alive by the retained passes.
+    retained = bool(described and _PROSE_OOM.search(raw) and _RETAIN_GRAPH.search(raw) and not _HOST_WORDS.search(raw))
+    if not (ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or prose or accum or retained) or ctx.search(r"DefaultCPUAllocator|enforce fail at CPUAllocator\.cpp"):
         return None
     if re.search(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS", ctx.message):
         return None  # shown as a cuBLAS / cuDNN error; those rules explain the OOM behind it
@@ -377,6 +381,24 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
         found.append(loc)
     src = ctx.user_frame.source if ctx.user_frame and ctx.user_frame.source else ""
     growth = _GROWTH.search(raw) or (_LOSS_ACCUM.search(raw) if not ctx.failure.exc_type else None)
+    # Only the user's own code or words: PyTorch's frames pass retain_graph along on every backward.
+    library = {(fr.source or "").strip() for fr in ctx.failure.frames if not fr.is_user}
+    retained = next((m for m in _RETAIN_GRAPH.finditer(raw) if not any(m.group(0) in line for line in library if line)), None)
+    if retained:
+        found.append(Fact("code", f"backward with a retained graph: “{retained.group(0)}”"))
+        cause = ("The code keeps the autograd graph with `retain_graph=True`. Each retained backward leaves every saved activation of the "
+                 "graph alive, so backward called several times (once per loss, layer or output in a loop), or a graph kept from one step to "
+                 "the next, adds memory until CUDA runs out. Backward through the sum of the losses once, or take the per-part gradients "
+                 "with torch.autograd.grad, so the graph is freed after the last use.")
+        fixes = [
+            remedy("memory-growth-training-loop#one-backward-or-autograd-grad"),
+            remedy("memory-growth-training-loop#confirm-growth"),
+            remedy("memory-growth-training-loop#keep-numbers-not-graphs"),
+            _measure_fix(),
+        ]
+        return hit("memory.cuda_oom_growth", "cuda_oom", "Out of memory with backward(retain_graph=True)", cause, fixes,
+                   ("memory-growth-training-loop", "cuda-oom", "memory-profiling"), found, 0.8,
+                   facts=Facts(names=("retain_graph",), flags=frozenset({"memory_growth"})))
     if growth:
         found.append(Fact("symptom", f"memory rises over time: “{growth.group(0)}”"))
         cause = ("GPU memory that rises step after step until it runs out means something from every iteration stays alive. "
@@ -447,7 +469,8 @@ _CPU_ALLOC_BARE = lazy_re(r"enforce fail at (?:CPUAllocator|alloc_cpu)\.cpp|Defa
 # Bash's job-control report of a child killed by SIGKILL: "slurm_script: line 12:  4567 Killed   python train.py".
 _OOM_KILLER = lazy_re(r"Out of memory: Kill|oom-kill|oom_reaper|Killed process|^[ \t]*Killed\s*$|\]Killed\s*$|exit(?:code| code|ed with code)[: ]+(?:-9|137)\b"
                       r"|: line \d+:\s+\d+\s+Killed(?![A-Za-z])", re.M)
-_HOST_GROWTH = lazy_re(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing|keeps? piling up|piles? up|piling up)"
+_HOST_GROWTH = lazy_re(r"(?:\bRAM\b|CPU memory|system memory|host memory|memory usage)[^.\n]{0,60}(?:keeps? increasing|kept increasing|gradually increases|increase until|slowly increase|keeps? growing|keeps? piling up|piles? up|piling up"
+                          r"|keeps? inc\w*ing\b)"
                           r"|(?:\bRAM\b|memory) leak", re.IGNORECASE)
 # The failure is placed in the evaluation phase ("in eval phase", "during validation", "when it comes to evaluation").
 _HOST_EVAL = lazy_re(r"\b(?:during|in|at) (?:the )?(?:validation|evaluation|eval|inference|testing)\b"
@@ -458,6 +481,8 @@ _GPU_WORDS = lazy_re(r"\b(?:GPU|VRAM|CUDA memory|cuda memory|nvidia-smi)\b")
 # The growth is tied to a loop in the user's own code ("in a for loop", "with every loop").
 _IN_LOOP = lazy_re(r"\b(?:in|inside) (?:a |the |my )?(?:for |while )?loop\b|\b(?:every|each) loop\b", re.I)
 _HOST_WORDS = lazy_re(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
+# The user's words name the data loading workers (or a loader whose streaming pipeline runs one copy per worker).
+_LOADER_WORKERS = lazy_re(r"\bnum_workers\b|\b(?:data ?loader|loading|loader) workers?\b|\bworkers?\b|\bDataLoader\b|\bWebDataset\b|\bprefetch_factor\b", re.IGNORECASE)
 
 
 @rule(
@@ -588,6 +613,14 @@ def cpu_oom(ctx: Context) -> RuleHit | None:
             remedy("memory-growth-training-loop#store-numbers-not-tensors"),
             remedy("cpu-oom#fewer-worker-copies-buffers"),
         ]
+        workers = _LOADER_WORKERS.search(raw)
+        if workers:
+            # Each worker process holds its own copies and buffers: the host total scales with how many there are.
+            found.append(Fact("context", f"the text mentions the data loading workers: “{workers.group(0)}”"))
+            cause += (f" The text mentions {workers.group(0)}: every worker process keeps its own copies and prefetch/shuffle buffers, so the total "
+                      "grows with the number of workers; try fewer first.")
+            # Workers named outright lead; a DataLoader merely mentioned ranks the remedy behind the accumulation one.
+            fixes.insert(2 if workers.group(0).lower().replace(" ", "") == "dataloader" else 0, remedy("host-memory-leak#fewer-loader-workers"))
         if _IN_LOOP.search(raw):
             # Objects built per iteration (a model wrapper, an explainer/CAM, anything registering hooks) each add hooks and references.
             fixes.insert(1, remedy("memory-growth-training-loop#create-objects-once"))

@@ -129,7 +129,7 @@ def _module_not_callable(ctx: Context) -> RuleHit:
            "NotImplementedError", "IndexError", "RuntimeError", "text", "other"),
     priority=FALLBACK + 1,
     outcomes=('python.builtin', 'python.key_error', 'python.reader_none', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
-              'python.index_error', 'python.name_error', 'python.recursion'),
+              'python.index_error', 'python.name_error', 'python.recursion', 'python.tensor_to_scalar'),
     examples=(
         Example("corpus/python/valueerror_config_float_captured.txt", "python.builtin"),
         Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
@@ -147,6 +147,8 @@ def _module_not_callable(ctx: Context) -> RuleHit:
         Example("corpus/python/indexerror_dataset_len_captured.txt", "python.index_error"),
         Example("corpus/python/nameerror_undefined_criterion_captured.txt", "python.name_error"),
         Example("corpus/python/recursionerror_forward_calls_self_captured.txt", "python.recursion"),
+        Example("corpus/python/item_multi_element_loss_captured.txt", "python.tensor_to_scalar"),
+        Example("corpus/python/float_multi_element_tensor_captured.txt", "python.tensor_to_scalar"),
     ),
 )
 def python_exception(ctx: Context) -> RuleHit | None:
@@ -158,6 +160,9 @@ def python_exception(ctx: Context) -> RuleHit | None:
         quoted = re.search(r"\bAttributeError: ('NoneType' object has no attribute '\w+')", ctx.text)
         if quoted:
             exc, msg = "AttributeError", quoted.group(1)
+    many = ctx.search(r"only one element tensors can be converted to Python scalars|a Tensor with (\d+) elements cannot be converted to Scalar")
+    if many and exc in ("ValueError", "RuntimeError"):
+        return _tensor_to_scalar(ctx, many)
     if exc not in _BUILTIN:
         return None
     frame = ctx.user_frame
@@ -209,6 +214,16 @@ def python_exception(ctx: Context) -> RuleHit | None:
         if kw:
             cause += f" The function called does not accept `{kw.group(1)}` in the installed version (its signature differs)."
         fixes = [remedy("python-errors#check-types-and-signature")]
+        if call == "NoneType":
+            called = _CALLED.search(src)
+            name = called.group(1) if called else None
+            # `x = x.eval()` / `x = lst.sort()`: the name now holds what an in-place method returned.
+            reassigned = re.search(r"(?<![\w.])(\w+)\s*=\s*\1\.(\w+)\(", ctx.text)
+            if reassigned or name:  # a bare name is called (not an attribute such as an optional `self.head`)
+                var = reassigned.group(1) if reassigned else name
+                cause += (f" When `{var}` was assigned from one of its own methods that works in place (an overridden train()/eval() "
+                          "without `return self`, a list's sort()), it now holds None.")
+                fixes.insert(0, remedy("python-errors#keep-object-not-method-result", variable=var))
         return hit("python.type_error", "python_error", title, cause, fixes, _DOCS, found, 0.7,
                    facts=Facts(call=call, argument=kw.group(1) if kw else None))
     if exc == "IndexError":
@@ -232,6 +247,34 @@ def python_exception(ctx: Context) -> RuleHit | None:
     cause = f"{exc} raised{at}: {msg}" + ("" if msg.endswith(".") else ".") + " This is an error in the program's own logic or data, not a PyTorch failure."
     fixes = [remedy("python-errors#start-from-last-frame")]
     return hit("python.builtin", "python_error", title, cause, fixes, _DOCS, found, 0.7)
+
+
+# Words that put the model on several GPUs through a wrapper that gathers one output (and one loss) per GPU.
+_MULTI_GPU = re.compile(r"\bDataParallel\b|multi[- ]?gpus?\b|(?:multiple|several|two|\d+|many) (?:GPUs|cards)\b|device_ids|nn\.parallel", re.I)
+
+
+def _tensor_to_scalar(ctx: Context, m: re.Match[str]) -> RuleHit:
+    """item()/float() on a tensor of several elements: a value that was never reduced to one number."""
+    frame = ctx.user_frame
+    src = frame.source if frame and frame.source else ""
+    if not src:
+        quoted = re.search(r"(?<![^\n])[ \t]*([^\n]*(?:\.item\(\)|float\(|int\()[^\n]*)\n[^\n]*(?:only one element|cannot be converted to Scalar)", ctx.failure.text)
+        src = quoted.group(1).strip() if quoted else ""
+    at = f" in {ctx.where()}" if frame else ""
+    n = f" has {m.group(1)} elements" if m.group(1) else " has more than one element"
+    line = f" (`{src}`)" if src and not frame else ""
+    cause = f"The tensor converted to a Python number{at}{line}{n}, but item(), float() and int() need exactly one."
+    multi = _MULTI_GPU.search(ctx.text)
+    if multi:
+        cause += (f" The text mentions {multi.group(0)}: a loss computed inside a module wrapped in nn.DataParallel comes back with "
+                  "one value per GPU, so it must be reduced (or the run kept on one GPU) before it is read as a number.")
+    else:
+        cause += (" The value was never reduced: a loss with reduction='none', a per-sample or per-class metric, or a loss returned "
+                  "by a DataParallel-wrapped model (one value per GPU).")
+    fixes = [remedy("tensor-to-python-scalar#reduce-then-item"), remedy("tensor-to-python-scalar#convert-whole-tensor")]
+    facts = Facts(numbers={"elements": float(m.group(1))} if m.group(1) else {}, flags=frozenset({"multi_gpu"}) if multi else frozenset())
+    return hit("python.tensor_to_scalar", "python_error", "Tensor with several elements converted to a number", cause, fixes,
+               ("tensor-to-python-scalar",) + _DOCS, _found(ctx), 0.85, facts=facts)
 
 
 # OpenCV 4.x logs this (as a warning, not an error) when imread fails, then returns None.
