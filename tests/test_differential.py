@@ -302,3 +302,18 @@ def test_when_no_cause_stands_out_the_written_order_stays() -> None:
         with_restart = (restart, Fix("Find the operation", "", step="diagnose"), Fix("Change the labels", ""))
         got = _remedies_first(Diagnosis("x", "t", "s", "c", with_restart, (), (), 0.9, hypotheses=(Hypothesis("h", "c", likelihood, "", with_restart),)))
         assert got.fixes[-1] == restart and got.hypotheses[0].fixes[-1] == restart
+
+
+@pytest.mark.parametrize("cue, text, hit", [
+    ("module.", "keys start with module.encoder.layer1", True),  # a cue ending in punctuation runs into the next word
+    ("fp16", "trained with fp16 and a scaler", True),
+    ("fp16", "the bfp16x format", False),  # a cue that ends in a letter or digit is still a whole word
+    ("DataParallel", "wrapped in nn.DataParallel(model)", True),
+    ("ctc", "the ctc_loss went to inf", True),  # an underscore joins words of an identifier: ctc_loss is about CTC
+])
+def test_a_cue_is_a_whole_word_only_where_it_has_word_edges(cue: str, text: str, hit: bool) -> None:
+    from assistant.compose.documents import _cue_hit
+    from assistant.kb.remedies import DocCause
+
+    cause = DocCause("doc", "c", "t", "", "", (), (cue,))
+    assert (_cue_hit(cause, text) == cue) is hit

@@ -33,10 +33,19 @@ def pick_document(category: str, passages: Sequence[Passage], signed: Sequence[s
     return next((p.doc_id for p in passages if p.category == category), None)
 
 
+def _cue_pattern(cue: str) -> str:
+    """A cue as a whole word: bounded on a side only where it begins or ends with a letter or digit (so a cue such as
+    ``module.`` matches ``module.encoder``, and ``fp16`` does not match inside ``bfp16x``)."""
+    low = cue.lower()
+    head = r"(?<![a-z0-9])" if low[:1].isalnum() else ""
+    tail = r"(?![a-z0-9])" if low[-1:].isalnum() else ""
+    return head + re.escape(low) + tail
+
+
 def _cue_hit(cause: DocCause, text: str) -> str | None:
     low = text.lower()
     for cue in cause.cues:
-        if re.search(r"(?<![a-z0-9])" + re.escape(cue.lower()) + r"(?![a-z0-9])", low):
+        if cue and re.search(_cue_pattern(cue), low):
             return cue
     return None
 
