@@ -372,16 +372,17 @@ _PTXAS_ARCH = (r"Value '(sm_\w+)' is not defined for option 'gpu-name'|--gpu-nam
 @rule(
     "compile.inductor",
     category="compile_error",
-    docs=("inductor-backend-failures", "dynamo-errors", "triton-ptxas-arch"),
+    docs=("inductor-backend-failures", "dynamo-errors", "triton-ptxas-arch", "cuda-ptx-unsupported-toolchain"),
     reads=("CompileError", "RuntimeError", "text"),
     priority=61,
-    outcomes=("compile.backend", "compile.cxx", "compile.triton", "compile.ptxas_arch"),
+    outcomes=("compile.backend", "compile.cxx", "compile.triton", "compile.ptxas_arch", "compile.triton_driver_image"),
     examples=(
         Example("corpus/compile/ptxas_gpu_name_sm121a_gb10.txt", "compile.ptxas_arch"),
         Example("corpus/compile/ptxas_gpu_name_sm121a_triton.txt", "compile.ptxas_arch"),
         Example("corpus/compile/ptxas_gpu_name_sm120_inductor_log.txt", "compile.ptxas_arch"),
         Example("corpus/compile/ptxas_gpu_name_sm110a_thor.txt", "compile.ptxas_arch"),
         Example("corpus/compile/ptxas_gpu_name_sm89_prose.txt", "compile.ptxas_arch"),
+        Example("corpus/compile/triton_kernel_image_invalid_inductor.txt", "compile.triton_driver_image"),
         Example("realworld/dev/chattts-ui-inductor-no-cxx-windows-suppress", "compile.cxx"),
         Example("realworld/dev/marie-inductor-no-cxx-logger-warning", "compile.cxx"),
         Example("corpus/compile/inductor_backend_lowering.txt", "compile.backend"),
@@ -394,6 +395,9 @@ def inductor(ctx: Context) -> RuleHit | None:
     arch = _ptxas_arch(ctx)
     if arch:
         return arch
+    image = _triton_driver_image(ctx)
+    if image:
+        return image
     m = ctx.search(r"BackendCompilerFailed|InductorError|CppCompileError|InvalidCxxCompiler|No working C\+\+ compiler found|TritonMissing|Cannot find a working triton installation|Python\.h: No such file or directory|LoweringException")
     if not m:
         return None
@@ -456,6 +460,31 @@ def _ptxas_arch(ctx: Context) -> RuleHit | None:
                facts=Facts(names=(arch,), flags=frozenset({"bundled_ptxas"}) if bundled else frozenset()))
 
 
+# The driver refusing a kernel Triton built: its bundled ptxas targets a newer CUDA than the driver can load.
+_TRITON_IMAGE = (r"Triton Error \[CUDA\]: (device kernel image is invalid|the provided PTX was compiled with an unsupported toolchain[^\n]*)"
+                 r"|CUDA_ERROR_(?:INVALID_IMAGE|UNSUPPORTED_PTX_VERSION)")
+
+
+def _triton_driver_image(ctx: Context) -> RuleHit | None:
+    """A kernel Triton compiled cannot be loaded by the driver (driver older than the toolkit of Triton's ptxas)."""
+    m = ctx.search(_TRITON_IMAGE) or re.search(_TRITON_IMAGE, ctx.failure.text)
+    if not m or not (m.group(1) or re.search(r"triton|inductor", ctx.failure.text, re.I)):
+        return None
+    what = (m.group(1) or m.group(0)).strip()
+    cause = (f"Triton compiled the kernel, but the NVIDIA driver refused to load it ({what}). Triton assembles kernels with the ptxas "
+             "bundled in its wheel, which belongs to a recent CUDA toolkit; a driver older than that toolkit cannot load what it produces. "
+             "Eager PyTorch uses precompiled kernels that the driver accepts, which is why the same code runs without torch.compile.")
+    fixes = [
+        remedy("cuda-ptx-unsupported-toolchain#update-driver"),
+        remedy("cuda-ptx-unsupported-toolchain#triton-ptxas-path"),
+        remedy("cuda-ptx-unsupported-toolchain#compare-driver-ptxas"),
+        remedy("triton-ptxas-arch#no-triton-kernels"),
+    ]
+    return hit("compile.triton_driver_image", "compile_error", "The driver cannot load Triton's kernel", cause, fixes,
+               ("cuda-ptx-unsupported-toolchain", "triton-ptxas-arch", "inductor-backend-failures"), [error_fact(ctx)], 0.86,
+               facts=Facts(names=("triton",)))
+
+
 def _loading_script(ctx: Context) -> bool:
     """Whether a TorchScript error comes from loading a serialized model (torch.jit.load, libtorch, mobile)."""
     if any(re.search(r"jit[/\\]_serialization\.py", f.file) for f in ctx.failure.frames):
@@ -477,7 +506,8 @@ def _ts_search(ctx: Context, pattern: str) -> re.Match[str] | None:
     priority=63,
     outcomes=("compile.torchscript", "compile.torchscript_builtin", "compile.torchscript_unknown_op", "compile.torchscript_op_on_load",
               "compile.torchscript_type_annotation", "compile.torchscript_attribute", "compile.torchscript_attribute_type",
-              "compile.torchscript_arg_type", "compile.torchscript_default_type", "compile.torchscript_python_call"),
+              "compile.torchscript_arg_type", "compile.torchscript_default_type", "compile.torchscript_python_call",
+              "compile.torchscript_overload_tensor_arg"),
     examples=(
         Example("corpus/compile/ts_unsupported_node_yield_captured.txt", "compile.torchscript"),
         Example("corpus/compile/ts_python_builtin_next.txt", "compile.torchscript_builtin"),
@@ -498,6 +528,7 @@ def _ts_search(ctx: Context, pattern: str) -> re.Match[str] | None:
         Example("corpus/compile/ts_expected_value_type_none.txt", "compile.torchscript_arg_type"),
         Example("corpus/compile/ts_expected_value_type_old.txt", "compile.torchscript_arg_type"),
         Example("corpus/compile/ts_default_value_captured.txt", "compile.torchscript_default_type"),
+        Example("corpus/compile/ts_overload_unannotated_dim_captured.txt", "compile.torchscript_overload_tensor_arg"),
         Example("corpus/compile/ts_default_value_tensor.txt", "compile.torchscript_default_type"),
         Example("corpus/compile/ts_default_value_old.txt", "compile.torchscript_default_type"),
         Example("corpus/compile/ts_could_not_export_python_call_type.txt", "compile.torchscript_python_call"),
@@ -507,7 +538,7 @@ def _ts_search(ctx: Context, pattern: str) -> re.Match[str] | None:
 def torchscript(ctx: Context) -> RuleHit | None:
     """TorchScript scripting, saving and loading failures, read per message family."""
     site = _script_site(ctx)
-    for reader in (_ts_python_call, _ts_unknown_op, _ts_type_annotation, _ts_builtin, _ts_attribute, _ts_default, _ts_arg_type):
+    for reader in (_ts_python_call, _ts_unknown_op, _ts_type_annotation, _ts_builtin, _ts_attribute, _ts_default, _ts_arg_type, _ts_overload_arg):
         found = reader(ctx, site)
         if found is not None:
             return found
@@ -659,3 +690,31 @@ def _ts_arg_type(ctx: Context, site: str | None) -> RuleHit | None:
         fixes.append(remedy("torchscript-errors#pass-declared-type"))
     return hit("compile.torchscript_arg_type", "compile_error", f"`{fn}()` argument `{arg}`: expected {want}, got {got}", cause, fixes,
                _TS_DOCS, _ts_found(ctx, site), 0.9, facts=Facts(argument=arg, names=(fn, want, got)))
+
+
+def _ts_overload_arg(ctx: Context, site: str | None) -> RuleHit | None:
+    """No overload of a call accepts an argument TorchScript typed as Tensor (an unannotated parameter, usually)."""
+    if not _ts_search(ctx, r"Arguments for call are not valid"):
+        return None
+    # A variant that wanted a non-tensor value where a Tensor came: the parameter the user meant as an int, list, float...
+    m = _ts_search(ctx, r"Expected a value of type '((?:(?!Tensor)[^'])+)' for argument '(?!self')(\w+)' but instead found type 'Tensor( \(inferred\))?'")
+    if not m:
+        return None
+    want, arg = m.group(1), m.group(2)
+    plain = re.sub(r"^Optional\[(.*)\]$", r"\1", want)
+    if plain == "List[int]" and _ts_search(ctx, r"int\[1\]\?? " + re.escape(arg) + r"\b"):
+        plain = "int"  # int[1] in the schema: a single int is accepted too (what a dim argument usually is)
+    inferred = bool(m.group(3)) or bool(_ts_search(ctx, r"to be of type 'Tensor' because it was not annotated"))
+    func = re.search(r"def (\w+)\(([^)]*)\)", ctx.failure.text)
+    param = bool(func and re.search(r"(?<![\w:])" + re.escape(arg) + r"\b(?!\s*:)", func.group(2)))
+    cause = (f"TorchScript typed the value passed as `{arg}` as a Tensor, and no variant of the call accepts a Tensor there (they expect {plain})"
+             + (f" at `{site}`" if site else "") + ". "
+             + ("The value is a parameter without a type annotation, and TorchScript assumes every unannotated parameter is a Tensor, "
+                "even one the code always passes an int, float, bool or list to." if inferred or param else
+                "Unannotated parameters are assumed to be Tensors, so a parameter meant as an int, float, bool or list must be annotated; "
+                "a value computed as a tensor must be converted (`.item()`, `.tolist()`) first."))
+    fixes = [remedy("torchscript-errors#annotate-overload-arg", function=func.group(1) if func else None, argument=arg, want_type=plain)]
+    if not (inferred or param):
+        fixes.append(remedy("torchscript-errors#pass-declared-type"))
+    return hit("compile.torchscript_overload_tensor_arg", "compile_error", f"No overload accepts a Tensor for `{arg}` (expected {plain})", cause,
+               fixes, _TS_DOCS, _ts_found(ctx, site), 0.88, facts=Facts(argument=arg, names=(arg, plain)))

@@ -197,9 +197,10 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
     reads=TORCH_OP,
     priority=25,
     outcomes=('cuda.illegal_memory_access', 'cuda.illegal_memory_access_custom', 'cuda.misaligned_address', 'cuda.illegal_memory_access_device',
-              'cuda.illegal_memory_access_library'),
+              'cuda.illegal_memory_access_library', 'cuda.illegal_memory_access_torch_kernel'),
     examples=(
         Example('realworld/dev/regtr-illegal-memory-logger-prefix', 'cuda.illegal_memory_access'),
+        Example('corpus/cuda/illegal_access_conv3d_old_release.txt', 'cuda.illegal_memory_access_torch_kernel'),
         Example('realworld/dev/tegnas-illegal-memory-random', 'cuda.illegal_memory_access'),
         Example('realworld/dev/sdtrt-illegal-memory-chinese-hint', 'cuda.illegal_memory_access'),
         Example('captured/cuda/cuda-illegal-access-triton-byte-stride', 'cuda.illegal_memory_access'),
@@ -293,12 +294,31 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
             remedy("illegal-memory-access#check-indices-extension"),
             remedy("illegal-memory-access#rule-out-library-mismatch"),
         ]
+        old_release = _OLD_TORCH.search(raw)
+        plain_layer = None if _INDEXING_OP.search(raw) else _TORCH_LAYER.search(raw)
+        if old_release or plain_layer:
+            # Nothing custom in the text: PyTorch's own kernel (or its cuDNN) is a suspect, and old releases had more such bugs.
+            outcome = "cuda.illegal_memory_access_torch_kernel"
+            cause = ("A GPU kernel accessed memory outside any valid allocation, and the text shows no custom kernel or extension: "
+                     + (f"only PyTorch's own layers (`{plain_layer.group(0)}`)" if plain_layer else "only PyTorch's own ops")
+                     + (f", on an old PyTorch release ({old_release.group(0).strip()})" if old_release else "")
+                     + ". A bug in a PyTorch or cuDNN kernel for this shape is then a leading suspect (fixed in later releases), next to an "
+                     "earlier out-of-range index. " + _ASYNC_NOTE)
+            fixes.insert(0 if old_release else 1, remedy("illegal-memory-access#upgrade-pytorch-release"))
+            found.append(Fact("version" if old_release else "layer", f"the text names {(old_release or plain_layer).group(0).strip()}"))
     fixes.extend(_localise_fixes())
     fixes.append(remedy("illegal-memory-access#restart-process"))
     title = "CUDA misaligned address" if outcome == "cuda.misaligned_address" else "CUDA illegal memory access"
     loc = location_fact(ctx)
     return hit(outcome, "illegal_memory_access", title, cause, fixes, ("illegal-memory-access", "async-cuda-errors"), found + ([loc] if loc else []), 0.93,
                facts=Facts(names=(kind,) + ((custom.group(0),) if custom else ())))
+
+
+# An old PyTorch release named in the text: a version number below 1.10, or the THC error path those releases printed.
+_OLD_TORCH = lazy_re(r"(?:py)?torch(?:[ _=-]*(?:version)?[ :=]*v?)(?:0\.\d+|1\.[0-9](?!\d))(?:\.\d+)?|\bTHCudaCheck FAIL|aten/src/THC/", re.I)
+# PyTorch's own layers that run cuDNN or native kernels with no user indices; indexing ops point elsewhere first.
+_TORCH_LAYER = lazy_re(r"\b(?:nn\.)?(?:Conv(?:Transpose)?[123]d|LSTM|GRU|BatchNorm[123]d|(?:Max|Avg)Pool[123]d|cudnn_convolution\w*)\b")
+_INDEXING_OP = lazy_re(r"\b(?:Embedding|embedding|index_select|gather|scatter\w*|index_add\w*|take_along_dim|nll_loss|cross_entropy|CrossEntropyLoss)\b")
 
 
 # A library's own CUDA op named in the text: extension packages and the ops they compile themselves.
@@ -357,6 +377,20 @@ _CUDNN_STATUSES = (
 )
 
 
+# NOT_INITIALIZED at the first cuDNN call, on every run, or next to version/driver words: the build, not memory.
+_CUDNN_FIRST_CALL = lazy_re(r"flatten_parameters|\bfirst (?:call|batch|step|iteration|forward|conv\w*|layer)|at (?:start-?up|the start)|right away|immediately", re.I)
+_CUDNN_BUILD_WORDS = lazy_re(r"\bevery (?:time|run)|\balways\b|any (?:model|script|input)|even (?:with )?(?:a )?(?:batch(?:[ _]size)? (?:of )?1|tiny|small)"
+                             r"|\bdriver\b|cuda ?(?:version|toolkit|1\d\b)|cudnn ?version|(?:torch|pytorch) ?version|\bupgrad|\breinstall|new (?:gpu|card|machine)"
+                             r"|RTX ?[345]0\d0|\bA100\b|\bH100\b|cudatoolkit", re.I)
+_CUDNN_MEMORY_WORDS = lazy_re(r"out of memory|\bOOM\b|batch.?size|memory|nvidia-smi shows|other process|larger (?:batch|input|image)|smaller (?:batch|input)", re.I)
+
+
+def _cudnn_build_story(ctx: Context) -> bool:
+    """CUDNN_STATUS_NOT_INITIALIZED whose text points at the installation rather than at a full GPU."""
+    text = ctx.failure.text
+    return bool(_CUDNN_FIRST_CALL.search(text) or _CUDNN_BUILD_WORDS.search(text)) and not _CUDNN_MEMORY_WORDS.search(text)
+
+
 def _status_story(table: tuple[StatusStory, ...], status: str) -> StatusStory:
     """The row for a status; statuses no row names share the last (internal error) row."""
     return next((row for row in table if status in row.statuses), table[-1])
@@ -369,10 +403,12 @@ def _status_story(table: tuple[StatusStory, ...], status: str) -> StatusStory:
     reads=TORCH_OP,
     priority=22,
     outcomes=('cuda.cudnn_no_memory', 'cuda.cudnn_execution_failed', 'cuda.cudnn_bad_param', 'cuda.cudnn_not_supported', 'cuda.cudnn_mapping_error',
-              'cuda.cudnn_arch_mismatch', 'cuda.cudnn_version_mismatch', 'cuda.cudnn_internal_error', 'cuda.cudnn_no_algorithm', 'cuda.cudnn_rnn_eval'),
+              'cuda.cudnn_arch_mismatch', 'cuda.cudnn_version_mismatch', 'cuda.cudnn_internal_error', 'cuda.cudnn_no_algorithm', 'cuda.cudnn_rnn_eval',
+              'cuda.cudnn_init_build'),
     examples=(
         Example('realworld/dev/frn-cudnn-not-initialized-memory', 'cuda.cudnn_no_memory'),
         Example('corpus/cuda/cudnn_alloc_failed_lowercase_title.txt', 'cuda.cudnn_no_memory'),
+        Example('corpus/cuda/cudnn_not_initialized_lstm_flatten_first_call.txt', 'cuda.cudnn_init_build'),
         Example('realworld/dev/lwrefinenet-cudnn-execution-failed-backward', 'cuda.cudnn_execution_failed'),
         Example('corpus/cuda/cudnn_execution_failed_version_question.txt', 'cuda.cudnn_execution_failed'),
         Example('corpus/cuda/cudnn_bad_param.txt', 'cuda.cudnn_bad_param'),
@@ -419,6 +455,14 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
         row = _status_story(_CUDNN_STATUSES, status)
         outcome, memory_first = row.outcome, row.memory_first
         cause = f"cuDNN returned CUDNN_STATUS_{status}. " + row.story
+        if status == "NOT_INITIALIZED" and _cudnn_build_story(ctx):
+            outcome, memory_first = "cuda.cudnn_init_build", False
+            cause = (f"cuDNN returned CUDNN_STATUS_{status}: it could not even start, on "
+                     + ("the first cuDNN call (an RNN's flatten_parameters first runs when the model is moved to the GPU, usually before training has filled its memory)"
+                        if _CUDNN_FIRST_CALL.search(ctx.failure.text) else "a call that fails however small the run")
+                     + ". That points to a PyTorch/CUDA/cuDNN build that does not work with this GPU or driver (a CUDA build newer than the "
+                     "driver supports, no kernels for this GPU, or another cuDNN on the library path) rather than to memory; "
+                     "if the GPU was already nearly full, it is out of memory instead.")
     found.append(Fact("status", f"CUDNN_STATUS_{status}" if status != "NO_ALGORITHM" else "no valid cuDNN algorithm"))
     if ctx.failure.cuda_asserts:
         a = ctx.failure.cuda_asserts[0]
@@ -431,6 +475,15 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
         remedy("cudnn-errors#contiguous-supported-dtype"),
     ]
     versions = remedy("cudnn-errors#check-loaded-cudnn")
+    if status == "NOT_INITIALIZED":
+        # cuDNN failed to create its handle: inputs play no part; memory or a build that does not fit the GPU/driver does.
+        build = remedy("cudnn-errors#install-matching-build")
+        if outcome == "cuda.cudnn_init_build":
+            fixes = [build, versions, remedy("cuda-oom#cudnn-rule-out-oom"), remedy("cudnn-errors#disable-cudnn-once")]
+        else:
+            fixes = [remedy("cuda-oom#cudnn-rule-out-oom"), remedy("cudnn-errors#disable-cudnn-once"), build, versions]
+        return hit(outcome, "cudnn_error", f"cuDNN error: {status}", cause, fixes, docs, found, 0.9 if outcome == "cuda.cudnn_no_memory" else 0.8,
+                   facts=Facts(names=(f"CUDNN_STATUS_{status}",), layer=layer, layer_kind=kind))
     if outcome in ("cuda.cudnn_internal_error", "cuda.cudnn_execution_failed"):
         # Autotuning benchmarks many algorithms, some with large workspaces or known bugs; failures that come and go often stop without it.
         fixes.append(remedy("cudnn-errors#benchmark-off"))

@@ -102,15 +102,18 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
 @rule(
     'env.missing_module',
     category='environment_error',
-    docs=("module-not-found", "library-version-mismatch"),
+    docs=("module-not-found", "library-version-mismatch", "pickle-numpy-version"),
     reads=("ImportError", "AttributeError", "text"),
     priority=65,
-    outcomes=('env.module_not_found', 'env.local_module_not_found', 'env.torch_not_installed', 'env.torch_submodule_missing',
+    also=('serialization_error',),
+    outcomes=('env.module_not_found', 'env.numpy2_pickle', 'env.local_module_not_found', 'env.torch_not_installed', 'env.torch_submodule_missing',
               'env.torch_source_tree', 'env.apex_missing', 'env.cannot_import_name', 'env.missing_attribute'),
     examples=(
         Example("corpus/env/module_not_found_cv2_captured.txt", "env.module_not_found"),
         Example("corpus/env/module_not_found_onnxscript_captured.txt", "env.module_not_found"),
         Example("corpus/env/module_not_found_local_package_captured.txt", "env.local_module_not_found"),
+        Example("corpus/io/numpy_core_pickle_load_captured.txt", "env.numpy2_pickle"),
+        Example("corpus/io/numpy_core_np_load_captured.txt", "env.numpy2_pickle"),
         Example("corpus/env/module_not_found_torch_captured.txt", "env.torch_not_installed"),
         Example("corpus/env/torch_six_removed.txt", "env.torch_submodule_missing"),
         Example("corpus/env/torch_six_removed_slak.txt", "env.torch_submodule_missing"),
@@ -137,6 +140,7 @@ def missing_module(ctx: Context) -> RuleHit | None:
         fixes = [
             remedy("library-version-mismatch#pip-show-installed", package=top),
             remedy("library-version-mismatch#install-required-version", package=top),
+            remedy("library-version-mismatch#update-importing-code", module=module),
         ]
         return hit("env.cannot_import_name", "environment_error", f"Cannot import `{name}`" + (f" from `{module}`" if module else ""), cause, fixes,
                    ("library-version-mismatch", "module-not-found"), _found(ctx), 0.9, facts=Facts(names=tuple(x for x in (name, module) if x)))
@@ -172,6 +176,8 @@ def _module_not_found(ctx: Context, mod: str) -> RuleHit:
                  "PyTorch source checkout or an unpacked wheel, and it shadows the installed package.")
         fixes = [remedy("module-not-found#run-outside-source-tree")]
         return hit("env.torch_source_tree", "environment_error", "A local `torch` folder shadows the installed PyTorch", cause, fixes, docs, _found(ctx), 0.93, facts=facts)
+    if mod.startswith("numpy._core"):
+        return _numpy2_pickle(ctx, mod)
     if mod == "torch":
         cause = "PyTorch is not installed in the interpreter that runs this script (a different Python, virtualenv or conda environment than the one torch was installed into)."
         fixes = [remedy("module-not-found#install-torch-same-interpreter"), check]
@@ -201,6 +207,22 @@ def _module_not_found(ctx: Context, mod: str) -> RuleHit:
     fixes = [remedy("module-not-found#install-into-interpreter", package=pip_name or top), check]
     return hit("env.module_not_found", "environment_error", f"Module `{mod}` not found", cause, fixes, docs, _found(ctx), 0.93,
                facts=Facts(names=(mod, pip_name) if pip_name else (mod,)))
+
+
+_CACHE_WORDS = lazy_re(r"\bcache\b|\.cache\b|\blabels?\b.*\b(load|read)|fresh install|(another|older|other) (host|machine)")
+
+
+def _numpy2_pickle(ctx: Context, mod: str) -> RuleHit:
+    """``No module named 'numpy._core...'``: NumPy 1.x unpickling what NumPy 2 wrote (NumPy itself is installed)."""
+    cause = (f"A pickled file written under NumPy 2 is being read under NumPy 1.x: NumPy 2 stores arrays by the path `numpy._core`, "
+             f"which older NumPy (before 1.26) does not have, so loading it fails with `{mod}` missing even though NumPy is installed. "
+             "The file is a pickle, a `np.load(allow_pickle=True)` object array, a checkpoint holding NumPy values, or a library's cache of preprocessed data.")
+    recreate = remedy("pickle-numpy-version#recreate-file")
+    upgrade = remedy("pickle-numpy-version#upgrade-numpy")
+    fixes = [recreate, upgrade] if _CACHE_WORDS.search(ctx.failure.text) else [upgrade, recreate]
+    return hit("env.numpy2_pickle", "serialization_error", f"`{mod}` missing: a NumPy 2 pickle read by NumPy 1.x", cause,
+               [*fixes, remedy("pickle-numpy-version#save-portable")], ("pickle-numpy-version", "numpy2-binary-compat"), _found(ctx), 0.88,
+               facts=Facts(names=(mod,)))
 
 
 def _torchvision_ops(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
