@@ -301,6 +301,9 @@ class Engine:
         # documents' fixes that share the user's words.
         if hit is None:
             diagnosis = self._with_related_fixes(diagnosis, failure, related, passages)
+        from assistant.compose.already_tried import leave_out_tried
+
+        diagnosis = leave_out_tried(diagnosis, failure.text or failure.search_text)
         return with_runbooks(diagnosis, retrieval.runbooks, retrieval.builtin_signed)
 
     def _with_related_fixes(self, d: Diagnosis, failure: Failure, related: Sequence[str], passages: Sequence[Passage], limit: int = 3) -> Diagnosis:
