@@ -129,7 +129,8 @@ def test_terminal_table_fits_and_says_everything(result: TriageResult, width: in
             assert _flat(clean_text(f.title, oneline=True)) in flat
             if f.code:
                 first_code_line = next(ln for ln in f.code.splitlines() if ln.strip())
-                assert _flat(first_code_line) in flat
+                # A line wider than the panel is cut with "…" (by design, the full code is in the other reports): its start is shown.
+                assert _flat(first_code_line)[:30] in flat
         for s in d.sources:
             assert s.id in flat
     if width >= 110:

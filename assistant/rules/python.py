@@ -250,7 +250,7 @@ def python_exception(ctx: Context) -> RuleHit | None:
 
 
 # Words that put the model on several GPUs through a wrapper that gathers one output (and one loss) per GPU.
-_MULTI_GPU = re.compile(r"\bDataParallel\b|multi[- ]?gpus?\b|(?:multiple|several|two|\d+|many) (?:GPUs|cards)\b|device_ids|nn\.parallel", re.I)
+_MULTI_GPU = re.compile(r"\bDataParallel\b|multi[- ]?gpus?\b|(?:multiple|several|two|(?<!\d)\d{1,4}|many) (?:GPUs|cards)\b|device_ids|nn\.parallel", re.I)
 
 
 def _tensor_to_scalar(ctx: Context, m: re.Match[str]) -> RuleHit:
