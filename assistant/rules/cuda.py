@@ -305,7 +305,9 @@ def illegal_memory_access(ctx: Context) -> RuleHit | None:
                      + ". A bug in a PyTorch or cuDNN kernel for this shape is then a leading suspect (fixed in later releases), next to an "
                      "earlier out-of-range index. " + _ASYNC_NOTE)
             fixes.insert(0 if old_release else 1, remedy("illegal-memory-access#upgrade-pytorch-release"))
-            found.append(Fact("version" if old_release else "layer", f"the text names {(old_release or plain_layer).group(0).strip()}"))
+            suspect = old_release if old_release is not None else plain_layer
+            if suspect is not None:
+                found.append(Fact("version" if old_release else "layer", f"the text names {suspect.group(0).strip()}"))
     fixes.extend(_localise_fixes())
     fixes.append(remedy("illegal-memory-access#restart-process"))
     title = "CUDA misaligned address" if outcome == "cuda.misaligned_address" else "CUDA illegal memory access"
