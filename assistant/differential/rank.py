@@ -26,7 +26,8 @@ MAX_HYPOTHESES = 4
 MIN_LIKELIHOOD = 0.03
 UNCERTAIN = 0.35  # below this, no cause stands out: lead with the checks
 # At or above this, the leading cause stands out enough that its fixes lead with the steps that remove it
-# (dev: first fixes carrying the confirmed remedy 0.603 -> 0.652 over the 348 dev reports with one; 0.35 gave 0.635, 0.5 0.632).
+# (dev: first fixes carrying the confirmed remedy 0.603 -> 0.652 over the 348 dev reports with one; 0.35 gave 0.635, 0.5 0.632;
+# 0.658 once restarts were marked as steps that follow a fix).
 REMEDIES_FIRST = 0.4
 # A rule's confidence is calibrated for the error's family, not for its cause. On reports collected
 # after the rules were written (fresh2 dev, measured before any tuning on it), one-cause answers at
