@@ -495,6 +495,9 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
         if memory_first:
             fixes.insert(0, fixes.pop(1))
         fixes.append(versions)
+    if outcome == "cuda.cudnn_execution_failed":
+        # Its story names a build without kernels for this GPU (an old CUDA line on a newer card) as the other common cause.
+        fixes.append(remedy("cudnn-errors#install-matching-build"))
     return hit(outcome, "cudnn_error", f"cuDNN error: {status}", cause, fixes, docs, found, 0.9,
                facts=Facts(names=(f"CUDNN_STATUS_{status}",), layer=layer, layer_kind=kind))
 

@@ -457,8 +457,12 @@ _CUDA_CASES: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
     ("devices.cuda_unknown_error", r"CUDA unknown error - this may be due to an incorrectly set up environment", "CUDA initialisation failed",
      "CUDA could not initialise: the driver and the container/runtime disagree, the GPU is in a bad state after a crash or suspend/resume, "
      "or CUDA_VISIBLE_DEVICES was changed after CUDA had started in this process.",
-     ("cuda-unavailable#check-environment-then-reset",)),
+     ("cuda-unavailable#check-environment-then-reset", "cuda-unavailable#reset-driver-state")),
 )
+
+
+# The user ties the failure to a suspend/resume cycle of the machine.
+_SUSPEND = lazy_re(r"\b(?:suspend(?:s|ed|ing)?|hibernat\w*|standby|(?:wakes?|woke|waking) up|after (?:sleep|resume)|resum\w* from (?:sleep|suspend))\b", re.I)
 
 
 def _checkpoint_gpu_index(ctx: Context, index: int, count: int) -> RuleHit:
@@ -519,6 +523,13 @@ def cuda_unavailable(ctx: Context) -> RuleHit | None:
             found.append(Fact("driver", f"driver supports CUDA up to version code {version.group(1)}"))
         line = _user_line(ctx)
         devs = tuple(dict.fromkeys(re.findall(r"cuda:\d+", line)))
+        if outcome == "devices.cuda_unknown_error" and (sleep := _SUSPEND.search(ctx.failure.text or ctx.text)):
+            # The user ties it to a suspend/resume cycle: the driver's state, not the environment variable.
+            found.append(Fact("context", f"after a suspend: “{sleep.group(0)}”"))
+            cause = ("CUDA stopped initialising after the machine was suspended and woke up: the NVIDIA driver (its unified-memory module, "
+                     "nvidia_uvm) is left in a bad state by the suspend/resume cycle, so every CUDA program fails until that module is "
+                     "reloaded or the machine is rebooted.")
+            refs = ("cuda-unavailable#reset-driver-state", "cuda-unavailable#reboot-or-reload-modules")
         return hit(outcome, "cuda_unavailable", title, cause, [remedy(r) for r in refs], ("cuda-unavailable", "cuda-arch-mismatch"), _loc(ctx, found), 0.93,
                    facts=Facts(numbers=numbers, devices=devs, names=(m.group(0),)))
     return None
