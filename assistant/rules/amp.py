@@ -243,8 +243,8 @@ def gradscaler(ctx: Context) -> RuleHit | None:
 @rule(
     'amp.autocast_misc',
     category='amp_error',
-    docs=(*_DOCS[::-1], "autocast-mixed-reduced-types"),
-    reads=TORCH_OP,
+    docs=(*_DOCS[::-1], "autocast-mixed-reduced-types", "bf16-unsupported-gpu"),
+    reads=(*TORCH_OP, "ValueError"),
     priority=31,
     outcomes=('amp.bce_unsafe', 'amp.overflow_constant', 'amp.no_bf16', 'amp.custom_op_half', 'amp.prioritize_mixed', 'amp.prioritize_backward'),
     examples=(
@@ -261,6 +261,7 @@ def gradscaler(ctx: Context) -> RuleHit | None:
         Example("corpus/amp/half_masked_fill_overflow.txt", "amp.overflow_constant"),
         Example("corpus/amp/no_bf16_rtg.txt", "amp.no_bf16"),
         Example("corpus/amp/no_bf16_nanogpt.txt", "amp.no_bf16"),
+        Example("corpus/amp/no_bf16_trainer_args_v100_fastchat.txt", "amp.no_bf16"),
         Example("realworld/dev/apex-custom-iou-op-half-float", "amp.custom_op_half"),
         Example("corpus/amp/custom_op_half_dcnv2_apex_2080ti.txt", "amp.custom_op_half"),
         Example("corpus/amp/custom_op_half_dcnv2_apex_mixprecision.txt", "amp.custom_op_half"),
@@ -298,4 +299,12 @@ def autocast_misc(ctx: Context) -> RuleHit | None:
             remedy("gradscaler-misuse#dtype-from-gpu-bf16-support"),
         ]
         return hit("amp.no_bf16", "amp_error", "GPU without bfloat16", cause, fixes, _DOCS, _found(ctx), 0.9, facts=Facts(dtypes=("bfloat16",)))
+    # A training library's own check of a bf16 option (Trainer, accelerate, vLLM): the device has no native bfloat16.
+    if ctx.search(r"Your setup doesn't support bf16/(?:gpu|cpu)|bf16 mixed precision requires PyTorch >= 1\.10 and a supported device"
+                  r"|Bfloat16 is only supported on GPUs with compute capability"):
+        cause = ("A bf16 option was turned on (a training argument, a mixed-precision setting or a model dtype), and the library's check found that "
+                 "this device has no native bfloat16 support: GPUs older than the Ampere generation (compute capability below 8.0), or no usable GPU at all.")
+        fixes = [remedy("bf16-unsupported-gpu#use-fp16-amp"), remedy("bf16-unsupported-gpu#choose-dtype-at-runtime")]
+        return hit("amp.no_bf16", "amp_error", "bf16 requested on a device without it", cause, fixes, ("bf16-unsupported-gpu", *_DOCS), _found(ctx), 0.9,
+                   facts=Facts(dtypes=("bfloat16",)))
     return None

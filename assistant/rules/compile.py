@@ -372,10 +372,11 @@ _PTXAS_ARCH = (r"Value '(sm_\w+)' is not defined for option 'gpu-name'|--gpu-nam
 @rule(
     "compile.inductor",
     category="compile_error",
-    docs=("inductor-backend-failures", "dynamo-errors", "triton-ptxas-arch", "cuda-ptx-unsupported-toolchain"),
+    docs=("inductor-backend-failures", "dynamo-errors", "triton-ptxas-arch", "cuda-ptx-unsupported-toolchain", "triton-version-mismatch"),
     reads=("CompileError", "RuntimeError", "text"),
     priority=61,
-    outcomes=("compile.backend", "compile.cxx", "compile.triton", "compile.ptxas_arch", "compile.triton_driver_image"),
+    also=("environment_error",),
+    outcomes=("compile.backend", "compile.cxx", "compile.triton", "compile.ptxas_arch", "compile.triton_driver_image", "compile.triton_version"),
     examples=(
         Example("corpus/compile/ptxas_gpu_name_sm121a_gb10.txt", "compile.ptxas_arch"),
         Example("corpus/compile/ptxas_gpu_name_sm121a_triton.txt", "compile.ptxas_arch"),
@@ -388,6 +389,7 @@ _PTXAS_ARCH = (r"Value '(sm_\w+)' is not defined for option 'gpu-name'|--gpu-nam
         Example("corpus/compile/inductor_backend_lowering.txt", "compile.backend"),
         Example("corpus/compile/inductor_triton_missing.txt", "compile.triton"),
         Example("corpus/compile/inductor_triton_missing_windows_old.txt", "compile.triton"),
+        Example("corpus/compile/triton_newer_than_torch_launch_enter_hook.txt", "compile.triton_version"),
     ),
 )
 def inductor(ctx: Context) -> RuleHit | None:
@@ -398,7 +400,7 @@ def inductor(ctx: Context) -> RuleHit | None:
     image = _triton_driver_image(ctx)
     if image:
         return image
-    m = ctx.search(r"BackendCompilerFailed|InductorError|CppCompileError|InvalidCxxCompiler|No working C\+\+ compiler found|TritonMissing|Cannot find a working triton installation|Python\.h: No such file or directory|LoweringException")
+    m = ctx.search(r"BackendCompilerFailed|InductorError|CppCompileError|InvalidCxxCompiler|No working C\+\+ compiler found|TritonMissing|Cannot find a working triton installation|Python\.h: No such file or directory|LoweringException|GPUTooOldForTriton")
     if not m:
         return None
     found = [error_fact(ctx)]
@@ -413,12 +415,27 @@ def inductor(ctx: Context) -> RuleHit | None:
         fixes = [remedy("inductor-backend-failures#install-cxx-compiler"), remedy("inductor-backend-failures#aot-eager-backend"),
                  remedy("inductor-backend-failures#suppress-errors")]
         return hit("compile.cxx", "compile_error", "torch.compile: C++ compiler problem", cause, fixes, docs, found, 0.92)
-    if ctx.search(r"TritonMissing|Cannot find a working triton installation"):
+    # Triton's own check names the GPU and its capability (below 7.0): a GPU Triton cannot generate code for.
+    too_old = ctx.search(r"too old to be supported by the triton GPU compiler|Triton only supports devices of CUDA Capability|GPUTooOldForTriton")
+    if too_old or ctx.search(r"TritonMissing|Cannot find a working triton installation"):
         old_gpu = ctx.search(r"(?:too old|CUDA capability|compute capability)[^\n]*")
         cause = ("Inductor generates GPU kernels with Triton, and no usable Triton was found"
                  + (f" ({old_gpu.group(0).strip()[:160]})" if old_gpu else " (not installed, or not working on this GPU)") + ".")
         fixes = [remedy("inductor-backend-failures#install-triton")]
-        return hit("compile.triton", "compile_error", "torch.compile: Triton missing", cause, fixes, docs, found, 0.92)
+        if too_old:
+            cause = ("Inductor generates GPU kernels with Triton, which only targets GPUs of compute capability 7.0 and newer; this GPU is older"
+                     + (f" ({old_gpu.group(0).strip()[:160]})" if old_gpu else "") + ", so torch.compile's default backend cannot run on it.")
+            fixes = [remedy("triton-version-mismatch#cpu-or-aot-eager")]
+        return hit("compile.triton", "compile_error", "torch.compile: Triton missing" if not too_old else "torch.compile: GPU too old for Triton",
+                   cause, fixes, docs + ("triton-version-mismatch",), found, 0.92)
+    # Inductor reaching for a Triton internal that the installed Triton does not have: the two packages are from different release pairs.
+    skew = ctx.search(r"(?:AttributeError|ImportError): (?:type object 'CompiledKernel' has no attribute '\w+'|cannot import name '\w+' from 'triton[\w.]*'|module 'triton[\w.]*' has no attribute '\w+')")
+    if skew:
+        cause = (f"Inductor's generated code uses a Triton internal that the installed Triton does not provide ({skew.group(0)[:160]}): "
+                 "torch and Triton come from different release pairs, usually after Triton was upgraded or downgraded on its own.")
+        fixes = [remedy("triton-version-mismatch#reinstall-paired-triton"), remedy("inductor-backend-failures#aot-eager-backend")]
+        return hit("compile.triton_version", "environment_error", "torch and Triton versions do not match", cause, fixes,
+                   ("triton-version-mismatch", "inductor-backend-failures"), found, 0.9)
     inner = ctx.search(r"raised:\s*\n?\s*(\w+(?:Error|Exception)?: [^\n]+)")
     cause = ("The compiler backend (" + (backend.group(1) if backend else "inductor") + ") failed while compiling the captured graph"
              + (f": {inner.group(1)[:200]}" if inner else "") + ". Unless the same code fails eagerly, this is a problem in the backend for a particular op or shape, not in your code.")

@@ -149,7 +149,8 @@ def missing_module(ctx: Context) -> RuleHit | None:
         mod, attr = m.groups()
         top = mod.split(".")[0]
         cause = f"`{mod}.{attr}` does not exist in the installed version of {top}: the code targets a different release, usually a newer one."
-        fixes = [remedy("library-version-mismatch#install-expected-lib-version", package=top)]
+        fixes = [remedy("library-version-mismatch#install-expected-lib-version", package=top),
+                 remedy("library-version-mismatch#update-project-code")]
         return hit("env.missing_attribute", "environment_error", f"`{mod}.{attr}` missing in this version", cause, fixes, ("library-version-mismatch",),
                    _found(ctx), 0.88, facts=Facts(names=(mod, attr)))
     return None
@@ -233,15 +234,27 @@ def _torchvision_ops(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
             [remedy("library-version-mismatch#matching-torch-torchvision")])
 
 
+# PyTorch's own native libraries: a problem with one of them is not a third-party extension's.
+_TORCH_OWN_LIB = re.compile(r"^lib(?:torch|c10|caffe2|shm)\w*\.")
+
+
 def _undefined_symbol(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
-    lib = m.group(1)
-    name = lib.replace("\\", "/").rsplit("/", 1)[-1] if lib else None
+    lib = m.group(1) or m.group(2)
+    path = lib.replace("\\", "/") if lib else ""
+    name = path.rsplit("/", 1)[-1] if lib else None
+    fixes = [remedy("library-version-mismatch#rebuild-against-installed-torch"),
+             remedy("library-version-mismatch#import-torch-first")]
+    # The installed package: its folder under site-packages, or the bare module file named alone
+    # (`<module>.cpython-310-x86_64-linux-gnu.so`); a module built in the project's own tree is rebuilt, not reinstalled.
+    folder = re.search(r"-packages/([\w.-]+)/", path)
+    module = folder.group(1) if folder else name.split(".")[0] if name and "/" not in path else None
+    if module and module not in ("torch", "_C") and not _TORCH_OWN_LIB.match(name or ""):
+        fixes.insert(0, remedy("library-version-mismatch#reinstall-named-package-for-torch", package=module))
     return ("Compiled module built against another library version",
-            (f"`{name}` " if name else "A compiled module ") + f"needs the symbol `{m.group(2)[:80]}`, which the loaded libraries do not export: "
+            (f"`{name}` " if name else "A compiled module ") + f"needs the symbol `{m.group(3)[:80]}`, which the loaded libraries do not export: "
             "it was compiled against a different PyTorch (or CUDA) version than the one now installed, or a library it depends on was loaded "
             "in another version first.",
-            [remedy("library-version-mismatch#rebuild-against-installed-torch"),
-             remedy("library-version-mismatch#import-torch-first")])
+            fixes)
 
 
 def _torchvision_cuda(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
@@ -254,10 +267,14 @@ def _torchvision_cuda(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
 
 def _numpy_abi(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     two = "NumPy 2" in m.group(0) or "_ARRAY_API" in m.group(0)
-    return ("NumPy binary mismatch",
-            ("A compiled package (PyTorch itself when older than 2.3, or another extension) was built against NumPy 1.x while NumPy 2 is installed."
-             if two else "PyTorch cannot use NumPy here: NumPy is missing, or its installed version does not match the one PyTorch was built against."),
-            [remedy("library-version-mismatch#pin-numpy-below-2")])
+    cause = ("A compiled package (PyTorch itself when older than 2.3, or another extension) was built against NumPy 1.x while NumPy 2 is installed."
+             if two else "PyTorch cannot use NumPy here: NumPy is missing, or its installed version does not match the one PyTorch was built against.")
+    if m.group(0).startswith("Could not infer dtype"):
+        # A NumPy scalar of a numeric type is always convertible while torch's NumPy bridge works.
+        cause = (f"torch did not recognise `{m.group(0).rsplit(' ', 1)[-1]}`, a NumPy scalar type it always converts while its NumPy support works: "
+                 "that support failed to initialise, because the installed NumPy (usually 2.x) is not the major version this torch was built against "
+                 "(torch 2.2 and older were built for NumPy 1.x).")
+    return ("NumPy binary mismatch", cause, [remedy("library-version-mismatch#pin-numpy-below-2")])
 
 
 def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
@@ -269,6 +286,14 @@ def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     cause = (f"The dynamic loader cannot find `{lib}`, which a compiled module needs: "
              + ("a CUDA/cuDNN runtime library of the version this build expects is not installed or not on the loader path (for pip wheels it ships in the nvidia-* packages of the same environment)." if cuda
                 else "the library is not installed on this system, or not on the loader path."))
+    if _TORCH_OWN_LIB.match(lib):
+        # One of torch's own libraries: the package asking for it was built for a torch release that shipped a library of that name.
+        companion = re.search(r"\b(torchaudio|torchvision|torchtext|torchdata)\b", m.string)
+        cause = (f"`{lib}` is one of PyTorch's own libraries. A package compiled for another torch release"
+                 + (f" (here `{companion.group(1)}`)" if companion else "") + " looks for a library file that the installed torch does not ship "
+                 "(the names of these files changed between releases), typically after another install replaced torch; or the torch installation is incomplete.")
+        fixes = ([remedy("library-version-mismatch#companion-version-for-torch", package=companion.group(1))] if companion else []) + [
+            remedy("library-version-mismatch#reinstall-torch-and-extensions-together"), remedy("library-version-mismatch#clean-reinstall")]
     if version:
         ver = version.group(1)
         # The innermost import statement quoted in the traceback is the one that loads the binary.
@@ -317,9 +342,10 @@ def _toolchain(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
 
 _BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, list[Fix]]]], ...] = (
     (r"operator torchvision::(\w+) does not exist|No such operator torchvision::(\w+)", "env.torchvision_ops", _torchvision_ops),
-    (r"(?:ImportError: ([^\n:]+\.(?:so|pyd)[\w.]*): )?undefined symbol: (\S+)", "env.undefined_symbol", _undefined_symbol),
+    (r"(?:ImportError: ([^\n:]+\.(?:so|pyd)[\w.]*): |([^\s:'\"`]+\.(?:so|pyd)[\w.]*): )?undefined symbol: (\S+)", "env.undefined_symbol", _undefined_symbol),
     (r"compiled with different CUDA (?:major )?versions", "env.torchvision_cuda", _torchvision_cuda),
-    (r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|numpy\.core\.multiarray failed to import|_ARRAY_API not found|Numpy is not available", "env.numpy_abi", _numpy_abi),
+    (r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|numpy\.core\.multiarray failed to import|_ARRAY_API not found|Numpy is not available"
+     r"|Could not infer dtype of numpy\.(?:float|int|uint|bool|complex)\d*\b", "env.numpy_abi", _numpy_abi),
     (r"(lib[\w.+-]+\.so[\d.]*): cannot open shared object file", "env.shared_library", _shared_library),
     (r"\[WinError 12[67]\][^\n]*?(?:Error loading \\?\"(.+?\.dll)\\?\"|(?=\n)|$)", "env.windows_dll", _windows_dll),
     (r"`?((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'? not found", "env.glibc", _glibc),
