@@ -4,6 +4,8 @@ Two steps:
 
     python scripts/handgrade.py packet [--n 60] [--seed 18]   # sample, diagnose, write eval/handgraded/packet.jsonl
     python scripts/handgrade.py score                          # read the graders' files, write eval/handgraded/results.json
+    # a later round on other frozen splits, in its own folder:
+    python scripts/handgrade.py packet --splits test_fresh3,test_fresh4 --n 40 --out eval/handgraded/round2
 
 The packet holds, per report, what a grader needs and nothing the grader should not be swayed by: the
 report as the user pasted it, the thread's confirmed cause and fix (the case's note), and our answer as the
@@ -36,15 +38,17 @@ def _rows(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def sample(n: int, seed: int) -> list[tuple[str, dict[str, Any]]]:
-    """``n`` frozen reports with a confirmed fix, as evenly as possible over the frozen splits, in a seeded order."""
+def sample(n: int, seed: int, splits: tuple[str, ...] = FROZEN) -> list[tuple[str, dict[str, Any]]]:
+    """``n`` frozen reports with a confirmed fix, as evenly as possible over ``splits``, in a seeded order."""
+    if any(not name.startswith("test") for name in splits):
+        raise SystemExit("hand-grading samples frozen test splits only")
     rng = random.Random(seed)
-    pools = {name: [r for r in _rows(name) if r.get("fix_keywords")] for name in FROZEN}
+    pools = {name: [r for r in _rows(name) if r.get("fix_keywords")] for name in splits}
     for pool in pools.values():
         rng.shuffle(pool)
     picked: list[tuple[str, dict[str, Any]]] = []
     while len(picked) < n and any(pools.values()):
-        for name in FROZEN:
+        for name in splits:
             if pools[name] and len(picked) < n:
                 picked.append((name, pools[name].pop()))
     return picked
@@ -67,16 +71,16 @@ def render(engine: Any, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def packet(n: int, seed: int) -> Path:
+def packet(n: int, seed: int, splits: tuple[str, ...] = FROZEN, out_dir: Path = OUT) -> Path:
     from assistant.engine import Engine
     from assistant.settings import load_settings
 
     engine = Engine(load_settings())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "packet.jsonl"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "packet.jsonl"
     with path.open("w", encoding="utf-8") as out:
-        for split, row in sample(n, seed):
+        for split, row in sample(n, seed, splits):
             entry = {
                 "id": row["id"], "split": split, "source": row.get("source", ""), "report": row["error_text"][:6000],
                 "confirmed": row.get("note", ""), "expected_category": row["category"], "answer": render(engine, row), "commit": commit,
@@ -89,11 +93,11 @@ def _load_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def score() -> dict[str, Any]:
+def score(out_dir: Path = OUT) -> dict[str, Any]:
     """The three measures from the graders' files; where two graders graded a report, their agreement too."""
-    entries = {e["id"]: e for e in _load_jsonl(OUT / "packet.jsonl")}
+    entries = {e["id"]: e for e in _load_jsonl(out_dir / "packet.jsonl")}
     grades: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(OUT.glob("grades-*.jsonl")):
+    for path in sorted(out_dir.glob("grades-*.jsonl")):
         for g in _load_jsonl(path):
             if g["id"] in entries:
                 grades.setdefault(g["id"], []).append({**g, "grader": path.stem})
@@ -106,7 +110,7 @@ def score() -> dict[str, Any]:
 
     confident_wrong = [g for g in first if g["wrong"] and entries[g["id"]]["answer"]["confidence"] >= CONFIDENT]
     per_split = {}
-    for split in FROZEN:
+    for split in sorted({e["split"] for e in entries.values()}):
         rows = [g for g in first if entries[g["id"]]["split"] == split]
         per_split[split] = {"n": len(rows), "first_fix_actionable": share("first_fix_actionable", rows),
                             "top3_actionable": share("top3_actionable", rows)}
@@ -123,7 +127,7 @@ def score() -> dict[str, Any]:
         "abstained": sum(entries[g["id"]]["answer"]["category"] == "unknown" for g in first),
         "per_split": per_split, "double_graded": len(both), "agreement": agreement,
     }
-    (OUT / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
 
@@ -133,12 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("packet")
     p.add_argument("--n", type=int, default=60)
     p.add_argument("--seed", type=int, default=18)
-    sub.add_parser("score")
+    p.add_argument("--splits", default=",".join(FROZEN), help="frozen splits to sample, comma-separated")
+    p.add_argument("--out", type=Path, default=OUT, help="folder for the packet (and later the grades and results)")
+    s = sub.add_parser("score")
+    s.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     if args.cmd == "packet":
-        print(packet(args.n, args.seed))
+        print(packet(args.n, args.seed, tuple(x for x in args.splits.split(",") if x), args.out))
     else:
-        print(json.dumps(score(), indent=2))
+        print(json.dumps(score(args.out), indent=2))
     return 0
 
 
