@@ -56,3 +56,29 @@ def test_cuda_unknown_error_after_suspend_leads_with_the_driver_module() -> None
     assert h.rule == "devices.cuda_unknown_error"
     assert "suspend" in h.cause and "CUDA_VISIBLE_DEVICES" not in h.cause
     assert "nvidia_uvm" in f"{h.fixes[0].detail} {h.fixes[0].code}"
+
+
+def test_gpu_oom_while_torch_load_unpickles_points_at_map_location() -> None:
+    h = _hit(_dev4("f4a-graphstorm-oom-restoring-optimizer-state"))
+    assert h.category == "cuda_oom"
+    assert "map_location" in f"{h.fixes[0].title} {h.fixes[0].detail} {h.fixes[0].code}"
+
+
+def test_oom_in_a_generation_demo_offers_smaller_weights() -> None:
+    h = _hit(_dev4("f4a-huatuogpt-oom-needs-16gb"))
+    assert h.category == "cuda_oom"
+    assert "4-bit" in _fixes(h) and "generation" in h.cause
+
+
+def test_oom_in_training_keeps_its_reading_without_the_weights_fix() -> None:
+    h = _hit(example_text("corpus/memory/oom_batch1_prose_tdn.txt"))
+    assert h.category == "cuda_oom" and "4-bit" not in _fixes(h)
+
+
+def test_destructor_error_after_a_failed_init_is_not_the_failure() -> None:
+    found = rules.match(parse_failure(_dev4("f4b-ds-cpuadam-cuda-version-mismatch"))).hit
+    assert found is None or found.category != "python_error"
+
+
+def test_plain_attribute_error_keeps_the_python_reading() -> None:
+    assert _hit(example_text("corpus/python/attributeerror_typo_captured.txt")).rule == "python.attribute_error"

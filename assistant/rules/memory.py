@@ -18,7 +18,9 @@ _CUDA_OOM = lazy_re(
     r"|HIP out of memory|MPS backend out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
     r"|THCudaCheck FAIL[^\n]*error=2 : out of memory"
     # Bare log lines and prose: "cuda runtime error: out of memory", "my GPU runs out of memory".
-    r"|\b(?:cuda|gpu)\b[^\n.]{0,30}\bout of me(?:mo|meo|mro)ry",
+    r"|\b(?:cuda|gpu)\b[^\n.]{0,30}\bout of me(?:mo|meo|mro)ry"
+    # "GPU OOM", "CUDA OOM error" written by the user.
+    r"|\b(?:cuda|gpu)\b[^\n.]{0,15}\bOOM\b",
     re.IGNORECASE,
 )
 _DOCS = ("cuda-oom", "cuda-oom-fragmentation", "memory-growth-training-loop", "memory-profiling")
@@ -317,6 +319,13 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
     elif tried_batch and not impossible:
         cause += (" You report that a smaller batch did not help, so what does not shrink with the batch matters more: the size of a single "
                   "input, memory kept from earlier steps, or the weights and optimizer state.")
+    generation = None if (impossible or crowded or in_backward) else _GENERATION.search(raw)
+    if generation:
+        # Inference of a pretrained model (generation settings or calls named): its weights are the fixed cost, not a batch.
+        found.append(Fact("context", f"inference of a pretrained model: “{generation.group(0)}”"))
+        cause += (" The text shows inference of a pretrained model (generation), where the weights themselves take most of the card: "
+                  "if they alone come close to its capacity, shorter outputs or inputs cannot help.")
+        fixes.append(remedy("cuda-oom#load-weights-smaller"))
     if outcome == "memory.cuda_oom_visible_devices":
         pass  # the job is on the wrong (busy) card: shrinking it is not the remedy
     elif not impossible:
@@ -371,6 +380,23 @@ def _mps_oom(ctx: Context, m: re.Match[str]) -> RuleHit:
     numbers = {k: float(v) for k, v in (("mps_allocated_bytes", mps_alloc), ("other_allocations_bytes", other), ("capacity_bytes", cap), ("requested_bytes", tried)) if v is not None}
     return hit("memory.mps_oom", "cuda_oom", "MPS (Apple GPU) out of memory", cause, fixes, ("cuda-oom", "memory-profiling"), found, 0.9,
                facts=Facts(numbers=numbers, devices=("mps",)))
+
+
+# Generation with a pretrained model named in the text: its settings or calls (inference, where the weights dominate memory).
+_GENERATION = lazy_re(r"(?<![A-Za-z0-9_])max[_-]new[_-]tokens(?![A-Za-z0-9_])|\.generate\(|\bgeneration_utils\b|/generation/utils\.py")
+# A torch.load call (torch imported under any short name) that does not say where to put the tensors.
+_LOAD_CALL = lazy_re(r"\b(?:torch|th|T)\.load\((?![^\n]*map_location)[^\n]*")
+
+
+def _checkpoint_load(ctx: Context) -> str | None:
+    """The user's torch.load line without map_location, when the traceback fails inside torch.load's unpickling."""
+    if not any(fr.file.replace("\\", "/").endswith("torch/serialization.py") for fr in ctx.failure.frames):
+        return None
+    for fr in reversed(ctx.failure.user_frames):
+        m = _LOAD_CALL.search(fr.source or "")
+        if m:
+            return m.group(0).strip()
+    return None
 
 
 def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool) -> RuleHit:
@@ -445,6 +471,15 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
         ]
         return hit("memory.cuda_oom_eval", "cuda_oom", "CUDA out of memory during validation/testing", cause, fixes, _DOCS, found, 0.75,
                    facts=Facts(flags=frozenset({"in_eval"})))
+    load = _checkpoint_load(ctx)
+    if load:
+        found.append(Fact("code", f"fails while loading a checkpoint: `{load}`"))
+        cause = ("CUDA ran out of memory while a checkpoint was being loaded. torch.load without map_location restores every saved tensor "
+                 "(weights and optimizer state) onto the GPU it was saved from, on top of the model already there; in a multi-GPU job every "
+                 "process puts its copy on that same GPU.")
+        fixes = [remedy("cuda-oom#checkpoint-to-cpu-first"), remedy("cuda-oom#see-who-holds-gpu"), _measure_fix()]
+        return hit("memory.cuda_oom_bare", "cuda_oom", "CUDA out of memory while loading a checkpoint", cause, fixes, _DOCS, found, 0.85,
+                   facts=Facts(call="torch.load"))
     cause = ("CUDA ran out of memory, but this message carries no allocator numbers (an old release, or CUDA's own error rather than "
              "PyTorch's allocator), so it cannot tell a too-large working set from memory held by another process or from fragmentation.")
     if _TRANSFER_LINE.search(src):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistant.rules.registry import FALLBACK, Example, rule
-from assistant.rules.base import basic_facts as _found, Context, hit, remedy
+from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
 from assistant.types import Fact, Facts, RuleHit
 
 _DOCS = ("python-errors", "module-misuse")
@@ -121,6 +121,20 @@ def _module_not_callable(ctx: Context) -> RuleHit:
                facts=Facts(call=name, names=(name,) if name else ()))
 
 
+# "Exception ignored in: <function X.__del__ ...>": Python reporting an error in a destructor at teardown.
+_IGNORED_IN_DEL = lazy_re(r"^Exception ignored in: <function [\w.]+\.__del__\b", re.M)
+# An exception line ("SomeError: ...", "Exception: ...") at the start of a line.
+_ERROR_LINE = lazy_re(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S", re.M)
+
+
+def _teardown_fallout(ctx: Context) -> bool:
+    """The chosen error was raised in ``__del__`` at teardown, after another exception earlier in the text: an object whose
+    ``__init__`` failed is destroyed and its destructor touches attributes that were never set."""
+    text = ctx.failure.text or ctx.text
+    ignored = _IGNORED_IN_DEL.search(text)
+    return bool(ignored and _ERROR_LINE.search(text, 0, ignored.start()))
+
+
 @rule(
     'python.python_exception',
     category='python_error',
@@ -165,6 +179,8 @@ def python_exception(ctx: Context) -> RuleHit | None:
         return _tensor_to_scalar(ctx, many)
     if exc not in _BUILTIN:
         return None
+    if _teardown_fallout(ctx):
+        return None  # a destructor failing because its object's __init__ raised first: that earlier error is the failure
     frame = ctx.user_frame
     src = frame.source if frame and frame.source else ""
     at = f" in {ctx.where()}" if frame else ""
