@@ -294,6 +294,9 @@ _RETAIN_WORD = lazy_re(r"\bretain(?:_graphs?|_variables?)?\b", re.I)
 _RUNNING_TOTAL = lazy_re(r"\b(?=\w*?(?:total|running|sum|acc|accum|epoch))(\w+)\s*\.backward\(", re.I)
 
 
+_STATEFUL_LAYERS = lazy_re(r"spikingjelly|snntorch|\bnorse\b|spiking|membrane potential", re.I)
+
+
 @rule(
     'autograd.backward_twice',
     category='backward_twice',
@@ -346,7 +349,13 @@ def backward_twice(ctx: Context) -> RuleHit | None:
         remedy("backward-twice#add-two-losses-backward-once"),
         remedy("backward-twice#recompute-inside-loop"),
         accumulate,
+        remedy("backward-twice#remove-duplicate-backward"),
     ]
+    # Spiking-network layers keep a membrane state between batches: the carried tensor is inside the layer, reset by the library.
+    if _STATEFUL_LAYERS.search(" ".join(f.file for f in ctx.failure.frames)) or _STATEFUL_LAYERS.search(ctx.text):
+        found.append(Fact("layer", "the failing backward runs through spiking-neuron layers, which keep state between batches"))
+        cause += " Here the graph runs through spiking-neuron layers, which keep their state from the previous batch unless it is reset after each step."
+        fixes = [remedy("backward-twice#reset-stateful-layers"), *fixes[:3]]
     return hit("autograd.backward_twice", "backward_twice", "Backward through a freed graph", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.95,
                facts=Facts(flags=frozenset({"retain_graph_on_line"}) if retain else frozenset()))
 

@@ -505,6 +505,13 @@ def process_group(ctx: Context) -> RuleHit | None:
         if ctx.search(r"NCCL error|ncclSystemError|unhandled system error"):
             cause += " The NCCL error reported with it follows from the failed rendezvous; it is not a network or transport problem of its own."
         fixes = [remedy("process-group-init#free-master-port")]
+        # The user set another port (MASTER_PORT, --master_port) and the error still names this one: the port is assigned elsewhere.
+        tried = {p for p in re.findall(r"(?:MASTER_PORT|master_port|main_process_port|\bports?\b)\D{0,40}?\b(\d{4,5})\b", ctx.text) if p != number}
+        if number and tried:
+            cause = (f"The error names port {number} although a different port ({', '.join(sorted(tried))}) was set: the port the processes use is assigned "
+                     "after your setting, by the script or a library it launches through (an assignment to MASTER_PORT, an init_method URL, a default), "
+                     "and that port is taken.")
+            fixes = [remedy("process-group-init#find-port-set-in-code"), *fixes]
         return hit("distributed.port_in_use", "ddp_error", "Rendezvous port already in use", cause, fixes, docs, [error_fact(ctx)], 0.9,
                    facts=Facts(numbers={"port": float(number)} if number else {}))
     if ctx.search(r"ProcessGroupNCCL is only supported with GPUs, no GPUs found"):

@@ -312,6 +312,10 @@ def loaded_model_untrained(ctx: Context) -> RuleHit | None:
                found, 0.65, facts=Facts(names=(untrained.group(0),)))
 
 
+_LOAD_DEFAULT_RELEASE = lazy_re(r"\b(?:py)?torch\s*(?:version\s*|v)?((?:2\.(?:[6-9]|1\d)|[3-9]\.\d+)(?:\.\d+)?)\b", re.I)
+_UNPICKLE_WORDS = lazy_re(r"unpickl|torch\.load\b|weights_only", re.I)
+
+
 @rule(
     'io.serialization',
     category='serialization_error',
@@ -319,7 +323,7 @@ def loaded_model_untrained(ctx: Context) -> RuleHit | None:
     reads=("PickleError", "RuntimeError", "AttributeError", "text"),
     priority=56,
     outcomes=('io.weights_only', 'io.weights_only_other', 'io.corrupt_zip', 'io.invalid_load_key', 'io.empty_file', 'io.unpicklable_save',
-              'io.missing_class', 'io.pickle_load', 'io.safetensors'),
+              'io.missing_class', 'io.saved_by_other_torch', 'io.pickle_load', 'io.safetensors'),
     examples=(
         Example("captured/cpu/weights-only-load-config-dataclass", "io.weights_only"),
         Example("captured/cpu/weights-only-load-numpy-stats", "io.weights_only"),
@@ -336,6 +340,7 @@ def loaded_model_untrained(ctx: Context) -> RuleHit | None:
         Example("corpus/io/empty_checkpoint_weights_only_eof_captured.txt", "io.empty_file"),
         Example("captured/cpu/save-whole-model-with-lambda", "io.unpicklable_save"),
         Example("corpus/io/load_whole_model_class_missing_captured.txt", "io.missing_class"),
+        Example("corpus/io/load_checkpoint_helper_missing_older_release_captured.txt", "io.saved_by_other_torch"),
         Example("corpus/io/pickle_load_torch_file_captured.txt", "io.pickle_load"),
         Example("corpus/io/safetensors_header_too_large.txt", "io.safetensors"),
         Example("corpus/io/safetensors_header_too_large_transformers.txt", "io.safetensors"),
@@ -346,6 +351,19 @@ def serialization(ctx: Context) -> RuleHit | None:
     docs = ("torch-load-weights-only", "corrupt-checkpoint")
     if ctx.search(r"Weights only load failed|WeightsUnpickler error|Unsupported global: GLOBAL"):
         return _weights_only(ctx, docs)
+    release = None if ctx.exc_type else _LOAD_DEFAULT_RELEASE.search(ctx.text)
+    if release and _UNPICKLE_WORDS.search(ctx.text):
+        # A description (no error line) of a file that no longer unpickles under a release where torch.load defaults to weights_only=True.
+        cause = (f"The report names PyTorch {release.group(1)}, where torch.load defaults to weights_only=True (since 2.6): files holding anything "
+                 "beyond tensors and plain containers (a pickled model, a config or training object, NumPy values, a project's own intermediate "
+                 "results) no longer unpickle unless their types are allowed or the file is loaded with weights_only=False.")
+        fixes = [
+            remedy("torch-load-weights-only#trusted-file-weights-only-false"),
+            remedy("torch-load-weights-only#allow-types-involved"),
+            remedy("torch-load-weights-only#resave-with-plain-data"),
+        ]
+        return hit("io.weights_only_other", "serialization_error", f"torch.load under PyTorch {release.group(1)} (weights_only=True default)", cause, fixes, docs,
+                   _loc(ctx, []), 0.75, facts=Facts(call="torch.load"))
     path = _loaded_file(ctx)
     quoted = f"'{path}'" if path else None  # the user's path, quoted for the shell; None shows the placeholder
     facts = Facts(names=(path,) if path else ())
@@ -386,7 +404,16 @@ def serialization(ctx: Context) -> RuleHit | None:
         return hit("io.unpicklable_save", "serialization_error", "torch.save hit an unpicklable object", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(names=(obj,), call="torch.save"))
     m = ctx.search(r"Can't get attribute '(\w+)' on <module '([\w.]+)'")
-    if m and any("serialization.py" in f.file or "torch.load" in (f.source or "") for f in ctx.failure.frames):
+    if m and (m.group(2) == "torch" or m.group(2).startswith("torch.")):
+        # The unpickler looked for one of PyTorch's own helpers or classes: the file names something this release lacks.
+        cause = (f"The file refers to `{m.group(2)}.{m.group(1)}`, which the installed PyTorch does not have: the checkpoint was saved by a newer release "
+                 "(files load in the same or a newer release, not reliably in an older one), or, less often, by an old release whose class was since moved.")
+        fixes = [remedy("checkpoint-newer-torch#upgrade-torch-to-saver"), remedy("checkpoint-newer-torch#resave-compatible")]
+        return hit("io.saved_by_other_torch", "serialization_error", f"`{m.group(1)}` missing from the installed PyTorch", cause, fixes,
+                   ("checkpoint-newer-torch", "corrupt-checkpoint"), _loc(ctx, [error_fact(ctx)]), 0.88, facts=Facts(names=(m.group(1), m.group(2)), call="torch.load"))
+    # With no traceback and no sign of worker processes, a class the unpickler cannot find is a stored object being loaded.
+    bare = not ctx.failure.frames and not ctx.search(r"spawn|DataLoader|multiprocessing|worker|Pool\b", re.I)
+    if m and (bare or any("serialization.py" in f.file or "torch.load" in (f.source or "") for f in ctx.failure.frames)):
         cause = f"The file holds a pickled `{m.group(1)}` object that was defined in module `{m.group(2)}` when it was saved; that class cannot be found now (renamed, moved, or defined in a script's __main__)."
         fixes = [remedy("corrupt-checkpoint#import-class-same-module-path")]
         return hit("io.missing_class", "serialization_error", f"Pickled class `{m.group(1)}` not found", cause, fixes, ("corrupt-checkpoint",), _loc(ctx, [error_fact(ctx)]), 0.88,

@@ -247,6 +247,9 @@ def _unpicklable(ctx: Context, m: re.Match[str]) -> RuleHit:
         remedy("spawn-pickling#top-level-definitions"),
         remedy("spawn-pickling#guard-entry-point-spawn"),
     ]
+    if local and "." in obj.split(".<locals>", 1)[0]:
+        # `Class.method.<locals>.fn`: a closure a method built (often a library's hook on the model), which the user cannot move.
+        fixes.append(remedy("spawn-pickling#workers-zero-library-closure"))
     return hit("mp.unpicklable", "multiprocessing_error", f"Cannot pickle {obj} for a child process", cause, fixes, _DOCS, found, 0.93, facts=facts)
 
 
