@@ -122,3 +122,42 @@ def test_trainer_bf16_check_is_an_amp_error_with_fp16_instead(text: str) -> None
     h = _hit_text(text)
     assert h.rule == "amp.no_bf16" and h.category == "amp_error"
     assert "--fp16" in _fixes(h.fixes)
+
+
+# --- layers in a plain list, a squeezed batch axis, label images read as pixel values ---------------------------------
+
+@pytest.mark.parametrize("source", ["corpus/devices/layers_in_list_cuda_prose_pt15005.txt",
+                                    "corpus/devices/layers_in_list_input_cuda_weight_cpu_lightning.txt"])
+def test_layers_in_a_plain_list_are_not_moved_with_the_model(source: str) -> None:
+    h = _hit_text(example_text(source))
+    assert h.rule == "devices.unregistered_layers" and h.category == "device_mismatch"
+    assert "plain Python list" in h.cause
+    assert "ModuleList" in _fixes(h.fixes)
+
+
+def test_layers_in_a_plain_list_from_a_prose_report() -> None:
+    h = _hit_text(_dev_fresh4("f4c-layers-in-python-list-not-moved-to-gpu"))
+    assert h.rule == "devices.unregistered_layers" and "`self.conv`" in h.cause
+
+
+def test_layers_wrapped_in_modulelist_afterwards_are_registered() -> None:
+    text = example_text("corpus/devices/layers_in_list_input_cuda_weight_cpu_lightning.txt") + "\nself.conv_layers = nn.ModuleList(self.conv_layers)\n"
+    assert _hit_text(text).rule != "devices.unregistered_layers"
+
+
+def test_conv_missing_axis_mentions_a_squeezed_batch_of_one() -> None:
+    h = _hit_text(_dev_fresh4("f4c-hovernet-conv2d-3d-input-batch-size-1"))
+    assert h.rule == "shapes.conv_missing_axis"
+    assert re.search(r"batch size of 1", _fixes(h.fixes)) and "squeeze(" in _fixes(h.fixes)
+
+
+def test_high_class_label_also_offers_mapping_mask_pixels() -> None:
+    h = _hit_text(_dev_fresh4("f4c-unet-target-192-out-of-bounds-greyscale-mask"))
+    assert h.rule == "index.target_oob"
+    assert re.search(r"pixel values to class indices", _fixes(h.fixes))
+
+
+def test_small_class_label_keeps_the_plain_reading() -> None:
+    h = _hit_text(example_text("corpus/indexing/ce_target_out_of_bounds.txt"))  # Target 3
+    assert h.rule == "index.target_oob"
+    assert "pixel values" not in _fixes(h.fixes) and "pixel value" not in h.cause

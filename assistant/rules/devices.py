@@ -128,7 +128,7 @@ _BUFFERS = "device-mismatch#register-constant-buffers"
     priority=32,
     outcomes=('devices.mismatch', 'devices.mismatch_other', 'devices.move_not_assigned', 'devices.created_in_forward', 'devices.two_gpus', 'devices.generator',
               'devices.dataparallel', 'devices.meta', 'devices.embedding_index', 'devices.index_device', 'devices.loss_target',
-              'devices.rnn_hidden', 'devices.optimizer_state', 'devices.cuda_numpy'),
+              'devices.rnn_hidden', 'devices.optimizer_state', 'devices.cuda_numpy', 'devices.unregistered_layers'),
     examples=(
         Example("captured/cuda/device-mismatch-cnn-batch-on-cpu", "devices.mismatch"),
         Example("realworld/dev/torchsummary-old-input-cuda-weight-cpu", "devices.mismatch"),
@@ -171,11 +171,16 @@ _BUFFERS = "device-mismatch#register-constant-buffers"
         Example("corpus/devices/cuda_numpy_fastllm.txt", "devices.cuda_numpy"),
         Example("corpus/devices/cuda_numpy_old_wording_pvrnet.txt", "devices.cuda_numpy"),
         Example("corpus/devices/cuda_numpy_predictions_gpu.txt", "devices.cuda_numpy"),
+        Example("corpus/devices/layers_in_list_cuda_prose_pt15005.txt", "devices.unregistered_layers"),
+        Example("corpus/devices/layers_in_list_input_cuda_weight_cpu_lightning.txt", "devices.unregistered_layers"),
     ),
 )
 def device_mismatch(ctx: Context) -> RuleHit | None:
     """Operands on different devices (cpu vs cuda, two GPUs, meta), in every message generation."""
     pair = _read_pair(ctx)
+    listed = _layers_in_plain_list(ctx)
+    if listed and (pair is not None and pair.kind == "operands" or pair is None and not ctx.exc_type and _DEVICE_TALK.search(ctx.failure.text)):
+        return _unregistered_layers(ctx, listed, pair)
     if pair is None:
         return _cuda_to_numpy(ctx)
     name, kind = ctx.layer
@@ -214,6 +219,38 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
     if kind in _LAYER_KINDS or pair.arg == "input":
         return _layer_input(ctx, pair, name, kind, found, facts)
     return _plain(ctx, pair, found, facts)
+
+
+# Layers kept in a plain list attribute: `self.x = []` filled with `self.x.append(nn.Conv2d(...))`, or `self.x = [nn.Linear(...), ...]`.
+_PLAIN_LIST = lazy_re(r"self\.(\w+)\s*=\s*\[\s*(?:\]|\\?\s*(?:[\w.]*\bnn\.[A-Z]))")
+_DEVICE_TALK = lazy_re(r"\.cuda\(|\.to\(|\bis_cuda\b|\bGPU\b|\bCUDA\b|\bdevice\b", re.I)
+
+
+def _layers_in_plain_list(ctx: Context) -> str | None:
+    """The attribute holding layers in a plain Python list (so never registered), when the text's code shows one."""
+    text = ctx.failure.text
+    for m in _PLAIN_LIST.finditer(text):
+        name = re.escape(m.group(1))
+        filled = m.group(0).endswith("]") and re.search(rf"self\.{name}\.(?:append|extend)\(\s*\[?\s*[\w.]*\bnn\.[A-Z]", text)
+        if not (filled or not m.group(0).endswith("]")):
+            continue
+        if re.search(rf"nn\.(?:ModuleList|ModuleDict|Sequential)\(\s*\*?self\.{name}\b|add_module\(|register_module\(", text):
+            continue  # registered afterwards
+        return m.group(1)
+    return None
+
+
+def _unregistered_layers(ctx: Context, attr: str, p: _Pair | None) -> RuleHit:
+    cause = (f"The layers in `self.{attr}` are kept in a plain Python list, which nn.Module does not look into: they are not registered as "
+             "submodules, so model.to(device) / model.cuda() leaves their weights on the CPU"
+             + (f" (the operation finds its operands on {_both(p)})" if p else "")
+             + "; they are also missing from model.parameters() (the optimizer never updates them) and from the state_dict.")
+    found = [Fact("code", f"`self.{attr}` is a plain list of layers")]
+    if p:
+        found.insert(0, error_fact(ctx))
+    fixes = [remedy("module-misuse#register-with-modulelist")]
+    return hit("devices.unregistered_layers", "device_mismatch", f"Layers in the plain list `self.{attr}` are not moved", cause, fixes,
+               ("device-mismatch", "module-misuse"), _loc(ctx, found), 0.93, facts=Facts(names=(attr,)))
 
 
 # A statement that is only `name.to(...)` / `name.cuda()` (its result not assigned), as quoted in a report or a snippet.

@@ -218,6 +218,10 @@ def _target_oob(ctx: Context, t: int) -> RuleHit:
         remedy("device-side-assert#compare-labels-with-output"),
         remedy("device-side-assert#output-size-num-classes"),
     ]
+    if t >= 100:
+        # A label this high inside the 8-bit range is also what label images read as raw pixel values produce.
+        cause += " A value this high within 0 … 255 can also be a pixel value of a label image that was never mapped to class indices."
+        fixes.append(remedy("index-out-of-range#map-mask-pixels-to-ids"))
     return hit("index.target_oob", "index_error", f"Class label {t} out of range", cause, fixes, docs, _found(ctx), 0.93, facts=values)
 
 
