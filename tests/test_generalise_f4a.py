@@ -82,3 +82,21 @@ def test_destructor_error_after_a_failed_init_is_not_the_failure() -> None:
 
 def test_plain_attribute_error_keeps_the_python_reading() -> None:
     assert _hit(example_text("corpus/python/attributeerror_typo_captured.txt")).rule == "python.attribute_error"
+
+
+def test_missing_libcuda_is_the_driver_library() -> None:
+    h = _hit(_dev4("f4a-nougat-wsl-libcudnn-cnn-infer-libcuda"))
+    assert h.rule == "env.shared_library" and "driver" in h.cause
+    assert "/usr/lib/wsl/lib" in _fixes(h) and "LD_LIBRARY_PATH" in _fixes(h)
+
+
+@pytest.mark.parametrize("ident", ["f4b-import-torch-undefined-ncclcommregister", "f4b-codejudge-ncclcommregister-cu11-cu12-mixed"])
+def test_undefined_nccl_symbol_names_a_second_nccl(ident: str) -> None:
+    h = _hit(_dev4(ident))
+    assert h.rule == "env.undefined_symbol" and "NCCL" in h.cause
+    assert "nvidia-nccl" in _fixes(h) or "nccl" in _fixes(h).lower()
+
+
+def test_undefined_symbol_in_prose_without_a_symbol_is_not_read_as_one() -> None:
+    found = rules.match(parse_failure("I get an undefined symbol error when importing my package after upgrading")).hit
+    assert found is None or found.rule != "env.undefined_symbol"

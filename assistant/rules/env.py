@@ -250,6 +250,15 @@ def _undefined_symbol(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     module = folder.group(1) if folder else name.split(".")[0] if name and "/" not in path else None
     if module and module not in ("torch", "_C") and not _TORCH_OWN_LIB.match(name or ""):
         fixes.insert(0, remedy("library-version-mismatch#reinstall-named-package-for-torch", package=module))
+    symbol = m.group(3)
+    if symbol.startswith("nccl"):
+        # An NCCL entry point: the NCCL library loaded is not the one torch was built against.
+        return ("Another NCCL library is loaded than the one torch was built with",
+                f"The loaded libraries do not export `{symbol[:80]}`, an NCCL function that the installed torch calls: the NCCL library the loader "
+                "found first is older than (or of another CUDA major than) the one this torch was built against. Typical causes are NVIDIA "
+                "packages for two CUDA majors installed side by side (nvidia-*-cu11 next to nvidia-*-cu12), another package pinning a different "
+                "nvidia-nccl wheel, or a system or conda NCCL on LD_LIBRARY_PATH.",
+                [remedy("library-version-mismatch#single-matching-nccl"), remedy("library-version-mismatch#clean-reinstall")])
     return ("Compiled module built against another library version",
             (f"`{name}` " if name else "A compiled module ") + f"needs the symbol `{m.group(3)[:80]}`, which the loaded libraries do not export: "
             "it was compiled against a different PyTorch (or CUDA) version than the one now installed, or a library it depends on was loaded "
@@ -283,6 +292,14 @@ def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     # libcudart.so.10.1 names the CUDA release the importing binary was built for.
     version = re.match(r"libcudart\.so\.(\d+\.\d+)", lib)
     fixes = [remedy("library-version-mismatch#install-runtime-loader-path", library=lib.split(".")[0])]
+    if re.match(r"libcuda\.so", lib):
+        # The driver's own library: no pip or conda package provides it.
+        wsl = re.search(r"\bWSL2?\b|/usr/lib/wsl", m.string)
+        cause = (f"The dynamic loader cannot find `{lib}`, the NVIDIA driver's own library (no PyTorch, CUDA or cuDNN package ships it): the "
+                 "driver is not installed or not passed into this container, or its folder is not on the loader's path"
+                 + (" (on WSL2 the Windows driver provides it under /usr/lib/wsl/lib)" if wsl else " (on WSL2 it lives under /usr/lib/wsl/lib)")
+                 + ", or only the versioned libcuda.so.1 exists without the plain name that cuDNN opens.")
+        return (f"Shared library `{lib}` not found", cause, [remedy("library-version-mismatch#driver-library-on-loader-path")])
     cause = (f"The dynamic loader cannot find `{lib}`, which a compiled module needs: "
              + ("a CUDA/cuDNN runtime library of the version this build expects is not installed or not on the loader path (for pip wheels it ships in the nvidia-* packages of the same environment)." if cuda
                 else "the library is not installed on this system, or not on the loader path."))
@@ -342,7 +359,9 @@ def _toolchain(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
 
 _BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, list[Fix]]]], ...] = (
     (r"operator torchvision::(\w+) does not exist|No such operator torchvision::(\w+)", "env.torchvision_ops", _torchvision_ops),
-    (r"(?:ImportError: ([^\n:]+\.(?:so|pyd)[\w.]*): |([^\s:'\"`]+\.(?:so|pyd)[\w.]*): )?undefined symbol: (\S+)", "env.undefined_symbol", _undefined_symbol),
+    # The colon is sometimes dropped when the message is retyped; then only an identifier-like symbol (camelCase or mangled) counts.
+    (r"(?:ImportError: ([^\n:]+\.(?:so|pyd)[\w.]*): |([^\s:'\"`]+\.(?:so|pyd)[\w.]*): )?undefined symbol(?::|(?= (?:_Z|[a-z]+[A-Z])))\s*(\S+)",
+     "env.undefined_symbol", _undefined_symbol),
     (r"compiled with different CUDA (?:major )?versions", "env.torchvision_cuda", _torchvision_cuda),
     (r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|numpy\.core\.multiarray failed to import|_ARRAY_API not found|Numpy is not available"
      r"|Could not infer dtype of numpy\.(?:float|int|uint|bool|complex)\d*\b", "env.numpy_abi", _numpy_abi),
