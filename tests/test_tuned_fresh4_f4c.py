@@ -161,3 +161,18 @@ def test_small_class_label_keeps_the_plain_reading() -> None:
     h = _hit_text(example_text("corpus/indexing/ce_target_out_of_bounds.txt"))  # Target 3
     assert h.rule == "index.target_oob"
     assert "pixel values" not in _fixes(h.fixes) and "pixel value" not in h.cause
+
+
+# --- SDPA restricted to fused kernels with 3-D query/key/value ---------------------------------------------------------
+
+def test_sdpa_no_kernel_with_3d_inputs_is_a_shape_problem() -> None:
+    h = _hit_text(example_text("corpus/shapes/sdpa_fused_kernels_3d_inputs_captured.txt"))
+    assert h.rule == "shapes.attention_rank" and h.category == "shape_mismatch"
+    assert "3, 3 and 3 dimensions" in h.cause
+    assert "unsqueeze(1)" in _fixes(h.fixes)
+
+
+def test_sdpa_no_kernel_without_the_rank_warning_is_not_read_as_a_shape_problem() -> None:
+    text = "RuntimeError: No available kernel.  Aborting execution."
+    found = rules.match(parse_failure(text)).hit
+    assert found is None or found.rule != "shapes.attention_rank"

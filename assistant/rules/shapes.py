@@ -1041,6 +1041,33 @@ def _generic_shape(ctx: Context, outcome: str, what: str, docs: tuple[str, ...])
     return hit(outcome, "shape_mismatch", "Tensor shapes do not fit together", cause, fixes, docs, _with_location(ctx, [error_fact(ctx)]), 0.8)
 
 
+# SDPA's per-backend warning before "No available kernel": the fused kernels take 4-D query/key/value only.
+_SDPA_RANK = lazy_re(r"(?:All|Both) fused kernels requires? query, key and value to be 4 dimensional, but got Query dim: (\d+), Key dim: (\d+), Value dim: (\d+)")
+
+
+@rule(
+    'shapes.attention_rank',
+    category='shape_mismatch',
+    docs=("sdpa-no-available-kernel",),
+    reads=TORCH_OP,
+    priority=69,
+    examples=(Example("corpus/shapes/sdpa_fused_kernels_3d_inputs_captured.txt", "shapes.attention_rank"),),
+)
+def attention_rank(ctx: Context) -> RuleHit | None:
+    """scaled_dot_product_attention restricted to fused kernels, given query/key/value that are not 4-D."""
+    m = _SDPA_RANK.search(ctx.failure.text or "")
+    if not m or not ctx.search(r"No available kernel"):
+        return None
+    dims = tuple(int(g) for g in m.groups())
+    cause = (f"scaled_dot_product_attention got query, key and value with {dims[0]}, {dims[1]} and {dims[2]} dimensions, and its fused kernels "
+             "(flash, memory-efficient, cuDNN) accept only 4-D (batch, heads, seq, head_dim) inputs. With the math fallback switched off "
+             "(sdpa_kernel / sdp_kernel restricted to fused backends) no kernel is left to run.")
+    fixes = [remedy("sdpa-no-available-kernel#four-d-qkv"), remedy("sdpa-no-available-kernel#allow-fallback")]
+    return hit("shapes.attention_rank", "shape_mismatch", "Attention inputs are not 4-D", cause, fixes, ("sdpa-no-available-kernel",),
+               _with_location(ctx, [error_fact(ctx), Fact("shape", f"query/key/value dims {dims}, fused kernels need 4")]), 0.93,
+               facts=Facts(numbers={"got_ndim": dims[0], "expected_ndim": 4}, call="scaled_dot_product_attention"))
+
+
 @rule(
     'shapes.generic_shape',
     category='shape_mismatch',
