@@ -137,3 +137,21 @@ def test_plain_backward_twice_offers_removing_a_duplicate_call_but_no_reset() ->
     assert h.rule == "autograd.backward_twice"
     fixes = _fixes(h.fixes)
     assert "duplicate" in fixes and "reset_net" not in fixes
+
+
+# --- 6. a prose report with pasted code: a call whose error-looking word is a string argument is not the error line ---
+
+def test_code_line_with_a_backend_string_is_not_taken_for_the_error_line() -> None:
+    f = parse_failure(_dev_fresh4("f4b-distributedsampler-same-order-set-epoch"))
+    assert 'backend="nccl"' not in f.message.splitlines()[0]
+
+
+def test_error_line_quoting_a_word_is_still_the_error_line() -> None:
+    text = "I start the job and then\n" + _PORT_IN_USE.splitlines()[-1] + "\nany idea?\n"
+    assert "EADDRINUSE" in parse_failure(text).message
+
+
+def test_distributed_sampler_without_set_epoch_gets_set_epoch() -> None:
+    d = Engine().diagnose(_dev_fresh4("f4b-distributedsampler-same-order-set-epoch"))
+    assert d.category == "dataloader_error"
+    assert "set_epoch(epoch)" in _fixes(d.fixes)

@@ -92,6 +92,16 @@ _STRONG = re.compile(
 _STRONG_LOW = _folded(_STRONG)
 
 
+# A pasted source line (a call, optionally assigned) whose error-looking words are all inside string literals, such as
+# a backend name passed as an argument: code, not a message.
+_CODE_CALL = re.compile(r"^(?:[A-Za-z_][\w.\[\]]*\s*=\s*)?[A-Za-z_][\w.]*\(.*\)[\s,;]*$")
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+
+
+def _literal_in_code(line: str) -> bool:
+    return bool(_CODE_CALL.match(line)) and not _STRONG_LOW.search(_QUOTED.sub("''", line).lower())
+
+
 def best_salient_line(texts: Sequence[str]) -> int | None:
     """Index of the most informative error-looking line: the last strong one, else the last salient one.
 
@@ -102,7 +112,7 @@ def best_salient_line(texts: Sequence[str]) -> int | None:
         line = texts[idx].strip()
         if not line or line.startswith("frame #"):
             continue
-        if len(line) >= 20 and _STRONG_LOW.search(line.lower()):
+        if len(line) >= 20 and _STRONG_LOW.search(line.lower()) and not _literal_in_code(line):
             return idx
         if fallback is None and _SALIENT.search(line):
             fallback = idx
