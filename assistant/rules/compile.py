@@ -427,7 +427,7 @@ def inductor(ctx: Context) -> RuleHit | None:
                      + (f" ({old_gpu.group(0).strip()[:160]})" if old_gpu else "") + ", so torch.compile's default backend cannot run on it.")
             fixes = [remedy("triton-version-mismatch#cpu-or-aot-eager")]
         return hit("compile.triton", "compile_error", "torch.compile: Triton missing" if not too_old else "torch.compile: GPU too old for Triton",
-                   cause, fixes, docs + ("triton-version-mismatch",), found, 0.92)
+                   cause, fixes, docs + (("triton-version-mismatch",) if too_old else ()), found, 0.92)
     # Inductor reaching for a Triton internal that the installed Triton does not have: the two packages are from different release pairs.
     skew = ctx.search(r"(?:AttributeError|ImportError): (?:type object 'CompiledKernel' has no attribute '\w+'|cannot import name '\w+' from 'triton[\w.]*'|module 'triton[\w.]*' has no attribute '\w+')")
     if skew:

@@ -223,7 +223,8 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
 
 # Layers kept in a plain list attribute: `self.x = []` filled with `self.x.append(nn.Conv2d(...))`, or `self.x = [nn.Linear(...), ...]`.
 _PLAIN_LIST = lazy_re(r"self\.(\w+)\s*=\s*\[\s*(?:\]|\\?\s*(?:[\w.]*\bnn\.[A-Z]))")
-_DEVICE_TALK = lazy_re(r"\.cuda\(|\.to\(|\bis_cuda\b|\bGPU\b|\bCUDA\b|\bdevice\b", re.I)
+# A report about moving the model to the GPU (not every mention of a device).
+_DEVICE_TALK = lazy_re(r"\.cuda\(|\bis_cuda\b|\bGPU\b|\bCUDA\b|\.to\([^)\n]*cuda", re.I)
 
 
 def _layers_in_plain_list(ctx: Context) -> str | None:
