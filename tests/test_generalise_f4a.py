@@ -100,3 +100,14 @@ def test_undefined_nccl_symbol_names_a_second_nccl(ident: str) -> None:
 def test_undefined_symbol_in_prose_without_a_symbol_is_not_read_as_one() -> None:
     found = rules.match(parse_failure("I get an undefined symbol error when importing my package after upgrading")).hit
     assert found is None or found.rule != "env.undefined_symbol"
+
+
+def test_memory_on_the_main_gpu_after_resuming_points_at_map_location() -> None:
+    h = _hit(_dev4("f4b-stylegan2-resume-ckpt-gpu0-memory"))
+    assert h.rule == "memory.cuda_oom_resume" and h.category == "cuda_oom"
+    assert "map_location" in f"{h.fixes[0].detail} {h.fixes[0].code}"
+
+
+def test_first_gpu_memory_without_a_resume_is_not_the_checkpoint_story() -> None:
+    found = rules.match(parse_failure("In DDP training, GPU 0 uses more memory than the other GPUs.")).hit
+    assert found is None or found.rule != "memory.cuda_oom_resume"

@@ -154,7 +154,7 @@ def _measure_fix() -> Fix:
     priority=20,
     outcomes=('memory.cuda_oom', 'memory.cuda_oom_impossible', 'memory.cuda_oom_other_processes', 'memory.cuda_oom_fragmented',
               'memory.cuda_oom_bare', 'memory.cuda_oom_batch_one', 'memory.cuda_oom_growth', 'memory.cuda_oom_eval', 'memory.mps_oom',
-              'memory.cuda_oom_visible_devices'),
+              'memory.cuda_oom_visible_devices', 'memory.cuda_oom_resume'),
     examples=(
         Example('captured/cuda/cuda-oom-eval-without-no-grad', 'memory.cuda_oom'),
         Example('captured/cuda/cuda-oom-big-vocab-backward', 'memory.cuda_oom'),
@@ -178,6 +178,8 @@ def _measure_fix() -> Fix:
         Example('corpus/memory/oom_thc_size1_tensor.txt', 'memory.cuda_oom_bare'),
         Example('corpus/memory/oom_cuda_error_out_of_memory_bare.txt', 'memory.cuda_oom_bare'),
         Example('corpus/memory/oom_batch1_prose_tdn.txt', 'memory.cuda_oom_batch_one'),
+        Example('corpus/memory/resume_first_gpu_memory_examples_ddp.txt', 'memory.cuda_oom_resume'),
+        Example('corpus/memory/resume_gpu0_additional_processes_imagenet.txt', 'memory.cuda_oom_resume'),
         Example('corpus/memory/oom_batch1_prose_pika.txt', 'memory.cuda_oom_batch_one'),
         Example('corpus/memory/oom_batch1_prose_after_first_epoch.txt', 'memory.cuda_oom_batch_one'),
         Example('corpus/memory/oom_batch1_prose_vram_chinese.txt', 'memory.cuda_oom_batch_one'),
@@ -208,8 +210,13 @@ def cuda_oom(ctx: Context) -> RuleHit | None:
     accum = bool(described and _LOSS_ACCUM.search(raw) and _LEAK_TALK.search(raw) and not _HOST_WORDS.search(raw))
     # A description of running out of memory next to repeated backward(retain_graph=True): graphs kept alive by the retained passes.
     retained = bool(described and _PROSE_OOM.search(raw) and _RETAIN_GRAPH.search(raw) and not _HOST_WORDS.search(raw))
-    if not (ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or prose or accum or retained) or ctx.search(r"DefaultCPUAllocator|enforce fail at CPUAllocator\.cpp"):
+    # A description of extra memory on the first GPU when training resumes from a checkpoint (the multi-GPU torch.load story).
+    resumed = bool(described and _FIRST_GPU.search(raw) and _RESUME.search(raw) and re.search(r"\bmemory\b|\bVRAM\b|显存", raw, re.I)
+                   and not _HOST_WORDS.search(raw))
+    if not (ctx.search(_CUDA_OOM.pattern, re.IGNORECASE) or prose or accum or retained or resumed) or ctx.search(r"DefaultCPUAllocator|enforce fail at CPUAllocator\.cpp"):
         return None
+    if resumed and not ctx.search(_CUDA_OOM.pattern, re.IGNORECASE):
+        return _resume_on_first_gpu(ctx)
     if re.search(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS", ctx.message):
         return None  # shown as a cuBLAS / cuDNN error; those rules explain the OOM behind it
     if ctx.search(r"an illegal (?:cuda )?memory access was encountered") and not ctx.search(r"Tried to allocate|OutOfMemoryError"):
@@ -380,6 +387,25 @@ def _mps_oom(ctx: Context, m: re.Match[str]) -> RuleHit:
     numbers = {k: float(v) for k, v in (("mps_allocated_bytes", mps_alloc), ("other_allocations_bytes", other), ("capacity_bytes", cap), ("requested_bytes", tried)) if v is not None}
     return hit("memory.mps_oom", "cuda_oom", "MPS (Apple GPU) out of memory", cause, fixes, ("cuda-oom", "memory-profiling"), found, 0.9,
                facts=Facts(numbers=numbers, devices=("mps",)))
+
+
+# The first GPU named in a description ("the main GPU", "GPU 0", "cuda:0").
+_FIRST_GPU = lazy_re(r"\b(?:main|first|primary|master|0th)\s+(?:GPU|card|device)\b|\bGPU\s?(?:#|:)?0\b|\bcuda:0\b", re.I)
+# Resuming from a checkpoint, in the user's words.
+_RESUME = lazy_re(r"\bresum(?:e|es|ed|ing)\b|\brestor(?:e|es|ed|ing)\b[^.\n]{0,40}\bcheckpoint|\b(?:load|loading|loaded) (?:the |a |my )?(?:checkpoint|ckpt)\b", re.I)
+
+
+def _resume_on_first_gpu(ctx: Context) -> RuleHit:
+    """Extra memory on the first GPU after resuming: every process's torch.load restores the checkpoint onto the GPU it was saved from."""
+    raw = ctx.failure.text or ctx.text
+    first, resume = _FIRST_GPU.search(raw), _RESUME.search(raw)
+    found = [Fact("symptom", f"memory on “{first.group(0)}” when “{resume.group(0)}”")] if first and resume else []
+    cause = ("When training resumes from a checkpoint, torch.load without map_location restores every saved tensor (weights and optimizer "
+             "state) onto the GPU it was saved from, usually the first one. In a multi-GPU job every process loads its own copy there, so that "
+             "GPU holds far more memory than the others and runs out first.")
+    fixes = [remedy("cuda-oom#checkpoint-to-cpu-first"), remedy("cuda-oom#free-card-set-device"), _measure_fix()]
+    return hit("memory.cuda_oom_resume", "cuda_oom", "Extra memory on the first GPU after resuming from a checkpoint", cause, fixes, _DOCS, found, 0.8,
+               facts=Facts(call="torch.load"))
 
 
 # Generation with a pretrained model named in the text: its settings or calls (inference, where the weights dominate memory).
