@@ -105,6 +105,11 @@ def test_bare_missing_class_is_a_stored_object_being_loaded() -> None:
     assert h.rule == "io.missing_class" and h.category == "serialization_error"
 
 
+def test_missing_class_on_an_interactive_main_stays_a_spawn_reading() -> None:
+    h = _hit_text(_dev_fresh4("f4b-notebook-windows-cant-get-attribute-dataset"))
+    assert h.category == "multiprocessing_error"
+
+
 def test_missing_torch_helper_means_the_file_is_from_a_newer_release() -> None:
     h = _hit_text(example_text("corpus/io/load_checkpoint_helper_missing_older_release_captured.txt"))
     assert h.rule == "io.saved_by_other_torch" and h.category == "serialization_error"

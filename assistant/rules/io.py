@@ -411,8 +411,10 @@ def serialization(ctx: Context) -> RuleHit | None:
         fixes = [remedy("checkpoint-newer-torch#upgrade-torch-to-saver"), remedy("checkpoint-newer-torch#resave-compatible")]
         return hit("io.saved_by_other_torch", "serialization_error", f"`{m.group(1)}` missing from the installed PyTorch", cause, fixes,
                    ("checkpoint-newer-torch", "corrupt-checkpoint"), _loc(ctx, [error_fact(ctx)]), 0.88, facts=Facts(names=(m.group(1), m.group(2)), call="torch.load"))
-    # With no traceback and no sign of worker processes, a class the unpickler cannot find is a stored object being loaded.
-    bare = not ctx.failure.frames and not ctx.search(r"spawn|DataLoader|multiprocessing|worker|Pool\b", re.I)
+    # With no traceback and no sign of worker processes, a class the unpickler cannot find in a named module is a stored object
+    # being loaded (a bare `__main__` stays with the multiprocessing reading: notebooks under spawn say the same).
+    bare = (not ctx.failure.frames and m is not None and m.group(2) not in ("__main__", "__mp_main__")
+            and not ctx.search(r"spawn|DataLoader|multiprocessing|worker|Pool\b", re.I))
     if m and (bare or any("serialization.py" in f.file or "torch.load" in (f.source or "") for f in ctx.failure.frames)):
         cause = f"The file holds a pickled `{m.group(1)}` object that was defined in module `{m.group(2)}` when it was saved; that class cannot be found now (renamed, moved, or defined in a script's __main__)."
         fixes = [remedy("corrupt-checkpoint#import-class-same-module-path")]
