@@ -98,6 +98,9 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
                         r"|\bdevice_map\s*=\s*[\"']?(?:auto|balanced)\b|[\"']device_map[\"']\s*:\s*[\"'](?:auto|balanced)\b"),
     # The user set CUDA_VISIBLE_DEVICES themselves: whether it reached the process decides which GPU the job is on.
     ("visible_devices", r"\bCUDA_VISIBLE_DEVICES\b"),
+    # Data whose samples vary widely in length (speech, audio, long documents): a few very long samples can dominate memory.
+    ("variable_length", r"\b(?:utterances?|ASR|speech recognition|TTS|text-to-speech|waveforms?|fbank|filterbanks?|kaldi"
+                        r"|long (?:documents?|utterances?|audio|recordings?|clips?|wav files?))\b"),
     ("large_input", r"\b(?:larger|bigger|large|big|higher) batch(?:[ _-]?size)?\b|\bbatch[ _-]?size (?:above|over|greater than|larger than|bigger than)\b"
                     r"|\bsmaller batch(?:[ _-]?size)? (?:works|is fine|fixes|avoids|solves)\b|\b(?:longer|larger|bigger|high-resolution) (?:inputs?|sequences?|images?)\b"),
 )

@@ -57,6 +57,13 @@ CUDA_OOM = Family(
             cues={"evaluation": 8.0, "tried_batch": 2.0, "large_input": 2.0, "after_n_items": 0.5},
         ),
         Alternative(
+            "oom.overlong_inputs",
+            "cuda-oom#overlong-inputs",
+            prior=0.04,
+            # Variable-length data (speech, audio, long documents) where a smaller batch did not help: a few samples far longer than the rest.
+            cues={"variable_length": 6.0, "tried_batch": 3.0, "large_input": 2.0, "evaluation": 0.5},
+        ),
+        Alternative(
             "oom.fragmentation",
             "cuda-oom-fragmentation#fragmented-cache",
             prior=0.05,

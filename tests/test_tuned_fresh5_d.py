@@ -1,0 +1,77 @@
+"""Families tuned on the dev_fresh5 reports (tuner f5d): knowledge only, read through the engine from real texts.
+
+Every text is a report of the dev_fresh5 split (the user's own message or description).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant.engine import Engine
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fixes(fixes) -> str:  # type: ignore[no-untyped-def]
+    return " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in fixes)
+
+
+def _dev_fresh5(report_id: str) -> str:
+    for line in (ROOT / "eval" / "realworld" / "dev_fresh5.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if row["id"] == report_id:
+                return row["error_text"]
+    raise KeyError(report_id)
+
+
+@pytest.fixture(autouse=True)
+def _no_dense(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHHELP_DENSE", "0")
+
+
+def test_window_left_on_the_cpu_for_a_gpu_signal_creates_it_on_the_input_device() -> None:
+    d = Engine().diagnose(_dev_fresh5("f5d-stft-window-on-cpu"))
+    assert d.category == "device_mismatch"
+    fixes = _fixes(d.fixes)
+    assert "hann_window" in fixes and "device=x.device" in fixes
+
+
+def test_one_request_over_half_the_card_offers_a_shorter_input() -> None:
+    d = Engine().diagnose(_dev_fresh5("f5d-espnet-tts-long-reference-wav"))
+    assert d.category == "cuda_oom"
+    assert "shorter input" in _fixes(d.fixes)
+
+
+def test_width_mismatch_in_every_layer_points_at_the_configuration_file() -> None:
+    d = Engine().diagnose(_dev_fresh5("f5d-llama-chat-wrong-params-json"))
+    assert d.category == "state_dict_loading"
+    assert "configuration file" in _fixes(d.fixes)
+
+
+def test_embeddings_collected_over_many_inputs_are_moved_to_the_cpu() -> None:
+    d = Engine().diagnose(_dev_fresh5("f5d-sentence-embedding-accumulate-gpu-tensors"))
+    assert d.category == "cuda_oom"
+    assert ".cpu()" in _fixes(d.fixes)
+
+
+def test_bare_illegal_memory_access_suggests_upgrading_the_library_that_ships_the_kernel() -> None:
+    d = Engine().diagnose(_dev_fresh5("f5d-vllm-awq-illegal-memory-access"))
+    assert d.category == "illegal_memory_access"
+    assert "upgrade that library" in _fixes(d.fixes)
+
+
+def test_speech_training_oom_that_a_smaller_batch_did_not_fix_leads_with_over_long_samples() -> None:
+    d = Engine().diagnose(_dev_fresh5("f5d-espnet-oom-long-utterances"))
+    assert d.category == "cuda_oom"
+    assert d.hypotheses[0].cause.startswith("Variable-length data")
+    assert "maximum length" in _fixes(d.fixes)
+
+
+def test_plain_oom_without_variable_length_words_does_not_lead_with_over_long_samples() -> None:
+    d = Engine().diagnose("I get CUDA out of memory when training my image classifier. I reduced the batch size but I got the same problem.")
+    assert d.category == "cuda_oom"
+    assert not d.hypotheses[0].cause.startswith("Variable-length data")
