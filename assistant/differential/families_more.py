@@ -249,7 +249,7 @@ CUDNN = Family(
             outcomes=frozenset({"cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch"}),
         ),
     ),
-    decisive=frozenset({"cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch", "cuda.cudnn_rnn_eval", "cuda.visible_devices_invalid"}),
+    decisive=frozenset({"cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch", "cuda.cudnn_rnn_eval", "cuda.visible_devices_invalid", "cuda.cudnn_plan_warning"}),
     plain=frozenset({"cuda.cudnn_internal_error"}),
 )
 

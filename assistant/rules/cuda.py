@@ -406,7 +406,7 @@ def _status_story(table: tuple[StatusStory, ...], status: str) -> StatusStory:
     priority=22,
     outcomes=('cuda.cudnn_no_memory', 'cuda.cudnn_execution_failed', 'cuda.cudnn_bad_param', 'cuda.cudnn_not_supported', 'cuda.cudnn_mapping_error',
               'cuda.cudnn_arch_mismatch', 'cuda.cudnn_version_mismatch', 'cuda.cudnn_internal_error', 'cuda.cudnn_no_algorithm', 'cuda.cudnn_rnn_eval',
-              'cuda.cudnn_init_build'),
+              'cuda.cudnn_init_build', 'cuda.cudnn_plan_warning'),
     examples=(
         Example('realworld/dev/frn-cudnn-not-initialized-memory', 'cuda.cudnn_no_memory'),
         Example('corpus/cuda/cudnn_alloc_failed_lowercase_title.txt', 'cuda.cudnn_no_memory'),
@@ -431,6 +431,7 @@ def _status_story(table: tuple[StatusStory, ...], status: str) -> StatusStory:
         Example('corpus/cuda/cudnn_find_no_engine.txt', 'cuda.cudnn_no_algorithm'),
         Example('corpus/cuda/cudnn_rnn_backward_eval_mode.txt', 'cuda.cudnn_rnn_eval'),
         Example('corpus/cuda/cudnn_rnn_backward_eval_mode_sampling.txt', 'cuda.cudnn_rnn_eval'),
+        Example('corpus/cuda/cudnn_v8_plan_failed_warning.txt', 'cuda.cudnn_plan_warning'),
     ),
 )
 def cudnn_error(ctx: Context) -> RuleHit | None:
@@ -466,6 +467,15 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
                      "driver supports, no kernels for this GPU, or another cuDNN on the library path) rather than to memory; "
                      "if the GPU was already nearly full, it is out of memory instead.")
     found.append(Fact("status", f"CUDNN_STATUS_{status}" if status != "NO_ALGORITHM" else "no valid cuDNN algorithm"))
+    plan = ctx.search(r"cudnnException|cudnnFinalize Descriptor Failed|Plan failed with")
+    # Only when the rejected plan is the whole story: next to a real cuDNN error the plan lines are its echo, not the failure.
+    if plan and status != "NO_ALGORITHM" and not ctx.search(r"cuDNN error: CUDNN_STATUS|unable to find an engine|Unable to find a valid cuDNN"):
+        # The cuDNN v8 API's plan search: one rejected execution plan, printed (often as a warning) before the next plan runs.
+        cause = (f"cuDNN rejected one execution plan ({plan.group(0)}, CUDNN_STATUS_{status}) while PyTorch's cuDNN v8 API searched for one; "
+                 "PyTorch then tries the next plan, and some releases print every rejection even when the run goes on.")
+        fixes = [remedy("cudnn-errors#upgrade-torch-plan-warning"), remedy("cudnn-errors#disable-cudnn-once"), remedy("cudnn-errors#check-loaded-cudnn")]
+        return hit("cuda.cudnn_plan_warning", "cudnn_error", f"cuDNN plan rejected: {status}", cause, fixes, docs[:1], found, 0.85,
+                   facts=Facts(names=(f"CUDNN_STATUS_{status}",), layer=layer, layer_kind=kind))
     if ctx.failure.cuda_asserts:
         a = ctx.failure.cuda_asserts[0]
         cause += f" The log also shows a kernel assertion in `{_kernel_label(a)}` (`{a.condition}`): that earlier failure is the real cause."

@@ -148,6 +148,7 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
     if sizes:
         cause += f" In addition {len(sizes)} tensor(s) differ in shape."
     fixes.append(remedy("state-dict-keys#compare-two-key-sets"))
+    fixes.append(remedy("state-dict-keys#build-with-saved-config"))
     fixes.append(remedy("state-dict-keys#rename-or-load-non-strict"))
     return hit("io.state_dict", "state_dict_loading", "state_dict keys do not match the model", cause, fixes, docs, _loc(ctx, found), 0.95, facts=facts)
 

@@ -123,6 +123,8 @@ def _module_not_callable(ctx: Context) -> RuleHit:
 
 # "Exception ignored in: <function X.__del__ ...>": Python reporting an error in a destructor at teardown.
 _IGNORED_IN_DEL = lazy_re(r"^Exception ignored in: <function [\w.]+\.__del__\b", re.M)
+# A library's own message that a feature the code uses is gone since a named release ("... has been removed in v2.0.0").
+_REMOVED_IN_VERSION = lazy_re(r"\b(?:has been|have been|was|were) removed in (?:v(?:ersion)?\s?)?\d+\.\d+", re.I)
 # An exception line ("SomeError: ...", "Exception: ...") at the start of a line.
 _ERROR_LINE = lazy_re(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S", re.M)
 
@@ -181,6 +183,8 @@ def python_exception(ctx: Context) -> RuleHit | None:
         return None
     if _teardown_fallout(ctx):
         return None  # a destructor failing because its object's __init__ raised first: that earlier error is the failure
+    if _REMOVED_IN_VERSION.search(msg):
+        return None  # a library says the API the code uses was removed in a named release: a version mismatch, not the program's logic
     frame = ctx.user_frame
     src = frame.source if frame and frame.source else ""
     at = f" in {ctx.where()}" if frame else ""
