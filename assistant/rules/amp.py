@@ -182,6 +182,11 @@ def gradscaler(ctx: Context) -> RuleHit | None:
             remedy("gradscaler-misuse#float32-params-with-autocast", device=dev),
             remedy("gradscaler-misuse#bfloat16-without-scaler", device=dev),
         ]
+        # The report ties the failure to a validation/sampling step run during training: that step cast the shared model.
+        if ctx.search(r"validation|log_validation|\bevaluat(?:e|ion)\b.{0,40}(?:during|while) training"):
+            cause += (" The text ties the failure to a validation step: code that prepares the model for inference in float16 "
+                      "converts the weights being trained as well.")
+            fixes.insert(0, remedy("gradscaler-misuse#keep-dtype-during-validation"))
         return hit("amp.fp16_params", "amp_error", "GradScaler with float16 parameters", cause, fixes, _DOCS, _found(ctx), 0.95,
                    facts=Facts(dtypes=("float16",), call="GradScaler.unscale_", names=(lib,) if lib else ()))
     if ctx.search(r"unscale_\(\) has already been called on this optimizer since the last update\(\)"):

@@ -396,6 +396,10 @@ def _two_gpus(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHi
         # DataParallel replicates parameters and buffers only: a plain tensor attribute (or one made with .cuda()) stays on the first GPU.
         remedy("device-mismatch#dataparallel-buffers"),
     ]
+    # The report ties the failure to which GPUs are visible (or to automatic placement over several): the model was spread over
+    # every GPU it could see while the inputs went to the first one.
+    if ctx.search(r"CUDA_VISIBLE_DEVICES|device_map|\b(?:multiple|several|all|more than one) (?:of the )?GPUs?\b|multi-?GPU"):
+        fixes.insert(0, remedy("device-mismatch#one-visible-gpu"))
     return hit("devices.two_gpus", "device_mismatch", f"Tensors on two different GPUs ({p.a}, {p.b})", cause, fixes, ("device-mismatch",), _loc(ctx, found), 0.95, facts=facts)
 
 

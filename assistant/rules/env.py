@@ -530,3 +530,35 @@ def _parent_missing(ctx: Context, directory: str, path: str | None) -> RuleHit:
     fixes = [remedy("files-and-permissions#create-output-dir", directory=directory)]
     return hit("env.save_parent_missing", "environment_error", "Output directory does not exist", cause, fixes, ("files-and-permissions",),
                _found(ctx, Fact("path", directory)), 0.93, facts=Facts(names=tuple(x for x in (directory, path) if x)))
+
+
+# Words that are dictionary keys of ordinary training code, never an architecture's model_type.
+_NOT_MODEL_TYPE = frozenset({"model", "models", "state_dict", "model_state_dict", "config", "weights", "params", "module", "base", "name",
+                             "type", "model_type", "image", "images", "label", "labels", "input_ids", "text", "train", "test", "val"})
+
+
+@rule(
+    'env.unknown_model_type',
+    category='environment_error',
+    docs=("hf-remote-code-architecture",),
+    reads=("KeyError", "text"),
+    priority=70,
+    examples=(Example("corpus/env/keyerror_model_type_mergekit.txt", "env.unknown_model_type"),),
+)
+def unknown_model_type(ctx: Context) -> RuleHit | None:
+    """A bare KeyError whose key is the architecture the user loads: a config registry that predates that model type."""
+    m = ctx.search(r"KeyError: ['\"]([a-z][a-z0-9_-]{2,30})['\"]")
+    if not m:
+        return None
+    key = m.group(1)
+    if key in _NOT_MODEL_TYPE or ctx.search(rf"\[\s*['\"]{re.escape(key)}['\"]\s*\]"):
+        return None  # a key of the user's own dict (indexed with ['key'] in the quoted code)
+    registry = ctx.search(r"configuration_auto|CONFIG_MAPPING|model_type")
+    named = ctx.search(rf"\b{re.escape(key)}\b[\w.-]*(?:\s+[\w.-]+){{0,2}}?\s+(?:models?|checkpoints?|weights)\b", re.I)
+    if not (registry or named):
+        return None
+    cause = (f"The missing key `{key}` is the type of the model being loaded: the installed library looks the architecture up by its "
+             "`model_type` in a registry that has no such entry, because that release predates support for this architecture.")
+    fixes = [remedy("hf-remote-code-architecture#upgrade-transformers")]
+    return hit("env.unknown_model_type", "environment_error", f"Model type '{key}' unknown to the installed transformers", cause, fixes,
+               ("hf-remote-code-architecture",), _found(ctx, Fact("key", f"model type '{key}'")), 0.85, facts=Facts(names=(key,)))

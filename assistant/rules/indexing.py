@@ -108,6 +108,8 @@ def tensor_index(ctx: Context) -> RuleHit | None:
 
 def _index_self(ctx: Context) -> RuleHit:
     name, kind = ctx.layer
+    # The report points at the sequence length (a tokenizer max_length, "length of the sequence"): position ids past the position table.
+    longer = ctx.search(r"\bmax_length\s*=|\b(?:sequence|input|text) length\b|length of the (?:sequence|input|text)|max_position_embeddings")
     embedding = kind == "Embedding" or _mentions(ctx, r"embedding|sparse\.py", re.I)
     if embedding:
         what = f"`{name}`" if name else "the embedding"
@@ -115,6 +117,8 @@ def _index_self(ctx: Context) -> RuleHit:
                  "the vocabulary/tokenizer has more entries than num_embeddings (added or special tokens, a different vocabulary), an unknown-token or "
                  "padding id set to len(vocab), or negative ids (a padding/ignore value fed as input).")
         fixes = [remedy("index-out-of-range#compare-ids-num-embeddings", layer=name)]
+        if longer:
+            fixes.insert(0, remedy("index-out-of-range#truncate-to-position-limit"))
         if _mentions(ctx, r"transformers|tokenizer", re.I):
             fixes.append(remedy("index-out-of-range#resize-token-embeddings"))
         else:
@@ -122,7 +126,12 @@ def _index_self(ctx: Context) -> RuleHit:
         return hit("index.embedding", "index_error", "Embedding index out of range", cause, fixes, _DOCS, _found(ctx), 0.93,
                    facts=Facts(layer=name, layer_kind="Embedding", argument="input"))
     cause = "index_select (or an indexing operation built on it) received an index >= the size of the indexed dimension, or a negative one."
+    if longer:
+        cause += (" The text sets or asks about the sequence length: with a transformer, position ids beyond the model's position table "
+                  "(max_position_embeddings) fail this way even when every token id is valid.")
     fixes = [remedy("index-out-of-range#assert-index-range")]
+    if longer:
+        fixes.insert(0, remedy("index-out-of-range#truncate-to-position-limit"))
     return hit("index.out_of_range_self", "index_error", "Index out of range", cause, fixes, _DOCS, _found(ctx), 0.88, facts=Facts(call="index_select"))
 
 

@@ -116,6 +116,10 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
             ck, cur = _shape(sizes[0][1]), _shape(sizes[0][2])
             cause += (f" Only the output layer differs: the checkpoint's has {ck[0] if ck else '?'} outputs and the model's {cur[0] if cur else '?'} "
                       "— the model was built for a different number of outputs than the run that saved it.")
+            # The loader's own message names `from_pretrained`/`ignore_mismatched_sizes`: the Hugging Face loader, whose flag re-creates the head.
+            if ctx.search(r"ignore_mismatched_sizes"):
+                fixes.append(remedy("hf-size-mismatch-heads#ignore-mismatched", num_classes=cur[0] if cur else None))
+                docs = ("hf-size-mismatch-heads", *docs)
             fixes.append(remedy("state-dict-size-mismatch#load-all-but-output-layer", keys=names[:4]))
             fixes.append(remedy("state-dict-size-mismatch#build-with-checkpoint-outputs"))
             # Not fine-tuning at all: a training script that resumes by itself found a file from an earlier run with another class count.

@@ -45,9 +45,12 @@ _TRIED_WORKERS = lazy_re(r"\b(?:reduc|lower|decreas|set)\w* (?:the |my )?num_wor
 # The user chose a GPU with CUDA_VISIBLE_DEVICES (the value when they give one).
 _VISIBLE_DEVICES = lazy_re(r"\bCUDA_VISIBLE_DEVICES\b(?:\s*=\s*[\"']?([\d,]+))?")
 # A description that says "OOM" (or "爆显存", GPU memory blown) without CUDA's own wording.
-_PROSE_OOM = lazy_re(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of me(?:mo|meo|mro)ry|爆显存|显存不足")
+_PROSE_OOM = lazy_re(r"(?<![A-Za-z])OOM(?![A-Za-z])|out of me(?:mo|meo|mro)ry|爆显存|显存不足|CUDA memory (?:exception|error)"
+                     r"|exceed\w* (?:the )?(?:GPU|CUDA) (?:RAM|memory)")
 # Evaluation named next to the OOM in a description ("Validation out of memory", "out of memory during testing", "验证时出现out of memory").
-_EVAL_OOM = lazy_re(r"(?:validat\w{0,12}|evaluat\w{0,12}|testing|inference|验证|测试)[^.\n]{0,40}(?:out of memory|\bOOM\b)|(?:out of memory|\bOOM\b)[^.\n]{0,30}\b(?:validat\w*|evaluat\w*|testing|inference)", re.I)
+_EVAL_OOM = lazy_re(r"(?:validat\w{0,12}|evaluat\w{0,12}|testing|inference|验证|测试)[^.\n]{0,40}(?:out of memory|\bOOM\b)|(?:out of memory|\bOOM\b)[^.\n]{0,30}\b(?:validat\w*|evaluat\w*|testing|inference)"
+                   # "a large evaluation set whose predictions exceed GPU RAM": the evaluation outputs themselves fill the GPU.
+                   r"|(?:validat\w{0,12}|evaluat\w{0,12}|predict\w{0,8})[^.\n]{0,100}exceed\w* (?:the )?(?:GPU|CUDA) (?:RAM|memory)", re.I)
 # A running total built from the loss tensor itself ("total_loss += loss", "+= ... without .item()"): keeps every step's graph alive.
 _LOSS_ACCUM = lazy_re(r"\b\w{0,40}loss\w{0,40}\s*\+=\s*\w{0,40}loss\w*\b(?![.\[])|\+=[^\n]{0,30}\bwithout \.?item\(\)", re.I)
 # backward(retain_graph=True) (or retain_graph = True as an argument) written in the user's code or words.
@@ -495,6 +498,14 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
             remedy("cuda-oom#smaller-eval-batch"),
             _measure_fix(),
         ]
+        # The text says the collected predictions/logits are what fills the GPU (a Trainer's evaluate/predict keeps them there).
+        if re.search(r"\b(?:predictions?|logits|outputs)\b[^.\n]{0,80}\b(?:GPU|concatenat\w*|accumulat\w*)", raw, re.I):
+            cause += (" Here the text says the predictions themselves are what fills the GPU: outputs gathered over the whole evaluation set "
+                      "stay on the device until the end, so the memory needed grows with the size of that set.")
+            fixes.insert(0, remedy("memory-growth-training-loop#collect-cpu-copies"))
+            del fixes[2]
+            if re.search(r"\bTrainer\b|\.(?:evaluate|predict)\(\)", raw):
+                fixes.insert(1, remedy("memory-growth-training-loop#trainer-eval-accumulation"))
         return hit("memory.cuda_oom_eval", "cuda_oom", "CUDA out of memory during validation/testing", cause, fixes, _DOCS, found, 0.75,
                    facts=Facts(flags=frozenset({"in_eval"})))
     load = _checkpoint_load(ctx)
@@ -541,7 +552,7 @@ _HOST_EVAL = lazy_re(r"\b(?:during|in|at) (?:the )?(?:validation|evaluation|eval
 _GPU_WORDS = lazy_re(r"\b(?:GPU|VRAM|CUDA memory|cuda memory|nvidia-smi)\b")
 # The growth is tied to a loop in the user's own code ("in a for loop", "with every loop").
 _IN_LOOP = lazy_re(r"\b(?:in|inside) (?:a |the |my )?(?:for |while )?loop\b|\b(?:every|each) loop\b", re.I)
-_HOST_WORDS = lazy_re(r"\b(?:RAM|CPU memory|system memory|host memory|RSS)\b")
+_HOST_WORDS = lazy_re(r"\b(?:(?<!GPU )RAM|CPU memory|system memory|host memory|RSS)\b")  # "GPU RAM" is the GPU's memory
 # The user's words name the data loading workers (or a loader whose streaming pipeline runs one copy per worker).
 _LOADER_WORKERS = lazy_re(r"\bnum_workers\b|\b(?:data ?loader|loading|loader) workers?\b|\bworkers?\b|\bDataLoader\b|\bWebDataset\b|\bprefetch_factor\b", re.IGNORECASE)
 

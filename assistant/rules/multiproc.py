@@ -240,6 +240,9 @@ def _unpicklable(ctx: Context, m: re.Match[str]) -> RuleHit:
             remedy("spawn-pickling#create-object-where-used", object_type=obj),
             remedy("spawn-pickling#drop-when-pickling"),
         ]
+        # A process pool of a dataset map (`num_proc=N`, "Spawning N processes"): the mapped function's captured objects are what is pickled.
+        if ctx.search(r"\bnum_proc\b|Spawning \d+ processes|preprocessing_num_workers"):
+            fixes.insert(0, remedy("spawn-pickling#single-process-map"))
         return hit("mp.unpicklable_object", "multiprocessing_error", f"Cannot pickle a {obj} object for a worker process", cause, fixes, _DOCS, found, 0.88, facts=facts)
     cause = (f"{start}, and `{obj}` cannot be: lambdas and functions or classes defined inside another function have no importable name, "
              "so the child could not find them.")

@@ -145,7 +145,7 @@ def _teardown_fallout(ctx: Context) -> bool:
            "NotImplementedError", "IndexError", "RuntimeError", "text", "other"),
     priority=FALLBACK + 1,
     outcomes=('python.builtin', 'python.key_error', 'python.reader_none', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
-              'python.index_error', 'python.name_error', 'python.recursion', 'python.tensor_to_scalar'),
+              'python.index_error', 'python.name_error', 'python.recursion', 'python.tensor_to_scalar', 'python.peft_targets'),
     examples=(
         Example("corpus/python/valueerror_config_float_captured.txt", "python.builtin"),
         Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
@@ -165,6 +165,7 @@ def _teardown_fallout(ctx: Context) -> bool:
         Example("corpus/python/recursionerror_forward_calls_self_captured.txt", "python.recursion"),
         Example("corpus/python/item_multi_element_loss_captured.txt", "python.tensor_to_scalar"),
         Example("corpus/python/float_multi_element_tensor_captured.txt", "python.tensor_to_scalar"),
+        Example("corpus/python/peft_target_modules_not_found.txt", "python.peft_targets"),
     ),
 )
 def python_exception(ctx: Context) -> RuleHit | None:
@@ -259,6 +260,16 @@ def python_exception(ctx: Context) -> RuleHit | None:
         fixes = [remedy("python-errors#define-or-import")]
         return hit("python.name_error", "python_error", title, cause, fixes, _DOCS, found, 0.75,
                    facts=Facts(names=(name.group(1),) if name else ()))
+    targets = re.search(r"Target modules? (.{1,200}?) (?:not found in the base model|is not supported)", msg)
+    if exc == "ValueError" and targets:
+        names = targets.group(1)
+        cause = (f"The adapter configuration asks to wrap {names}, but the model has no layer of that name (or of a supported type): "
+                 "`target_modules` is matched against this model's own module names, and architectures name (and sometimes fuse) "
+                 "their attention projections differently.")
+        fixes = [remedy("peft-target-modules#list-linear-names"), remedy("peft-target-modules#target-models-own-names"),
+                 remedy("peft-target-modules#target-all-linear")]
+        return hit("python.peft_targets", "python_error", "LoRA target modules not in this model", cause, fixes, ("peft-target-modules", *_DOCS),
+                   found, 0.9, facts=Facts(names=(names,)))
     if exc == "RecursionError":
         cause = (f"Infinite recursion{at}: a function keeps calling itself" + (f" (`{src}`)" if src else "")
                  + ", for example a forward() that calls the module itself or a property that reads itself.")
