@@ -75,3 +75,15 @@ def test_plain_oom_without_variable_length_words_does_not_lead_with_over_long_sa
     d = Engine().diagnose("I get CUDA out of memory when training my image classifier. I reduced the batch size but I got the same problem.")
     assert d.category == "cuda_oom"
     assert not d.hypotheses[0].cause.startswith("Variable-length data")
+
+
+# Printed here by torch 2.13: a scripted function called with more arguments than its signature takes.
+_SCRIPTED_CALL = ("RuntimeError: scatter_sum() expected at most 3 argument(s) but received 6 argument(s). "
+                  "Declaration: scatter_sum(Tensor src, Tensor index, int dim=-1) -> Tensor")
+
+
+def test_scripted_library_call_with_another_signature_is_a_library_version_question() -> None:
+    for text in (_SCRIPTED_CALL, _dev_fresh5("f5d-gtn-scatter-add-api-version")):
+        d = Engine().diagnose(text)
+        assert d.category == "environment_error"
+        assert "Declaration:" in _fixes(d.fixes)
