@@ -575,3 +575,37 @@ def cuda_unavailable(ctx: Context) -> RuleHit | None:
         return hit(outcome, "cuda_unavailable", title, cause, [remedy(r) for r in refs], ("cuda-unavailable", "cuda-arch-mismatch"), _loc(ctx, found), 0.93,
                    facts=Facts(numbers=numbers, devices=devs, names=(m.group(0),)))
     return None
+
+
+# torch.cuda.is_available() shown answering False: an interpreter session's output line, or the user's words about it.
+_IS_AVAILABLE_FALSE = lazy_re(r"cuda\.is_available\(\)[ \t]*(?:\r?\n[ \t]*(?:Out\[\d+\]:[ \t]*)?|[ \t]+(?:always[ \t]+)?"
+                              r"(?:returns?|returned|returning|gives|gave|is|prints?|printed|shows?|showed|outputs?|says)[ \t]+(?:always[ \t]+)?)False\b")
+
+
+@rule(
+    'devices.cuda_reported_unavailable',
+    category='cuda_unavailable',
+    docs=("cuda-unavailable",),
+    reads=("text",),
+    priority=71,  # a weak reading of prose: after the family's own messages
+    outcomes=('devices.cuda_reported_unavailable',),
+    examples=(
+        Example("corpus/devices/is_available_false_repl_pip_wheel.txt", "devices.cuda_reported_unavailable"),
+    ),
+)
+def cuda_reported_unavailable(ctx: Context) -> RuleHit | None:
+    """No exception: the report shows torch.cuda.is_available() answering False."""
+    m = _IS_AVAILABLE_FALSE.search(ctx.text)
+    if not m:
+        return None
+    cause = ("torch.cuda.is_available() answers False, so this PyTorch cannot use a GPU in this process. The usual reasons: a CPU-only build "
+             "was installed; the build targets a newer CUDA release than the installed NVIDIA driver supports (each CUDA release needs a "
+             "minimum driver version); or the process sees no GPU (no driver, a container without GPU access, CUDA_VISIBLE_DEVICES).")
+    fixes = [
+        remedy("cuda-unavailable#check-driver-and-visibility"),
+        remedy("cuda-unavailable#update-driver-or-older-wheel"),
+        remedy("cuda-unavailable#install-cuda-build"),
+    ]
+    found = [Fact("output", " ".join(m.group(0).split()))]
+    return hit("devices.cuda_reported_unavailable", "cuda_unavailable", "CUDA not available to PyTorch", cause, fixes,
+               ("cuda-unavailable",), _loc(ctx, found), 0.8)

@@ -142,6 +142,13 @@ def missing_module(ctx: Context) -> RuleHit | None:
             remedy("library-version-mismatch#install-required-version", package=top),
             remedy("library-version-mismatch#update-importing-code", module=module),
         ]
+        importer = _private_torch_importer(ctx, module)
+        if importer:
+            # A private torch module (torch._six): the library importing it predates the installed torch.
+            cause = (f"`{module}` is a private torch module that no longer has `{name}` in the installed torch; `{importer}` imports it, "
+                     f"so the installed `{importer}` release is older than this torch and relied on an internal name that was removed.")
+            fixes = [remedy("library-version-mismatch#upgrade-library-importing-private", package=importer),
+                     remedy("library-version-mismatch#install-pinned-torch")]
         return hit("env.cannot_import_name", "environment_error", f"Cannot import `{name}`" + (f" from `{module}`" if module else ""), cause, fixes,
                    ("library-version-mismatch", "module-not-found"), _found(ctx), 0.9, facts=Facts(names=tuple(x for x in (name, module) if x)))
     m = ctx.search(r"module '([\w.]+)' has no attribute '(\w+)'")
@@ -154,6 +161,26 @@ def missing_module(ctx: Context) -> RuleHit | None:
         return hit("env.missing_attribute", "environment_error", f"`{mod}.{attr}` missing in this version", cause, fixes, ("library-version-mismatch",),
                    _found(ctx), 0.88, facts=Facts(names=(mod, attr)))
     return None
+
+
+def _private_torch_importer(ctx: Context, module: str | None) -> str | None:
+    """The third-party package that imports a private torch module (``torch._six``): its site-packages frame, or the
+    package named in the user's own import statement; None when the module is public or no other package is named."""
+    if not module or not module.startswith("torch._"):
+        return None
+    for fr in reversed(ctx.failure.frames):
+        m = re.search(r"-packages[/\\]([A-Za-z_]\w*)[/\\]", fr.file)
+        if m and m.group(1) != "torch":
+            return m.group(1)
+    if any(fr.file for fr in ctx.failure.frames):
+        return None  # a traceback with no third-party frame: the private import is in the project's own code
+    names = [m.group(1) or m.group(2) for m in re.finditer(r"(?m)(?:^|[`>]|\s)(?:from\s+([A-Za-z_]\w*)[\w.]*\s+import\b|import\s+([A-Za-z_]\w*))",
+                                                          ctx.failure.text)]
+    names = [n for n in names if n not in ("torch", "torchvision", "torchaudio") and n not in _STDLIB_LIKE]
+    return names[-1] if names else None
+
+
+_STDLIB_LIKE = frozenset({"os", "sys", "re", "math", "time", "json", "typing", "collections", "numpy", "np", "the", "a", "it", "this"})
 
 
 def _import_source(ctx: Context, name: str) -> str | None:
@@ -259,6 +286,14 @@ def _undefined_symbol(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
                 "packages for two CUDA majors installed side by side (nvidia-*-cu11 next to nvidia-*-cu12), another package pinning a different "
                 "nvidia-nccl wheel, or a system or conda NCCL on LD_LIBRARY_PATH.",
                 [remedy("library-version-mismatch#single-matching-nccl"), remedy("library-version-mismatch#clean-reinstall")])
+    own = folder.group(1) == "torch" if folder else bool(name and _TORCH_OWN_LIB.match(name))
+    if own and re.match(r"_Z\w*?(?:2at|3c10|5torch|6caffe2)", symbol):
+        # One of torch's own libraries misses a symbol of torch itself: the torch files come from two different builds.
+        return ("torch's own libraries come from two different builds",
+                f"`{name}`, part of the installed torch, needs `{symbol[:80]}`, a symbol of torch itself that the other torch library loaded "
+                "does not export: the files of two torch builds are mixed, typically two torch packages installed into one environment "
+                "(a nightly and a release, a conda and a pip copy, or one pulled in by another package) or an upgrade that left files of the old version.",
+                [remedy("library-version-mismatch#clean-reinstall"), remedy("library-version-mismatch#reinstall-torch-and-extensions-together")])
     return ("Compiled module built against another library version",
             (f"`{name}` " if name else "A compiled module ") + f"needs the symbol `{m.group(3)[:80]}`, which the loaded libraries do not export: "
             "it was compiled against a different PyTorch (or CUDA) version than the one now installed, or a library it depends on was loaded "
@@ -418,10 +453,10 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
 @rule(
     'env.files_and_disk',
     category='environment_error',
-    docs=("files-and-permissions",),
+    docs=("files-and-permissions", "download-failures"),
     reads=("OSError", "RuntimeError", "text"),
     priority=67,
-    outcomes=('env.file_not_found', 'env.save_parent_missing', 'env.path_kind', 'env.permission', 'env.disk_full', 'env.network', 'env.illegal_instruction'),
+    outcomes=('env.file_not_found', 'env.save_parent_missing', 'env.path_kind', 'env.permission', 'env.disk_full', 'env.ssl_certificate', 'env.network', 'env.illegal_instruction'),
     examples=(
         Example("captured/cpu/dataset-relative-path-not-found", "env.file_not_found"),
         Example("captured/cpu/torch-save-missing-checkpoint-dir", "env.save_parent_missing"),
@@ -431,6 +466,7 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
         Example("corpus/env/permission_denied_hf_cache.txt", "env.permission"),
         Example("corpus/env/disk_full_torch_save.txt", "env.disk_full"),
         Example("corpus/env/disk_full_dolly.txt", "env.disk_full"),
+        Example("corpus/env/ssl_self_signed_pretrained_download.txt", "env.ssl_certificate"),
         Example("corpus/env/network_name_resolution_facenet.txt", "env.network"),
         Example("corpus/env/network_huggingface_offline.txt", "env.network"),
         Example("corpus/env/network_unreachable_hf_hub.txt", "env.network"),
@@ -475,6 +511,13 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
             remedy("corrupt-checkpoint#atomic-save"),
         ]
         return hit("env.disk_full", "environment_error", "No space left on device", cause, fixes, ("files-and-permissions", "corrupt-checkpoint"), _found(ctx), 0.92)
+    if ctx.search(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+        # The host answered but its TLS chain was not trusted: not a missing network, so the offline advice does not apply.
+        cause = ("A download (pretrained weights, a dataset) reached its host, but Python could not verify the HTTPS certificate chain: "
+                 "a proxy or firewall re-signing traffic with its own root certificate, or a missing or outdated CA bundle.")
+        fixes = [remedy("download-failures#trust-local-ca-bundle"), remedy("download-failures#download-file-manually")]
+        return hit("env.ssl_certificate", "environment_error", "SSL certificate verification failed during a download", cause, fixes,
+                   ("download-failures",), _found(ctx), 0.85)
     if ctx.search(r"We couldn't connect to 'https?://huggingface\.co'|Failed to establish a new connection|Temporary failure in name resolution|urlopen error|Connection refused|Max retries exceeded with url|offline mode is enabled|LocalEntryNotFoundError"):
         hf = bool(ctx.search(r"huggingface|hf_hub|LocalEntryNotFoundError"))
         host = ctx.search(r"host='([\w.-]+)'|https?://([\w.-]+)")
