@@ -114,3 +114,34 @@ def test_plan_lines_next_to_a_real_cudnn_error_do_not_hide_it() -> None:
 def test_the_bare_plan_warning_is_read_as_the_plan_search() -> None:
     h = _hit_text(example_text("corpus/cuda/cudnn_v8_plan_failed_warning.txt"))
     assert h is not None and h.rule == "cuda.cudnn_plan_warning"
+
+
+# --- 5. a framework registry has no class of the configured name ---------------------------------------------------
+
+# mmengine's registry message as quoted in public notes (the class and scope names vary).
+_REGISTRY_MISS = (
+    "Traceback (most recent call last):\n"
+    "  File \"/env/lib/python3.10/site-packages/mmengine/registry/build_functions.py\", line 100, in build_from_cfg\n"
+    "    raise KeyError(\n"
+    "KeyError: 'GazeProjectionSelfLoss is not in the mmpose::model registry. Please check whether the value of "
+    "`GazeProjectionSelfLoss` is correct or it was registered as expected. More details can be found at "
+    "https://mmengine.readthedocs.io/en/latest/advanced_tutorials/config.html#import-the-custom-module'\n"
+)
+
+
+def test_registry_miss_is_not_read_as_a_dict_key() -> None:
+    h = _hit_text(_REGISTRY_MISS)
+    assert h is None or h.rule != "python.key_error"
+
+
+def test_registry_miss_answers_with_importing_or_installing_the_module() -> None:
+    d = Engine().diagnose(_REGISTRY_MISS)
+    assert d.category == "environment_error"
+    fixes = _fixes(d.fixes)
+    assert "custom_imports" in fixes and "pip install -v -e ." in fixes
+
+
+def test_ordinary_key_error_stays_a_dict_key() -> None:
+    # Printed here by Python 3.11: {'a': 1}['b'].
+    h = _hit_text("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nKeyError: 'b'\n")
+    assert h is not None and h.rule == "python.key_error"

@@ -125,6 +125,8 @@ def _module_not_callable(ctx: Context) -> RuleHit:
 _IGNORED_IN_DEL = lazy_re(r"^Exception ignored in: <function [\w.]+\.__del__\b", re.M)
 # A library's own message that a feature the code uses is gone since a named release ("... has been removed in v2.0.0").
 _REMOVED_IN_VERSION = lazy_re(r"\b(?:has been|have been|was|were) removed in (?:v(?:ersion)?\s?)?\d+\.\d+", re.I)
+# A config-driven framework's registry lookup ("X is not in the mmdet::model registry", "No object named 'X' found in 'BACKBONE' registry").
+_REGISTRY_LOOKUP = lazy_re(r"\bis not in the [\w:]+ registry\b|\bfound in '\w+' registry\b")
 # An exception line ("SomeError: ...", "Exception: ...") at the start of a line.
 _ERROR_LINE = lazy_re(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S", re.M)
 
@@ -186,6 +188,8 @@ def python_exception(ctx: Context) -> RuleHit | None:
         return None  # a destructor failing because its object's __init__ raised first: that earlier error is the failure
     if _REMOVED_IN_VERSION.search(msg):
         return None  # a library says the API the code uses was removed in a named release: a version mismatch, not the program's logic
+    if exc == "KeyError" and _REGISTRY_LOOKUP.search(msg):
+        return None  # a framework's registry has no class of that name: how the package is installed and imported, not a dict key
     frame = ctx.user_frame
     src = frame.source if frame and frame.source else ""
     at = f" in {ctx.where()}" if frame else ""
