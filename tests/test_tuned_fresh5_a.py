@@ -142,3 +142,30 @@ def test_lora_target_modules_not_found_lists_the_models_names() -> None:
     h = _hit_text(_dev_fresh5("f5a-baichuan-lora-target-modules-not-found"))
     assert h.rule == "python.peft_targets" and h.category == "python_error"
     assert "named_modules" in _fixes(h.fixes) and "target_modules" in _fixes(h.fixes)
+
+
+# --- a loss reported as exactly 0 in a float16 run ------------------------------------------------------------------
+
+def test_loss_all_zero_with_fp16_reads_as_half_precision_overflow() -> None:
+    h = _hit_text(_dev_fresh5("f5a-baichuan2-13b-fp16-loss-zero"))
+    assert h.category == "nan_inf" and "float16" in h.title
+    assert "bf16" in _fixes(h.fixes[:1])
+
+
+def test_loss_zero_without_half_precision_is_not_read_as_overflow() -> None:
+    found = rules.match(parse_failure("When fine-tuning with LoRA the training loss is always 0 from the first step.")).hit
+    assert found is None or found.category != "nan_inf"
+
+
+# --- a saved LoRA adapter of a few hundred bytes --------------------------------------------------------------------
+
+def test_adapter_file_of_a_few_hundred_bytes_reads_as_empty_save() -> None:
+    h = _hit_text(_dev_fresh5("f5a-alpaca-lora-443-byte-adapter"))
+    assert h.rule == "io.adapter_saved_empty" and h.category == "serialization_error"
+    assert "get_peft_model_state_dict" in _fixes(h.fixes) and "peft==" in _fixes(h.fixes)
+
+
+def test_adapter_on_a_13b_model_is_not_a_tiny_file() -> None:
+    text = "I fine-tuned llama 13B with LoRA; loading adapter_model.bin with PeftModel.from_pretrained takes 30 s. Is that normal?"
+    found = rules.match(parse_failure(text)).hit
+    assert found is None or found.rule != "io.adapter_saved_empty"

@@ -317,6 +317,43 @@ def loaded_model_untrained(ctx: Context) -> RuleHit | None:
                found, 0.65, facts=Facts(names=(untrained.group(0),)))
 
 
+# A saved adapter file named next to a size of a few hundred bytes (or called empty): the adapter's weights were not written.
+_ADAPTER_FILE = lazy_re(r"\badapter_model\w*(?:\.(?:bin|safetensors))?|\badapter (?:weights|file|checkpoint)\b", re.I)
+_TINY_FILE = lazy_re(r"\b\d{1,4}[ -]?bytes?\b(?! ?/)|\b(?:empty|nearly empty|almost empty|tiny)\b[^.\n]{0,30}\b(?:file|adapter|dict)", re.I)
+
+
+@rule(
+    'io.adapter_saved_empty',
+    category='serialization_error',
+    docs=("peft-adapter-empty-save",),
+    reads=("text",),
+    priority=72,
+    examples=(Example("corpus/io/peft_adapter_saved_nearly_empty.txt", "io.adapter_saved_empty"),),
+)
+def adapter_saved_empty(ctx: Context) -> RuleHit | None:
+    """A description (no error) of a saved LoRA/PEFT adapter file of a few hundred bytes."""
+    failure = ctx.failure
+    if failure.exc_type or failure.frames:
+        return None
+    text = failure.text or ctx.text
+    adapter, tiny = _ADAPTER_FILE.search(text), _TINY_FILE.search(text)
+    if not (adapter and tiny):
+        return None
+    cause = ("Training ends without an error, but the saved adapter holds no weights: a file of a few hundred bytes is an empty "
+             "dictionary with its serialisation overhead. The adapter selection was applied to something that no longer contained the "
+             "adapter's keys (a training script that already overrides `state_dict` with the adapter-only dictionary, combined with a "
+             "peft release that selects the adapter keys itself), the weights were partitioned across processes when saved, or the base "
+             "model was saved instead of the PEFT wrapper.")
+    fixes = [
+        remedy("peft-adapter-empty-save#drop-state-dict-override"),
+        remedy("peft-adapter-empty-save#pin-peft-for-script"),
+        remedy("peft-adapter-empty-save#recover-from-checkpoint"),
+    ]
+    found = [Fact("symptom", f"{adapter.group(0)} … {tiny.group(0)}")]
+    return hit("io.adapter_saved_empty", "serialization_error", "Saved adapter file is empty", cause, fixes, ("peft-adapter-empty-save",),
+               found, 0.7, facts=Facts(names=(adapter.group(0),)))
+
+
 _LOAD_DEFAULT_RELEASE = lazy_re(r"\b(?:py)?torch\s*(?:version\s*|v)?((?:2\.(?:[6-9]|1\d)|[3-9]\.\d+)(?:\.\d+)?)\b", re.I)
 _UNPICKLE_WORDS = lazy_re(r"unpickl|torch\.load\b|weights_only", re.I)
 

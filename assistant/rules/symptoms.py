@@ -70,6 +70,9 @@ _FP16 = lazy_re(r"\bfp16\b|float16|half[- ]precision|\.half\(\)|mixed[-_ ]precis
 # A loss described as diverging/exploding (no literal "nan"): the same family, read as "became non-finite/huge after a while".
 _DIVERGE = lazy_re(r"\bloss\w*\b[^.\n]{0,40}?\b(?:diverg\w*|explod\w*|blows? up|blew up)|\b(?:diverg\w*|exploding) (?:training )?loss", re.I)
 # The user's text names a logarithm (torch.log(x), log of 0): log at 0 is a direct source of -inf/NaN.
+# A loss reported as exactly 0 ("loss is always 0", "loss全为0"): in half precision the overflow story (inf/NaN steps skipped or
+# logged as 0), read only together with an fp16 flag (without it, fully masked labels are as likely).
+_ZERO_LOSS = lazy_re(r"(?<![A-Za-z_])(?:train_|training |eval_)?loss(?:es)?(?![A-Za-z_])[^.\n]{0,20}?(?:全为|全是|全部为|一直为|一直是|都是|都为|变成|变为|为|\b(?:becomes?|became|is|are|was|were|stays?|goes to|drops? to|all)\s+(?:always\s+|exactly\s+|all\s+)?)0(?:\.0+)?(?![\d.])", re.I)
 _LOG_CALL = lazy_re(r"torch\.log\(|\blog\(0\)|\blog\(\s*\w+\s*\)|\blog of (?:0|zero)\b", re.I)
 _BF16 = lazy_re(r"\bbf16\b|bfloat16", re.I)
 _LR_TRIED = lazy_re(r"(?:reduc|lower|decreas|chang|tun)\w{0,12} (?:the )?(?:learning[ _]rate|\blr\b)|learning[ _]rate to `?\d", re.I)
@@ -153,7 +156,7 @@ def _nan_position(text: str) -> int | None:
     m = _NAN.search(text)
     if m and _TRAINING.search(text):
         return m.start()
-    d = _DIVERGE.search(text)
+    d = _DIVERGE.search(text) or (_FP16.search(text) and _ZERO_LOSS.search(text))
     return d.start() if d else None
 
 
@@ -320,7 +323,7 @@ def nan_loss(ctx: Context) -> RuleHit | None:
     fp16 = _FP16.search(text)
     bf16 = _BF16.search(text)
     lr_tried = _LR_TRIED.search(text)
-    diverged = None if _NAN.search(text) else _DIVERGE.search(text)
+    diverged = None if _NAN.search(text) else (_DIVERGE.search(text) or (_ZERO_LOSS.search(text) if fp16 else None))
     said = _quote(_NAN.search(text) or diverged, text)
     found = [Fact("description", f"your words: \"{said}\"")]
     numbers: dict[str, float] = {}
@@ -404,6 +407,15 @@ def nan_loss(ctx: Context) -> RuleHit | None:
         fixes.insert(0, remedy("nan-loss-during-training#log-input-strictly-positive"))
     if timing.kind == "start" and fp16:
         fixes.insert(1, remedy("nan-loss-during-training#rule-out-fp16-overflow"))
+    if fp16 and not _NAN.search(text) and not _DIVERGE.search(text) and _ZERO_LOSS.search(text):
+        # No NaN named: the loss is reported as exactly 0 in a float16 run, the half-precision overflow story told by its result.
+        title = "Loss collapses to 0 in a float16 run"
+        cause = ("The loss is reported as exactly 0 while training in float16. A real loss is almost never exactly zero; in half precision "
+                 "activations or gradients that exceed float16's range become inf/NaN, the scaler skips those steps or the logged value "
+                 "collapses, and the model stops learning. Models pretrained in bfloat16 are the usual case: their activations do not fit "
+                 "float16.")
+        first = [remedy("nan-loss-during-training#gradscaler-or-bf16"), remedy("nan-loss-during-training#check-half-precision")]
+        fixes = first + [f for f in fixes if f.title not in {g.title for g in first}]
     facts = Facts(numbers=numbers, dtypes=("float16",) if fp16 else (), flags=frozenset(flags))
     return hit(outcome, "nan_inf", title, cause, fixes, _NAN_DOCS, found, 0.7 if timing.kind != "unknown" else 0.62,
                "nan loss during training", facts=facts)
