@@ -145,3 +145,19 @@ def test_ordinary_key_error_stays_a_dict_key() -> None:
     # Printed here by Python 3.11: {'a': 1}['b'].
     h = _hit_text("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nKeyError: 'b'\n")
     assert h is not None and h.rule == "python.key_error"
+
+
+# --- 6. NCCL failures on an old release: its bundled NCCL -------------------------------------------------------------
+
+def test_nccl_failure_with_the_torch_version_stated_offers_upgrading_torch() -> None:
+    d = Engine().diagnose(_dev_fresh5("f5b-examples-imagenet-nccl-multinode"))
+    assert d.category == "nccl_error"
+    assert any(h.id == "nccl-errors#old-bundled-nccl" for h in d.hypotheses)
+    assert "Upgrade PyTorch on every node" in _fixes(d.fixes)
+
+
+def test_bare_nccl_failure_does_not_guess_an_old_release() -> None:
+    # The error line of the same report, alone.
+    d = Engine().diagnose("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:272, unhandled system error\n")
+    assert d.category == "nccl_error"
+    assert not any(h.id == "nccl-errors#old-bundled-nccl" for h in d.hypotheses)
