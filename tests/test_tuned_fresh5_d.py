@@ -87,3 +87,15 @@ def test_scripted_library_call_with_another_signature_is_a_library_version_quest
         d = Engine().diagnose(text)
         assert d.category == "environment_error"
         assert "Declaration:" in _fixes(d.fixes)
+
+
+def test_library_attribute_missing_with_several_libraries_listed_is_a_version_pairing() -> None:
+    d = Engine().diagnose(_dev_fresh5("f5d-sbert-bert-tokenizer-unique-added-tokens"))
+    assert d.category == "environment_error"
+    assert "transformers and sentence-transformers" in _fixes(d.fixes)
+
+
+def test_attribute_missing_with_only_torch_listed_stays_a_python_error() -> None:
+    text = ("torch | 2.1.0\npython | 3.10.4\n\nAttributeError: 'Trainer' object has no attribute 'evaluate_loop'")
+    d = Engine().diagnose(text)
+    assert d.category == "python_error"

@@ -124,6 +124,22 @@ def _module_not_callable(ctx: Context) -> RuleHit:
 # "Exception ignored in: <function X.__del__ ...>": Python reporting an error in a destructor at teardown.
 _IGNORED_IN_DEL = lazy_re(r"^Exception ignored in: <function [\w.]+\.__del__\b", re.M)
 # A library's own message that a feature the code uses is gone since a named release ("... has been removed in v2.0.0").
+# A package listed with its version ("transformers | 2.11.0", "transformers==2.11.0", "- transformers: 2.11.0", "transformers version 2.11.0"):
+# the user's own account of the environment. The interpreter, torch itself and system components are not libraries calling each other.
+_LISTED_PACKAGE = lazy_re(r"^[ \t*|-]*([A-Za-z][\w.-]*[A-Za-z0-9])[ \t]*(?:\||==|:|[ \t](?:version[ \t])?v?)[ \t]*v?(\d+(?:\.\d+)+)\b", re.M)
+_NOT_A_LIBRARY = frozenset({"torch", "pytorch", "python", "cuda", "cudnn", "os", "gpu", "driver", "nvidia", "ubuntu", "windows", "macos", "gcc"})
+
+
+def _listed_libraries(text: str) -> list[str]:
+    """The libraries (other than torch) the user lists with a version, in order, without duplicates."""
+    seen: dict[str, None] = {}
+    for m in _LISTED_PACKAGE.finditer(text):
+        name = m.group(1)
+        if name.lower() not in _NOT_A_LIBRARY and not name.lower().startswith(("python", "cuda", "nvidia")):
+            seen.setdefault(name, None)
+    return list(seen)
+
+
 _REMOVED_IN_VERSION = lazy_re(r"\b(?:has been|have been|was|were) removed in (?:v(?:ersion)?\s?)?\d+\.\d+", re.I)
 # A config-driven framework's registry lookup ("X is not in the mmdet::model registry", "No object named 'X' found in 'BACKBONE' registry").
 _REGISTRY_LOOKUP = lazy_re(r"\bis not in the [\w:]+ registry\b|\bfound in '\w+' registry\b")
@@ -143,11 +159,13 @@ def _teardown_fallout(ctx: Context) -> bool:
     'python.python_exception',
     category='python_error',
     docs=_DOCS,
+    also=("environment_error",),
     reads=("KeyError", "TypeError", "AttributeError", "NameError", "ValueError", "ArithmeticError", "AssertionError",
            "NotImplementedError", "IndexError", "RuntimeError", "text", "other"),
     priority=FALLBACK + 1,
     outcomes=('python.builtin', 'python.key_error', 'python.reader_none', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
-              'python.index_error', 'python.name_error', 'python.recursion', 'python.tensor_to_scalar', 'python.peft_targets'),
+              'python.index_error', 'python.name_error', 'python.recursion', 'python.tensor_to_scalar', 'python.peft_targets',
+              'python.library_attribute_version'),
     examples=(
         Example("corpus/python/valueerror_config_float_captured.txt", "python.builtin"),
         Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
@@ -168,6 +186,7 @@ def _teardown_fallout(ctx: Context) -> bool:
         Example("corpus/python/item_multi_element_loss_captured.txt", "python.tensor_to_scalar"),
         Example("corpus/python/float_multi_element_tensor_captured.txt", "python.tensor_to_scalar"),
         Example("corpus/python/peft_target_modules_not_found.txt", "python.peft_targets"),
+        Example("corpus/python/attributeerror_library_versions_listed.txt", "python.library_attribute_version"),
     ),
 )
 def python_exception(ctx: Context) -> RuleHit | None:
@@ -223,6 +242,19 @@ def python_exception(ctx: Context) -> RuleHit | None:
             return hit("python.none_attribute", "python_error", title, cause, fixes, _DOCS, found, 0.75,
                        facts=Facts(names=("NoneType", m.group(2))))
         hint = re.search(r"Did you mean: '(\w+)'", msg)
+        raw = ctx.failure.text or ctx.text
+        libraries = _listed_libraries(raw) if m and not hint and not re.search(r"\bclass " + re.escape(m.group(1).split(".")[-1]) + r"\b", raw) else []
+        if m and len(libraries) >= 2:
+            # A library's own object lacks an attribute and the user lists several libraries' versions: one calls the other
+            # through an API the installed release of the other renamed or removed.
+            found.append(Fact("environment", "listed versions: " + ", ".join(libraries)))
+            cause = (f"A `{m.group(1)}` object has no attribute `{m.group(2)}`{at}, and the libraries you list ({', '.join(libraries)}) are at "
+                     "versions that may not be made for each other: one library calls the other through an attribute the installed release "
+                     "renamed or removed.")
+            fixes = [remedy("library-version-mismatch#compatible-releases", packages=" and ".join(libraries)),
+                     remedy("library-version-mismatch#pip-show-installed")]
+            return hit("python.library_attribute_version", "environment_error", "AttributeError between libraries at mismatched versions", cause, fixes, ("library-version-mismatch",), found, 0.7,
+                       facts=Facts(names=(m.group(1), m.group(2))))
         cause = ((f"A `{m.group(1)}` object has no attribute `{m.group(2)}`{at}: " if m else f"An attribute lookup failed{at} ({msg}): ")
                  + (f"a misspelling of `{hint.group(1)}`." if hint else "the object is of a different type than the code assumes, the name is misspelled, or the API differs in the installed version."))
         fixes = [remedy("python-errors#inspect-attributes")]
