@@ -96,3 +96,16 @@ def test_private_torch_module_names_the_importing_library() -> None:
 def test_public_module_cannot_import_name_keeps_the_version_advice() -> None:
     found = _hit_text("ImportError: cannot import name 'GradScaler' from 'torch.amp' (/usr/lib/python3/site-packages/torch/amp/__init__.py)")
     assert "private torch module" not in _fixes(found.fixes)
+
+
+def test_cudnn_not_supported_offers_the_other_benchmark_setting_first_when_named() -> None:
+    found = _hit_text(_dev_fresh5("f5c-convtranspose3d-cudnn-not-supported"))
+    assert found.rule == "cuda.cudnn_not_supported"
+    assert [f.title for f in found.fixes].index("Try another algorithm choice") <= 1
+    assert "benchmark = True" in _fixes(found.fixes)
+
+
+def test_cudnn_not_supported_without_benchmark_words_keeps_the_toggle_last() -> None:
+    found = _hit_text("RuntimeError: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.")
+    assert found.rule == "cuda.cudnn_not_supported"
+    assert found.fixes[-2].title == "Try another algorithm choice" or found.fixes[-1].title == "Try another algorithm choice"

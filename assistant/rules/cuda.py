@@ -505,6 +505,13 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
         if memory_first:
             fixes.insert(0, fixes.pop(1))
         fixes.append(versions)
+    if outcome == "cuda.cudnn_not_supported":
+        # The heuristic's pick (autotuning off) can be an algorithm without support for this configuration; the search finds another.
+        toggle = remedy("cudnn-errors#toggle-benchmark")
+        if "cudnn.benchmark" in ctx.failure.text:
+            fixes.insert(1, toggle)
+        else:
+            fixes.append(toggle)
     if outcome == "cuda.cudnn_execution_failed":
         # Its story names a build without kernels for this GPU (an old CUDA line on a newer card) as the other common cause.
         fixes.append(remedy("cudnn-errors#install-matching-build"))
