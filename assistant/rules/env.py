@@ -262,6 +262,7 @@ def _torchvision_ops(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
 
 
 # PyTorch's own native libraries: a problem with one of them is not a third-party extension's.
+_TORCH_NAMESPACES = ("2at", "3c10", "5torch", "6caffe2")  # how at::, c10::, torch:: and caffe2:: appear in a mangled C++ name
 _TORCH_OWN_LIB = re.compile(r"^lib(?:torch|c10|caffe2|shm)\w*\.")
 
 
@@ -287,7 +288,8 @@ def _undefined_symbol(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
                 "nvidia-nccl wheel, or a system or conda NCCL on LD_LIBRARY_PATH.",
                 [remedy("library-version-mismatch#single-matching-nccl"), remedy("library-version-mismatch#clean-reinstall")])
     own = folder.group(1) == "torch" if folder else bool(name and _TORCH_OWN_LIB.match(name))
-    if own and re.match(r"_Z\w*?(?:2at|3c10|5torch|6caffe2)", symbol):
+    # Plain string tests, not a lazy pattern: a run of word characters made that pattern quadratic under finditer.
+    if own and symbol.startswith("_Z") and any(ns in symbol for ns in _TORCH_NAMESPACES):
         # One of torch's own libraries misses a symbol of torch itself: the torch files come from two different builds.
         return ("torch's own libraries come from two different builds",
                 f"`{name}`, part of the installed torch, needs `{symbol[:80]}`, a symbol of torch itself that the other torch library loaded "
