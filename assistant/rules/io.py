@@ -76,7 +76,7 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
     shapes = tuple(sh for _, ck, cur in sizes[:4] for sh in (_shape(ck), _shape(cur)))
     facts = Facts(names=tuple(dict.fromkeys([*missing[:10], *unexpected[:10], *(n for n, _, _ in sizes[:10])])), shapes=shapes,
                   numbers={"missing": float(len(missing)), "unexpected": float(len(unexpected)), "size_mismatches": float(len(sizes))})
-    docs = ("state-dict-keys", "state-dict-size-mismatch")
+    docs: tuple[str, ...] = ("state-dict-keys", "state-dict-size-mismatch")
     fixes = []
     stripped = _stripped_chars(missing, unexpected)
     if stripped:
