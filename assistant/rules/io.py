@@ -23,12 +23,12 @@ def _keys_after(label: str, text: str) -> list[str]:
 @rule(
     'io.state_dict_keys',
     category='state_dict_loading',
-    docs=("state-dict-keys", "state-dict-size-mismatch"),
+    docs=("state-dict-keys", "state-dict-size-mismatch", "optimizer-state-resume"),
     reads=("RuntimeError", "KeyError", "ValueError", "AttributeError", "text"),
     priority=55,
     outcomes=('io.state_dict', 'io.state_dict_prefix', 'io.state_dict_stripped', 'io.state_dict_wrapped', 'io.state_dict_head_size', 'io.state_dict_size',
               'io.state_dict_old', 'io.optimizer_state', 'io.dict_not_model', 'io.checkpoint_key', 'io.state_dict_buffers',
-              'io.state_dict_bn_counters'),
+              'io.state_dict_bn_counters', 'io.optimizer_entry_wrong_object'),
     examples=(
         Example("captured/cpu/load-dataparallel-checkpoint-module-prefix", "io.state_dict_prefix"),
         Example("captured/cpu/compiled-model-orig-mod-prefix", "io.state_dict_prefix"),
@@ -47,6 +47,7 @@ def _keys_after(label: str, text: str) -> list[str]:
         Example("corpus/io/optimizer_param_groups_count_captured.txt", "io.optimizer_state"),
         Example("corpus/io/state_dict_used_as_model_captured.txt", "io.dict_not_model"),
         Example("corpus/io/checkpoint_missing_state_dict_key_captured.txt", "io.checkpoint_key"),
+        Example("corpus/io/optimizer_entry_holds_scheduler_state_captured.txt", "io.optimizer_entry_wrong_object"),
         Example("corpus/io/state_dict_unexpected_num_batches_tracked_siamfc.txt", "io.state_dict_bn_counters"),
         Example("corpus/io/state_dict_unexpected_position_ids.txt", "io.state_dict_buffers"),
     ),
@@ -263,13 +264,26 @@ def _optimizer_state(ctx: Context) -> RuleHit | None:
         fixes = [remedy("state-dict-keys#build-model-then-load-weights")]
         return hit("io.dict_not_model", "state_dict_loading", "Loaded a state_dict, used it as a model", cause, fixes, ("state-dict-keys",), _loc(ctx, [error_fact(ctx)]), 0.9,
                    facts=Facts(names=(m.group(1) or m.group(2),)))
+    wrong_object = ctx.search(r"KeyError: 'param_groups'") or (ctx.exc_type == "KeyError" and ctx.message.lstrip().startswith("'param_groups'"))
+    if wrong_object and re.search(r"load_state_dict", ctx.failure.text or ctx.text):
+        # The dictionary given to the optimizer is not an optimizer state (which always has param_groups).
+        cause = ("The dictionary passed to the optimizer's load_state_dict has no 'param_groups', so it is not an optimizer state: "
+                 "another object's state (often the LR scheduler's) was saved under the optimizer's key.")
+        fixes = [remedy("optimizer-state-resume#save-each-under-its-key"), remedy("state-dict-keys#print-checkpoint-keys")]
+        return hit("io.optimizer_entry_wrong_object", "state_dict_loading", "Optimizer entry holds another object's state", cause, fixes,
+                   ("optimizer-state-resume", "state-dict-keys"), _loc(ctx, [error_fact(ctx)]), 0.85, facts=Facts(call="load_state_dict"))
     m = ctx.search(r"KeyError: '(state_dict|model_state_dict|model|net|optimizer|optimizer_state_dict|epoch)'") or (
         re.search(r"'(state_dict|model_state_dict|model|optimizer|epoch)'", ctx.message) if ctx.exc_type == "KeyError" else None)
     if m and any(re.search(r"ckpt|checkpoint|state|torch\.load", f.source or "") for f in ctx.failure.user_frames):
         key = m.group(1)
         cause = f"The checkpoint dictionary has no '{key}' entry: it was saved in a different layout (maybe it is the state_dict itself, or uses another key name)."
         fixes = [remedy("state-dict-keys#print-checkpoint-keys")]
-        return hit("io.checkpoint_key", "state_dict_loading", f"Checkpoint has no '{key}' entry", cause, fixes, ("state-dict-keys",), _loc(ctx, [error_fact(ctx)]), 0.85,
+        docs: tuple[str, ...] = ("state-dict-keys",)
+        if key.startswith("optimizer"):
+            # No optimizer entry when resuming: the file is usually a weights-only release or export.
+            fixes.append(remedy("optimizer-state-resume#load-weights-fresh-optimizer"))
+            docs = ("state-dict-keys", "optimizer-state-resume")
+        return hit("io.checkpoint_key", "state_dict_loading", f"Checkpoint has no '{key}' entry", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.85,
                    facts=Facts(names=(key,)))
     return None
 

@@ -19,11 +19,11 @@ _BUILTIN = {
 @rule(
     'python.module_misuse',
     category='python_error',
-    docs=_DOCS[::-1],
+    docs=(*_DOCS[::-1], "freezing-layers"),
     reads=("TypeError", "ValueError", "AttributeError", "NotImplementedError", "text", "other"),
     priority=68,
     outcomes=('python.super_init', 'python.missing_argument', 'python.too_many_args', 'python.wrapper_attribute', 'python.empty_params', 'python.no_forward',
-              'python.module_not_callable'),
+              'python.module_not_callable', 'python.frozen_params'),
     examples=(
         Example("captured/cpu/module-missing-super-init", "python.super_init"),
         Example("captured/cpu/forward-missing-mask-argument", "python.missing_argument"),
@@ -32,6 +32,7 @@ _BUILTIN = {
         Example("corpus/python/forward_too_many_args_captured.txt", "python.too_many_args"),
         Example("corpus/python/dataparallel_attribute_captured.txt", "python.wrapper_attribute"),
         Example("captured/cpu/layers-in-plain-list-empty-optimizer", "python.empty_params"),
+        Example("corpus/python/optimizer_frozen_params_old_torch_deepvo.txt", "python.frozen_params"),
         Example("corpus/python/module_missing_forward_captured.txt", "python.no_forward"),
         Example("realworld/dev/fastformer-module-not-callable-import", "python.module_not_callable"),
         Example("corpus/python/module_not_callable_3dbbox.txt", "python.module_not_callable"),
@@ -90,6 +91,11 @@ def module_misuse(ctx: Context) -> RuleHit | None:
                  "Python list/dict (not registered) or created in forward() instead of __init__, or a filter removed every parameter.")
         fixes = [remedy("module-misuse#register-with-modulelist")]
         return hit("python.empty_params", "python_error", "Optimizer got no parameters", cause, fixes, _DOCS[::-1], _found(ctx), 0.93)
+    if ctx.search(r"optimizing a parameter that doesn't require gradients"):
+        cause = ("The optimizer was given parameters with requires_grad=False (frozen, for example loaded pretrained layers); "
+                 "older PyTorch releases refuse them when the optimizer is built.")
+        fixes = [remedy("freezing-layers#freeze-then-filter")]
+        return hit("python.frozen_params", "python_error", "Optimizer given frozen parameters", cause, fixes, ("freezing-layers", *_DOCS), _found(ctx), 0.9)
     m = ctx.search(r'Module \[(\w+)\] is missing the required "forward" function')
     if m:
         cause = (f"`{m.group(1)}` defines no forward() method that nn.Module can find: the method is misspelled or indented "
