@@ -102,6 +102,10 @@ def _literal_in_code(line: str) -> bool:
     return bool(_CODE_CALL.match(line)) and not _STRONG_LOW.search(_QUOTED.sub("''", line).lower())
 
 
+# A pasted ``raise SomeError("...")`` statement: the user's own code, not an error that was printed.
+_RAISE_STATEMENT = re.compile(r"^raise\s+[A-Za-z_][\w.]*\(.*\)\s*$")
+
+
 def best_salient_line(texts: Sequence[str]) -> int | None:
     """Index of the most informative error-looking line: the last strong one, else the last salient one.
 
@@ -114,7 +118,7 @@ def best_salient_line(texts: Sequence[str]) -> int | None:
             continue
         if len(line) >= 20 and _STRONG_LOW.search(line.lower()) and not _literal_in_code(line):
             return idx
-        if fallback is None and _SALIENT.search(line):
+        if fallback is None and _SALIENT.search(line) and not _RAISE_STATEMENT.match(line):
             fallback = idx
     return fallback
 

@@ -352,6 +352,31 @@ def python_version(ctx: Context) -> RuleHit | None:
                facts=Facts(names=(f"python{version}",), call="torch.compile"))
 
 
+# Dynamo refusing an FSDP1 module that exposes flattened parameters: the older assertion, or the later graph-break type.
+_FSDP_FLAT = r"Dynamo only supports FSDP with use_orig_params=True|FSDP with use_orig_params=False"
+
+
+@rule(
+    "compile.fsdp_flat_params",
+    category="compile_error",
+    docs=("compile-ddp-fsdp", "dynamo-errors"),
+    reads=("AssertionError", "RuntimeError", "CompileError", "text"),
+    priority=60,
+    outcomes=("compile.fsdp_flat_params",),
+    examples=(Example("corpus/compile/dynamo_fsdp_flat_params_trainer.txt", "compile.fsdp_flat_params"),),
+)
+def fsdp_flat_params(ctx: Context) -> RuleHit | None:
+    """torch.compile over an FSDP1 module built with use_orig_params=False (the FSDP1 default)."""
+    if not (ctx.search(_FSDP_FLAT) or re.search(_FSDP_FLAT, ctx.failure.text)):
+        return None
+    cause = ("torch.compile met a module wrapped by FSDP (version 1) with use_orig_params=False, its default: such a wrapper replaces the "
+             "parameters with flattened ones that Dynamo cannot trace. A framework that wraps the model itself (a trainer with its fsdp and "
+             "torch_compile options) builds the wrapper with whatever value its own FSDP settings give.")
+    fixes = [remedy("compile-ddp-fsdp#fsdp-use-orig-params"), remedy("compile-ddp-fsdp#fsdp2")]
+    return hit("compile.fsdp_flat_params", "compile_error", "torch.compile needs FSDP with use_orig_params=True", cause, fixes,
+               ("compile-ddp-fsdp", "dynamo-errors"), [error_fact(ctx)], 0.93, facts=Facts(names=("use_orig_params",), call="torch.compile"))
+
+
 def _windows_unsupported(ctx: Context) -> RuleHit:
     """torch.compile refused to run on Windows: releases of the 2.0-2.4 era did not support it there."""
     cause = ("The installed PyTorch refuses torch.compile on Windows: releases of the 2.0 to 2.4 era did not support it there and raise at the "
