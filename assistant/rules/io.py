@@ -375,10 +375,10 @@ _UNPICKLE_WORDS = lazy_re(r"unpickl|torch\.load\b|weights_only", re.I)
 @rule(
     'io.serialization',
     category='serialization_error',
-    docs=("torch-load-weights-only", "corrupt-checkpoint"),
+    docs=("torch-load-weights-only", "corrupt-checkpoint", "torchscript-vs-torch-load"),
     reads=("PickleError", "RuntimeError", "AttributeError", "text"),
     priority=56,
-    outcomes=('io.weights_only', 'io.weights_only_other', 'io.corrupt_zip', 'io.invalid_load_key', 'io.empty_file', 'io.unpicklable_save',
+    outcomes=('io.weights_only', 'io.weights_only_other', 'io.not_torchscript', 'io.corrupt_zip', 'io.invalid_load_key', 'io.empty_file', 'io.unpicklable_save',
               'io.missing_class', 'io.saved_by_other_torch', 'io.pickle_load', 'io.safetensors'),
     examples=(
         Example("captured/cpu/weights-only-load-config-dataclass", "io.weights_only"),
@@ -388,6 +388,7 @@ _UNPICKLE_WORDS = lazy_re(r"unpickl|torch\.load\b|weights_only", re.I)
         Example("corpus/io/weights_only_unsupported_global_partial.txt", "io.weights_only"),
         Example("corpus/io/weights_only_build_numpy_dtype.txt", "io.weights_only_other"),
         Example("realworld/dev/sovits-weights-only-old-unsupported-class", "io.weights_only"),
+        Example("corpus/io/jit_load_state_dict_constants_pkl_captured.txt", "io.not_torchscript"),
         Example("captured/cpu/truncated-checkpoint-download", "io.corrupt_zip"),
         Example("realworld/dev/gen6d-central-directory-incomplete", "io.corrupt_zip"),
         Example("realworld/dev/mattergen-invalid-load-key-v-lfs", "io.invalid_load_key"),
@@ -423,6 +424,15 @@ def serialization(ctx: Context) -> RuleHit | None:
     path = _loaded_file(ctx)
     quoted = f"'{path}'" if path else None  # the user's path, quoted for the shell; None shows the placeholder
     facts = Facts(names=(path,) if path else ())
+    if ctx.search(r"failed locating file constants\.pkl"):
+        # a complete archive without constants.pkl: a torch.save file given to torch.jit.load / torch::jit::load
+        cause = ("torch.jit.load (or LibTorch's torch::jit::load) was given a file written by torch.save: only TorchScript archives "
+                 "contain constants.pkl and the model's code, so a state dict or pickled model cannot be loaded this way.")
+        fixes = [
+            remedy("torchscript-vs-torch-load#export-scripted"),
+            remedy("torchscript-vs-torch-load#inspect-archive"),
+        ]
+        return hit("io.not_torchscript", "serialization_error", "torch.save file loaded as TorchScript", cause, fixes, ["torchscript-vs-torch-load"], _loc(ctx, [error_fact(ctx)]), 0.85, facts=facts)
     if ctx.search(r"PytorchStreamReader failed reading zip archive|failed finding central directory|PytorchStreamReader failed locating file|unexpected EOF|file read failed"):
         cause = ("The checkpoint is not a complete PyTorch zip archive: the file is truncated (the save was interrupted, the disk filled up, a copy/download "
                  "stopped early) or it is not a checkpoint at all (a Git LFS pointer or an HTML error page).")
