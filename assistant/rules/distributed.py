@@ -461,7 +461,7 @@ def _ddp_model_mismatch(ctx: Context, m: re.Match[str] | None, docs: tuple[str, 
     priority=29,
     also=('cpu_oom',),
     outcomes=('distributed.pg_uninitialized', 'distributed.pg_env', 'distributed.port_in_use', 'distributed.nccl_no_gpu', 'distributed.nccl_not_built',
-              'distributed.rendezvous', 'distributed.child_failed', 'distributed.child_killed'),
+              'distributed.rendezvous', 'distributed.child_failed', 'distributed.child_killed', 'distributed.store_without_libuv'),
     examples=(
         Example('realworld/dev/yolof-default-pg-single-gpu', 'distributed.pg_uninitialized'),
         Example('corpus/distributed/pg_uninitialized_all_reduce_2_13.txt', 'distributed.pg_uninitialized'),
@@ -482,6 +482,7 @@ def _ddp_model_mismatch(ctx: Context, m: re.Match[str] | None, docs: tuple[str, 
         Example('corpus/distributed/torchrun_sigkill_rank7.txt', 'distributed.child_killed'),
         Example('corpus/distributed/torchrun_sigkill_loading_checkpoint.txt', 'distributed.child_killed'),
         Example('corpus/distributed/torchrun_sigkill_2_13.txt', 'distributed.child_killed'),
+        Example('corpus/distributed/store_without_libuv_windows_accelerate.txt', 'distributed.store_without_libuv'),
     ),
 )
 def process_group(ctx: Context) -> RuleHit | None:
@@ -524,6 +525,14 @@ def process_group(ctx: Context) -> RuleHit | None:
                  "'nccl' backend cannot be created.")
         fixes = [remedy("process-group-init#gloo-or-cuda-build")]
         return hit("distributed.nccl_not_built", "ddp_error", "PyTorch build without NCCL", cause, fixes, docs, [error_fact(ctx)], 0.9)
+    if ctx.search(r"use_libuv was requested but PyTorch was buil[dt] without libuv support"):
+        cause = ("The launcher's rendezvous store (TCPStore) asked for its libuv backend, the default since torch 2.4, and this build "
+                 "(Windows builds, some source builds) has none; the store is created by the launcher before the script's own settings apply.")
+        fixes = [remedy("process-group-init#libuv-off-for-launcher"), remedy("process-group-init#single-process-launch")]
+        if ctx.search(r"(?i)\baccelerate\b|single[- ]gpu|\bone gpu|\b1 gpu"):
+            fixes.reverse()  # one GPU (or accelerate's multi-process config on one): no distributed launch is needed at all
+        return hit("distributed.store_without_libuv", "ddp_error", "Rendezvous store needs libuv, which this build lacks", cause, fixes, docs,
+                   [error_fact(ctx)], 0.9)
     if ctx.search(r"DistStoreError|Timed out after \d+ seconds waiting for (?:clients|workers)|RendezvousTimeoutError|wait timeout after \d+ms"
                   r"|client socket has timed out after \d+ms while trying to connect|client socket has failed to connect"):
         joined = ctx.search(r"(?<!\d)(\d+)/(\d+) (?:clients|workers) joined")

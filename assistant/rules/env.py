@@ -258,7 +258,7 @@ def _torchvision_ops(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     return (f"torchvision's `{op}` operator is missing",
             f"torchvision's compiled operators (here `torchvision::{op}`) did not load: the installed torchvision was built for a different "
             "torch release (or CUDA build) than the installed torch, typically after one of them was upgraded alone.",
-            [remedy("library-version-mismatch#matching-torch-torchvision")])
+            [remedy("library-version-mismatch#matching-torch-torchvision"), remedy("torchvision-custom-ops#build-torchvision-source")])
 
 
 # PyTorch's own native libraries: a problem with one of them is not a third-party extension's.
@@ -528,10 +528,21 @@ def files_and_disk(ctx: Context) -> RuleHit | None:
         fixes = [remedy("files-and-permissions#offline-hf-cache" if hf else "files-and-permissions#offline-torch-cache")]
         return hit("env.network", "environment_error", "No network for a download", cause, fixes, docs, _found(ctx), 0.85,
                    facts=Facts(names=(host.group(1) or host.group(2),) if host else ()))
-    if ctx.search(r"Illegal instruction"):
-        cause = "The process executed a CPU instruction this processor lacks: a binary built for newer CPUs (AVX2/AVX-512) runs on an older or virtualised one."
-        fixes = [remedy("library-version-mismatch#cpu-compatible-build")]
-        return hit("env.illegal_instruction", "environment_error", "Illegal CPU instruction", cause, fixes, ("library-version-mismatch",), _found(ctx), 0.75)
+    if ctx.search(r"(?i)\billegal instruction\b"):
+        docs = ("illegal-instruction-cpu", "library-version-mismatch")
+        # Which family of processor the user names decides the first remedy: NumPy's OpenBLAS misdetects some ARM boards'
+        # cores (Jetson), other ARM boards get torch wheels built for newer cores, x86 machines lack AVX2/AVX-512.
+        if ctx.search(r"(?i)jetson|\bl4t\b|jetpack|openblas|\bxavier\b|\btx2\b"):
+            cause = ("On this ARM board NumPy's bundled OpenBLAS misdetects the processor core and runs kernels it does not implement; "
+                     "anything importing NumPy (torch included) then dies with SIGILL.")
+            fixes = [remedy("illegal-instruction-cpu#openblas-coretype-armv8"), remedy("illegal-instruction-cpu#other-torch-wheel")]
+        elif ctx.search(r"(?i)raspberry|\bcortex|aarch64|arm64|\barmv8"):
+            cause = "The installed torch wheel was compiled with ARM instruction-set features this processor core lacks."
+            fixes = [remedy("illegal-instruction-cpu#other-torch-wheel"), remedy("illegal-instruction-cpu#openblas-coretype-armv8")]
+        else:
+            cause = "The process executed a CPU instruction this processor lacks: a binary built for newer CPUs (AVX2/AVX-512) runs on an older or virtualised one."
+            fixes = [remedy("library-version-mismatch#cpu-compatible-build"), remedy("illegal-instruction-cpu#other-torch-wheel")]
+        return hit("env.illegal_instruction", "environment_error", "Illegal CPU instruction", cause, fixes, docs, _found(ctx), 0.75)
     return None
 
 

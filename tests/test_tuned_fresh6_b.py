@@ -1,0 +1,70 @@
+"""Families tuned on the dev_fresh6 reports (tuner f6b), read from real texts.
+
+Every text is real: a report of the dev_fresh6 split or a message printed by torch on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from assistant import rules
+from assistant.engine import Engine
+from assistant.parse import parse_failure
+from assistant.types import RuleHit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _hit_text(text: str) -> RuleHit:
+    found = rules.match(parse_failure(text)).hit
+    assert found is not None
+    return found
+
+
+def _first(fixes) -> str:  # type: ignore[no-untyped-def]
+    return f"{fixes[0].title} {fixes[0].detail} {fixes[0].code or ''}"
+
+
+def _dev_fresh6(report_id: str) -> str:
+    for line in (ROOT / "eval" / "realworld" / "dev_fresh6.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if row["id"] == report_id:
+                return str(row["error_text"])
+    raise KeyError(report_id)
+
+
+def test_illegal_instruction_on_a_jetson_points_at_openblas_core_type() -> None:
+    found = _hit_text(_dev_fresh6("f6b-jetson-illegal-instruction-train-ssd"))
+    assert found.category == "environment_error"
+    assert "OPENBLAS_CORETYPE=ARMV8" in _first(found.fixes)
+
+
+def test_illegal_instruction_on_a_raspberry_pi_points_at_another_torch_wheel() -> None:
+    found = _hit_text(_dev_fresh6("f6b-rpi4-torch2-cpu-index-illegal-instruction"))
+    assert "torch wheel built for this processor" in _first(found.fixes)
+
+
+def test_illegal_instruction_without_a_board_keeps_the_cpu_build_advice() -> None:
+    found = _hit_text("Illegal instruction (core dumped)")
+    assert "-march=native" in _first(found.fixes)
+
+
+def test_checkpoint_locked_by_another_process_on_windows_answers_from_the_lock_document() -> None:
+    d = Engine().diagnose(_dev_fresh6("f6b-windows-lightning-ckpt-winerror32-tensorboard"))
+    assert d.category == "serialization_error"
+    text = " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in d.fixes[:2])
+    assert "own folder" in text and "dirpath" in text
+
+
+def test_store_without_libuv_on_one_gpu_leads_with_a_single_process_launch() -> None:
+    found = _hit_text(_dev_fresh6("f6b-windows-libuv-accelerate-single-gpu"))
+    assert found.rule == "distributed.store_without_libuv" and found.category == "ddp_error"
+    assert "single process" in _first(found.fixes)
+    assert any("USE_LIBUV=0" in f"{f.detail} {f.code or ''}" for f in found.fixes)
+
+
+def test_store_without_libuv_alone_leads_with_turning_libuv_off() -> None:
+    found = _hit_text("RuntimeError: use_libuv was requested but PyTorch was build without libuv support")
+    assert "USE_LIBUV=0" in _first(found.fixes)
