@@ -73,3 +73,18 @@ def test_onnx_example_of_size_one_offers_a_larger_example() -> None:
     cause = next(c for c in rem.causes if c.id == "example-size-one")
     assert cause.fix_refs[0] == "onnx-dynamic-axes#example-size-two"
     assert rem.fix("example-size-two") is not None
+
+
+def test_sdpa_without_a_kernel_for_float32_inputs_reads_as_a_dtype_question() -> None:
+    found = _hit_text(_dev_fresh6("f6c-sdpa-flash-fp32-no-kernel"))
+    assert found is not None
+    assert found.rule == "dtypes.attention_dtype"
+    assert found.category == "dtype_mismatch"
+    assert "autocast" in (found.fixes[0].code or "") + found.fixes[0].title.lower()
+
+
+def test_sdpa_without_a_kernel_for_3d_inputs_stays_a_shape_question() -> None:
+    text = (ROOT / "eval" / "corpus" / "shapes" / "sdpa_fused_kernels_3d_inputs_captured.txt").read_text(encoding="utf-8")
+    found = _hit_text(text)
+    assert found is not None
+    assert found.rule == "shapes.attention_rank"

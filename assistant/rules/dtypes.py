@@ -45,6 +45,35 @@ def _dtype(raw: str) -> str:
 
 _TARGET_DOCS = ("loss-target-dtype", "cross-entropy-target-format", "dtype-mismatch")
 
+# SDPA's per-backend warning before "No available kernel": the backends left enabled take half precision only.
+_SDPA_DTYPE = lazy_re(r"Expected query, key and value to all be of dtype: \{([^}]*)\}\. Got Query dtype: (\w+)")
+
+
+@rule(
+    'dtypes.attention_dtype',
+    category='dtype_mismatch',
+    docs=("sdpa-no-available-kernel",),
+    reads=(*TORCH_OP, "text"),
+    priority=33,
+    examples=(Example("corpus/dtypes/sdpa_flash_only_float32_warning.txt", "dtypes.attention_dtype"),),
+)
+def attention_dtype(ctx: Context) -> RuleHit | None:
+    """scaled_dot_product_attention restricted to kernels that take half precision, given float32 (or float64) inputs."""
+    m = _SDPA_DTYPE.search(ctx.failure.text or "")
+    if not m or not ctx.search(r"No available kernel") and not re.search(r"No available kernel", ctx.failure.text or ""):
+        return None
+    got = _dtype(m.group(2))
+    if got in _LOW:
+        return None
+    cause = (f"scaled_dot_product_attention got {got} query, key and value, while the backends left enabled (flash attention, cuDNN "
+             f"attention) accept only {m.group(1).strip()}; with the others switched off (sdpa_kernel / sdp_kernel, or a library's "
+             "flash-only setting) no kernel is left to run.")
+    fixes = [remedy("sdpa-no-available-kernel#cast-or-autocast"), remedy("sdpa-no-available-kernel#allow-fallback"),
+             remedy("sdpa-no-available-kernel#mem-efficient-backend")]
+    return hit("dtypes.attention_dtype", "dtype_mismatch", f"Attention inputs are {got}; the enabled kernels need half precision", cause, fixes,
+               ("sdpa-no-available-kernel",), _loc(ctx, [error_fact(ctx), Fact("dtype", f"query dtype {got}")]), 0.92,
+               facts=Facts(dtypes=(got,), call="scaled_dot_product_attention"))
+
 
 @rule(
     'dtypes.loss_target_dtype',
