@@ -68,3 +68,25 @@ def test_store_without_libuv_on_one_gpu_leads_with_a_single_process_launch() -> 
 def test_store_without_libuv_alone_leads_with_turning_libuv_off() -> None:
     found = _hit_text("RuntimeError: use_libuv was requested but PyTorch was build without libuv support")
     assert "USE_LIBUV=0" in _first(found.fixes)
+
+
+def test_missing_torchvision_operator_also_offers_a_source_build_against_the_installed_torch() -> None:
+    found = _hit_text(_dev_fresh6("f6b-jetson-detectron2-torchvision-nms-missing"))
+    assert found.rule == "env.torchvision_ops"
+    assert any("from source" in f.title for f in found.fixes[1:])
+
+
+def test_dll_initialisation_failure_is_read_as_a_windows_dll_problem_with_the_previous_release_offered() -> None:
+    found = _hit_text(_dev_fresh6("f6b-windows-torch29-c10-dll-winerror1114"))
+    assert found.rule == "env.windows_dll" and found.category == "environment_error"
+    titles = [f.title for f in found.fixes]
+    assert "Visual C++ Redistributable" in found.fixes[0].detail
+    assert any("previous torch release" in t for t in titles)
+
+
+def test_dll_not_found_does_not_offer_the_previous_release() -> None:
+    text = ('OSError: [WinError 126] The specified module could not be found. Error loading '
+            '"C:\\\\env\\\\lib\\\\site-packages\\\\torch\\\\lib\\\\fbgemm.dll" or one of its dependencies.')
+    found = _hit_text(text)
+    assert found.rule == "env.windows_dll"
+    assert not any("previous torch release" in f.title for f in found.fixes)

@@ -377,6 +377,12 @@ def _windows_dll(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
         remedy("library-version-mismatch#dll-dependencies-gpu" if gpu else "library-version-mismatch#dll-dependencies"),
         remedy("library-version-mismatch#clean-reinstall"),
     ]
+    if "[WinError 1114]" in m.group(0):
+        # Error 1114: the DLL was found, but its initialisation routine failed (a runtime it needs, or this release on this machine).
+        cause = ("Windows found " + (f"`{dll}`" if dll else "a DLL of the installed package") + " but its initialisation routine failed: the Microsoft "
+                 "Visual C++ Redistributable is missing or older than the build needs, another copy of a runtime DLL it uses is loaded first, "
+                 "or this torch release fails to start on this machine.")
+        fixes.append(remedy("library-version-mismatch#previous-torch-release"))
     return ("Windows cannot load a DLL" + (f" (`{dll}`)" if dll else ""), cause, fixes)
 
 
@@ -403,7 +409,7 @@ _BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, li
     (r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|numpy\.core\.multiarray failed to import|_ARRAY_API not found|Numpy is not available"
      r"|Could not infer dtype of numpy\.(?:float|int|uint|bool|complex)\d*\b", "env.numpy_abi", _numpy_abi),
     (r"(lib[\w.+-]+\.so[\d.]*): cannot open shared object file", "env.shared_library", _shared_library),
-    (r"\[WinError 12[67]\][^\n]*?(?:Error loading \\?\"(.+?\.dll)\\?\"|(?=\n)|$)", "env.windows_dll", _windows_dll),
+    (r"\[WinError (?:12[67]|1114)\][^\n]*?(?:Error loading \\?\"(.+?\.dll)\\?\"|(?=\n)|$)", "env.windows_dll", _windows_dll),
     (r"`?((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'? not found", "env.glibc", _glibc),
     (r"CUDA_HOME environment variable is not set|No such file or directory: '[^']*nvcc'|Ninja is required to load C\+\+ extensions|error: command '[^']*(?:gcc|g\+\+|nvcc)' failed", "env.build_toolchain", _toolchain),
 )
