@@ -90,3 +90,14 @@ def test_dll_not_found_does_not_offer_the_previous_release() -> None:
     found = _hit_text(text)
     assert found.rule == "env.windows_dll"
     assert not any("previous torch release" in f.title for f in found.fixes)
+
+
+def test_bus_error_on_the_mps_device_is_read_as_the_mps_backend_not_shared_memory() -> None:
+    found = _hit_text(_dev_fresh6("f6b-mps-yolov8-cli-bus-error"))
+    assert found.rule == "scheduler.bus_error_mps" and found.category == "environment_error"
+    assert "upgrade PyTorch" in _first(found.fixes)
+
+
+def test_bus_error_in_a_container_stays_shared_memory_even_with_mps_named() -> None:
+    found = _hit_text("MPS is not used here; running in a docker container with num_workers=8\nBus error (core dumped)")
+    assert found.rule == "scheduler.bus_error" and found.category == "dataloader_error"

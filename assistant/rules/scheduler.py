@@ -543,7 +543,7 @@ _SEGV_DOCS = ("native-crash-segfault", "library-version-mismatch")
     reads=("any",),
     priority=NORMAL,  # after every rule that reads an exception: a Python error printed before the crash wins
     also=("environment_error", "dataloader_error", "hardware_error"),
-    outcomes=("scheduler.segfault", "scheduler.segfault_at_import", "scheduler.bus_error", "scheduler.segfault_import_order",
+    outcomes=("scheduler.segfault", "scheduler.segfault_at_import", "scheduler.bus_error", "scheduler.bus_error_mps", "scheduler.segfault_import_order",
               "scheduler.segfault_unstable_hardware"),
     examples=(
         Example("corpus/scheduler/segfault_fatal_python_error_midtraining.txt", "scheduler.segfault"),
@@ -557,6 +557,7 @@ _SEGV_DOCS = ("native-crash-segfault", "library-version-mismatch")
         Example("corpus/scheduler/bus_error_share_memory_workers.txt", "scheduler.bus_error"),
         Example("corpus/scheduler/bus_error_model_share_memory.txt", "scheduler.bus_error"),
         Example("corpus/scheduler/bus_error_docker_container_prose.txt", "scheduler.bus_error"),
+        Example("corpus/scheduler/bus_error_mps_training_macos_beta.txt", "scheduler.bus_error_mps"),
         Example("corpus/scheduler/segfault_open3d_imported_before_torch.txt", "scheduler.segfault_import_order"),
         Example("corpus/scheduler/segfault_random_epochs_works_other_machines.txt", "scheduler.segfault_unstable_hardware"),
     ),
@@ -691,6 +692,13 @@ def _crash_at_import(raw: str, pos: int) -> bool:
 
 def _bus_error(ctx: Context, raw: str, m: re.Match[str]) -> RuleHit:
     found = [Fact("signal", _line_of(raw, m.start())[:200])]
+    if re.search(r"\bMPS\b|device\s*=\s*['\"]?mps\b|\.to\(\s*['\"]mps", raw) and not re.search(r"/dev/shm|\bshm\b|docker|container|--ipc", raw, re.I):
+        # Apple's MPS device and no shared-memory setting in sight: the crash is in the MPS backend of this torch on this macOS.
+        cause = ("The process died with a bus error while running on Apple's MPS device, with no shared-memory limit involved: the crash is in the "
+                 "MPS backend of this PyTorch build on this macOS (typical of nightlies, early MPS releases and macOS betas).")
+        fixes = [remedy("mps-macos-version-ops#upgrade-pytorch-with-macos"), remedy("mps-macos-version-ops#cpu-on-old-macos")]
+        return hit("scheduler.bus_error_mps", "environment_error", "Bus error on the MPS device", cause, fixes, ("mps-macos-version-ops", "bus-error"),
+                   found, 0.5, "mps bus error crash macos nightly", facts=Facts(flags=frozenset({"native_crash", "bus_error"})))
     context = _SHM_CONTEXT.search(raw)
     if context:
         found.append(Fact("context", f"shared memory context: “{_line_of(raw, context.start())[:160]}”"))
