@@ -101,3 +101,9 @@ def test_bus_error_on_the_mps_device_is_read_as_the_mps_backend_not_shared_memor
 def test_bus_error_in_a_container_stays_shared_memory_even_with_mps_named() -> None:
     found = _hit_text("MPS is not used here; running in a docker container with num_workers=8\nBus error (core dumped)")
     assert found.rule == "scheduler.bus_error" and found.category == "dataloader_error"
+
+
+def test_build_without_nccl_is_an_nccl_error_answered_with_gloo() -> None:
+    found = _hit_text(_dev_fresh6("f6b-windows-nccl-lightning-gloo"))
+    assert found.rule == "distributed.nccl_not_built" and found.category == "nccl_error"
+    assert "gloo" in _first(found.fixes)

@@ -459,7 +459,7 @@ def _ddp_model_mismatch(ctx: Context, m: re.Match[str] | None, docs: tuple[str, 
     docs=("process-group-init", "nccl-errors"),
     reads=("RuntimeError", "ValueError", "text"),
     priority=29,
-    also=('cpu_oom',),
+    also=('cpu_oom', 'nccl_error'),
     outcomes=('distributed.pg_uninitialized', 'distributed.pg_env', 'distributed.port_in_use', 'distributed.nccl_no_gpu', 'distributed.nccl_not_built',
               'distributed.rendezvous', 'distributed.child_failed', 'distributed.child_killed', 'distributed.store_without_libuv'),
     examples=(
@@ -524,7 +524,7 @@ def process_group(ctx: Context) -> RuleHit | None:
         cause = ("This PyTorch build has no NCCL: it is a CPU-only wheel, or a platform build (Windows, macOS) that ships without it, so the "
                  "'nccl' backend cannot be created.")
         fixes = [remedy("process-group-init#gloo-or-cuda-build")]
-        return hit("distributed.nccl_not_built", "ddp_error", "PyTorch build without NCCL", cause, fixes, docs, [error_fact(ctx)], 0.9)
+        return hit("distributed.nccl_not_built", "nccl_error", "PyTorch build without NCCL", cause, fixes, docs, [error_fact(ctx)], 0.9)
     if ctx.search(r"use_libuv was requested but PyTorch was buil[dt] without libuv support"):
         cause = ("The launcher's rendezvous store (TCPStore) asked for its libuv backend, the default since torch 2.4, and this build "
                  "(Windows builds, some source builds) has none; the store is created by the launcher before the script's own settings apply.")
