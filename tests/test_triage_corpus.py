@@ -86,7 +86,9 @@ def test_truth_schema(corpus: Path) -> None:
         assert set(r) == TRUTH_KEYS
         assert r["trap"] in TRAPS
         assert r["status"] in ("failed", "succeeded")
-        assert r["gpu_hours"] is None or (isinstance(r["gpu_hours"], float) and r["gpu_hours"] > 0)
+        # Hours are the written stamps' span: zero when a job's stamps all fall on one second (new corpus texts
+        # in the generator's pool made one such job); never negative.
+        assert r["gpu_hours"] is None or (isinstance(r["gpu_hours"], float) and r["gpu_hours"] >= 0)
         if r["status"] == "failed":
             assert r["category"] in CATEGORIES and isinstance(r["group"], str) and r["group"]
             assert r["first_failing_rank"] is None or isinstance(r["first_failing_rank"], int)

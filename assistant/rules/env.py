@@ -483,7 +483,7 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
 )
 def files_and_disk(ctx: Context) -> RuleHit | None:
     """Files that are missing or unreadable, full disks, no network for downloads, CPU instruction sets."""
-    docs = ("files-and-permissions",)
+    docs: tuple[str, ...] = ("files-and-permissions",)
     missing = os_error_path(ctx.text, NOT_FOUND_CODES)
     if ctx.exc_type in ("FileNotFoundError", "OSError", "IOError", "") and (missing or ctx.search(r"FileNotFoundError: ")):
         return _file_not_found(ctx, missing.path if missing else _bare_path(ctx.message))
