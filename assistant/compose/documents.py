@@ -9,6 +9,7 @@ entries still give their Causes and Fixes sections.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 
 from assistant.compose.deterministic import extract_fixes, prose_sentences
@@ -42,10 +43,16 @@ def _cue_pattern(cue: str) -> str:
     return head + re.escape(low) + tail
 
 
+@lru_cache(maxsize=8192)
+def _cue_regex(cue: str) -> re.Pattern[str]:
+    # Compiled once per cue: the documents hold more cues than the ``re`` module's own cache keeps.
+    return re.compile(_cue_pattern(cue))
+
+
 def _cue_hit(cause: DocCause, text: str) -> str | None:
     low = text.lower()
     for cue in cause.cues:
-        if cue and re.search(_cue_pattern(cue), low):
+        if cue and _cue_regex(cue).search(low):
             return cue
     return None
 

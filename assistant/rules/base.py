@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from collections.abc import Iterable
 
 from assistant.types import Evidence, Fact, Facts, Failure, Fix, Frame, RuleHit
@@ -70,6 +70,13 @@ _CALL_ATTR = re.compile(r"self\.([A-Za-z_]\w*(?:\[\d+\])?(?:\.[A-Za-z_]\w*)*)\s*
 _CALL_NAME = re.compile(r"(?:^|[=\s(])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*\(")
 
 
+@lru_cache(maxsize=8192)
+def _compiled_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """A rule's pattern, compiled once per process. The rules use more distinct patterns than the ``re`` module's
+    own cache holds (512), so without this every diagnosis recompiled most of them."""
+    return re.compile(pattern, flags)
+
+
 @dataclass
 class Context:
     """The failure (and live evidence, if any) as rules see it."""
@@ -91,7 +98,7 @@ class Context:
 
     def search(self, pattern: str, flags: int = 0) -> re.Match[str] | None:
         """Search the combined failure text (all messages, asserts, NCCL and signal lines)."""
-        return re.search(pattern, self.text, flags)
+        return _compiled_pattern(pattern, flags).search(self.text)
 
     @cached_property
     def user_frame(self) -> Frame | None:
