@@ -56,7 +56,6 @@ _LOSS_ACCUM = lazy_re(r"\b\w{0,40}loss\w{0,40}\s*\+=\s*\w{0,40}loss\w*\b(?![.\[]
 # backward(retain_graph=True) (or retain_graph = True as an argument) written in the user's code or words.
 _RETAIN_GRAPH = lazy_re(r"\bretain_graph\s*=\s*True\b")
 _LEAK_TALK = lazy_re(r"\.item\(\)|\.data\[0\]|out of memory|\bmemory\b|显存|内存", re.I)
-_HOST_WORDS = lazy_re(r"\bRAM\b|CPU memory|host memory|system memory|^[ \t]*Killed\s*$", re.M)
 # A failing line that computes attention scores (q @ k^T) or names attention.
 _ATTENTION_LINE = lazy_re(r"(?<![^\n])(?>[^\n]*?(?:@|matmul|bmm|einsum))[^\n]*(?:transpose\(\s*-2\s*,\s*-1\s*\)|transpose\(\s*-1\s*,\s*-2\s*\)|\.mT\b)|\battn\w*\s*=|attention", re.IGNORECASE)
 # A failing line that moves or loads data onto the GPU (before any training step).
@@ -552,6 +551,7 @@ _HOST_EVAL = lazy_re(r"\b(?:during|in|at) (?:the )?(?:validation|evaluation|eval
 _GPU_WORDS = lazy_re(r"\b(?:GPU|VRAM|CUDA memory|cuda memory|nvidia-smi)\b")
 # The growth is tied to a loop in the user's own code ("in a for loop", "with every loop").
 _IN_LOOP = lazy_re(r"\b(?:in|inside) (?:a |the |my )?(?:for |while )?loop\b|\b(?:every|each) loop\b", re.I)
+# Host-memory words (one definition: an earlier one above the OOM readers was silently replaced by this at import).
 _HOST_WORDS = lazy_re(r"\b(?:(?<!GPU )RAM|CPU memory|system memory|host memory|RSS)\b")  # "GPU RAM" is the GPU's memory
 # The user's words name the data loading workers (or a loader whose streaming pipeline runs one copy per worker).
 _LOADER_WORKERS = lazy_re(r"\bnum_workers\b|\b(?:data ?loader|loading|loader) workers?\b|\bworkers?\b|\bDataLoader\b|\bWebDataset\b|\bprefetch_factor\b", re.IGNORECASE)
