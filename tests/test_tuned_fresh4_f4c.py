@@ -15,28 +15,12 @@ import pytest
 from assistant import rules
 from assistant.eval.examples import example_text
 from assistant.parse import parse_failure
-from assistant.types import RuleHit
+from tuned_support import dev_reader, fix_text as _fixes, hit_of as _hit_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _hit_text(text: str) -> RuleHit:
-    found = rules.match(parse_failure(text)).hit
-    assert found is not None
-    return found
-
-
-def _fixes(fixes) -> str:  # type: ignore[no-untyped-def]
-    return " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in fixes)
-
-
-def _dev_fresh4(report_id: str) -> str:
-    for line in (ROOT / "eval" / "realworld" / "dev_fresh4.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if row["id"] == report_id:
-                return row["error_text"]
-    raise KeyError(report_id)
+_dev_fresh4 = dev_reader("dev_fresh4")
 
 
 def _dev(split: str, report_id: str) -> str:

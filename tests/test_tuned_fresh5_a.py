@@ -6,39 +6,22 @@ the file), or a message printed by torch on this machine.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from assistant import rules
 from assistant.parse import parse_failure
-from assistant.types import RuleHit
+from tuned_support import dev_reader, fix_text as _fixes, hit_of as _hit_text
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _hit_text(text: str) -> RuleHit:
-    found = rules.match(parse_failure(text)).hit
-    assert found is not None
-    return found
-
-
-def _fixes(fixes) -> str:  # type: ignore[no-untyped-def]
-    return " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in fixes)
 
 
 def _ids(fixes) -> list[str]:  # type: ignore[no-untyped-def]
     return [f"{s}" for f in fixes for s in f.sources]
 
 
-def _dev_fresh5(report_id: str) -> str:
-    for line in (ROOT / "eval" / "realworld" / "dev_fresh5.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if row["id"] == report_id:
-                return row["error_text"]
-    raise KeyError(report_id)
+_dev_fresh5 = dev_reader("dev_fresh5")
 
 
 @pytest.fixture(autouse=True)

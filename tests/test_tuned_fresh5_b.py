@@ -6,7 +6,6 @@ dev_fresh5 split.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from assistant.engine import Engine
 from assistant.eval.examples import example_text
 from assistant.parse import parse_failure
 from assistant.types import RuleHit
+from tuned_support import dev_reader, fix_text as _fixes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,17 +24,7 @@ def _hit_text(text: str) -> RuleHit | None:
     return rules.match(parse_failure(text)).hit
 
 
-def _fixes(fixes) -> str:  # type: ignore[no-untyped-def]
-    return " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in fixes)
-
-
-def _dev_fresh5(report_id: str) -> str:
-    for line in (ROOT / "eval" / "realworld" / "dev_fresh5.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if row["id"] == report_id:
-                return row["error_text"]
-    raise KeyError(report_id)
+_dev_fresh5 = dev_reader("dev_fresh5")
 
 
 @pytest.fixture(autouse=True)

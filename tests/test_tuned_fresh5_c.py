@@ -5,34 +5,17 @@ Every text is real: an error printed by torch 2.13 here, a corpus file, or a rep
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from assistant import rules
 from assistant.kb.remedies import remedies_of
 from assistant.parse import parse_failure
-from assistant.types import RuleHit
+from tuned_support import dev_reader, fix_text as _fixes, hit_of as _hit_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _hit_text(text: str) -> RuleHit:
-    found = rules.match(parse_failure(text)).hit
-    assert found is not None
-    return found
-
-
-def _fixes(fixes) -> str:  # type: ignore[no-untyped-def]
-    return " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in fixes)
-
-
-def _dev_fresh5(report_id: str) -> str:
-    for line in (ROOT / "eval" / "realworld" / "dev_fresh5.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if row["id"] == report_id:
-                return row["error_text"]
-    raise KeyError(report_id)
+_dev_fresh5 = dev_reader("dev_fresh5")
 
 
 def test_ssl_certificate_failure_is_not_read_as_missing_network() -> None:

@@ -5,27 +5,17 @@ Every text is a report of the dev_fresh5 split (the user's own message or descri
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from assistant.engine import Engine
+from tuned_support import dev_reader, fix_text as _fixes
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _fixes(fixes) -> str:  # type: ignore[no-untyped-def]
-    return " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in fixes)
-
-
-def _dev_fresh5(report_id: str) -> str:
-    for line in (ROOT / "eval" / "realworld" / "dev_fresh5.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if row["id"] == report_id:
-                return row["error_text"]
-    raise KeyError(report_id)
+_dev_fresh5 = dev_reader("dev_fresh5")
 
 
 @pytest.fixture(autouse=True)

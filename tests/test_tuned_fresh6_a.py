@@ -6,33 +6,14 @@ eval/corpus).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from assistant import rules
-from assistant.parse import parse_failure
-from assistant.types import RuleHit
+from tuned_support import dev_reader, fix_text as _fixes, hit_of as _hit_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _hit_text(text: str) -> RuleHit:
-    found = rules.match(parse_failure(text)).hit
-    assert found is not None
-    return found
-
-
-def _fixes(fixes) -> str:  # type: ignore[no-untyped-def]
-    return " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in fixes)
-
-
-def _dev_fresh6(report_id: str) -> str:
-    for line in (ROOT / "eval" / "realworld" / "dev_fresh6.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if row["id"] == report_id:
-                return row["error_text"]
-    raise KeyError(report_id)
+_dev_fresh6 = dev_reader("dev_fresh6")
 
 
 def test_jit_load_of_a_torch_save_file_is_the_wrong_loader_not_a_corrupt_file() -> None:

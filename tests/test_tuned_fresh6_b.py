@@ -8,18 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from assistant import rules
 from assistant.engine import Engine
-from assistant.parse import parse_failure
-from assistant.types import RuleHit
+from tuned_support import hit_of as _hit_text
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _hit_text(text: str) -> RuleHit:
-    found = rules.match(parse_failure(text)).hit
-    assert found is not None
-    return found
 
 
 def _first(fixes) -> str:  # type: ignore[no-untyped-def]

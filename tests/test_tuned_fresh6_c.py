@@ -5,7 +5,6 @@ Every text is real: an error printed by torch 2.13 here, a corpus file, or a rep
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from assistant import rules
 from assistant.kb.remedies import remedies_of
 from assistant.parse import parse_failure
 from assistant.types import RuleHit
+from tuned_support import dev_reader
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,13 +24,7 @@ def _hit_text(text: str) -> RuleHit | None:
     return rules.match(parse_failure(text)).hit
 
 
-def _dev_fresh6(report_id: str) -> str:
-    for line in (ROOT / "eval" / "realworld" / "dev_fresh6.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if row["id"] == report_id:
-                return row["error_text"]
-    raise KeyError(report_id)
+_dev_fresh6 = dev_reader("dev_fresh6")
 
 
 def test_compile_over_fsdp_with_flat_parameters_asks_for_use_orig_params() -> None:
