@@ -213,7 +213,9 @@ def test_a_cause_not_read_from_decisive_facts_is_less_certain_than_its_family(se
     from assistant.differential.rank import UNRANKED_CAUSE_SHARE
 
     d = diagnose(_stderr("cpu/linear-after-conv-flatten.json"), settings=settings)
-    assert d.category == "shape_mismatch" and d.confidence >= 0.9
+    # No resolved report is a near-duplicate of this capture, so the family's likelihood is the unfamiliar-text one
+    # (assistant/decide/unfamiliar.json): high, but below the 0.9 that familiar text earns.
+    assert d.category == "shape_mismatch" and d.confidence >= 0.8
     assert d.hypotheses[0].likelihood == pytest.approx(d.confidence * UNRANKED_CAUSE_SHARE) and d.hypotheses[0].likelihood < 0.8
     # No other documented cause is cued by this text: the rule's reading stands alone.
     assert len(d.hypotheses) == 1

@@ -99,6 +99,11 @@ def _installs(text: str) -> set[Action]:
     return found
 
 
+def runs_installer(text: str) -> bool:
+    """Whether the text runs a package installer at all (``pip install``), whatever its arguments are."""
+    return _INSTALL.search(text) is not None
+
+
 def url_targets(text: str) -> set[str]:
     """Every http(s)/ftp URL in the text, without trailing punctuation."""
     return {m.group(0).rstrip(".,;:!?*_'\"") for m in _URL.finditer(fold(text))}

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
-from assistant.compose.actions import Action, find_actions, url_allowed, url_targets
+from assistant.compose.actions import Action, find_actions, runs_installer, url_allowed, url_targets
 from assistant.compose.claims import known_numbers, reply_proposals, ruled_out_action, unknown_number
 from assistant.types import CATEGORIES, Diagnosis, Evidence, Failure, Passage, RuleHit
 
@@ -235,8 +235,17 @@ _LITERAL = re.compile(r"'[^'\n]{0,300}'|\"[^\"\n]{0,300}\"")
 def allowed_actions(det: Diagnosis) -> set[Action]:
     """The risky actions the deterministic answer itself proposes: in its fixes only (the cause and
     evidence quote the log, which is untrusted), and outside string literals (a fix can quote a
-    checkpoint key or a path from the log: data, not a command it proposes)."""
-    return {a for text, code in _fix_texts(det.fixes) for a in find_actions(_LITERAL.sub("''", text), code=code)}
+    checkpoint key or a path from the log: data, not a command it proposes). An action a fix proposes outside any
+    literal may carry a quoted argument (``pip install "numpy>=2"``): that same field's action with its argument is
+    allowed too; an action found only inside quotes never is."""
+    allowed: set[Action] = set()
+    for text, code in _fix_texts(det.fixes):
+        bare = _LITERAL.sub("''", text)
+        outside = find_actions(bare, code=code)
+        kinds = {a.kind for a in outside} | ({"install"} if runs_installer(bare) else set())
+        allowed.update(outside)
+        allowed.update(a for a in find_actions(text, code=code) if a.kind in kinds)
+    return allowed
 
 
 def unproposed_actions(texts: Sequence[tuple[str, bool]], det: Diagnosis, passages: Sequence[Passage], cited: Iterable[str]) -> list[Action]:

@@ -33,16 +33,51 @@ class Fitted:
 
     def calibrate(self, raw: float) -> float:
         """The calibrated probability for a raw share (piecewise linear through the fitted table)."""
-        xs, ys = self.calib_x, self.calib_y
-        if not xs:
-            return raw
-        if raw <= xs[0]:
-            return ys[0]
-        if raw >= xs[-1]:
-            return ys[-1]
-        i = bisect.bisect_right(xs, raw)
-        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-        return y0 if x1 == x0 else y0 + (y1 - y0) * (raw - x0) / (x1 - x0)
+        return piecewise(raw, self.calib_x, self.calib_y)
+
+
+def piecewise(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
+    """The value at ``x`` of the piecewise-linear function through the knots (xs, ys), flat beyond them; ``x`` itself
+    when there are no knots."""
+    if not xs:
+        return x
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = bisect.bisect_right(xs, x)
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+UNFAMILIAR = Path(__file__).with_name("unfamiliar.json")
+
+
+@dataclass(frozen=True)
+class Unfamiliar:
+    """What a likelihood is worth on a report unlike every resolved one (fitted on dev parts' answers from before
+    anything was tuned on them): a monotone table the engine lowers such a likelihood to."""
+
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+    near_duplicate: float
+
+    def adjust(self, likelihood: float) -> float:
+        """The likelihood, lowered to what the table says answers stated at it were worth (never raised)."""
+        return min(likelihood, piecewise(likelihood, self.xs, self.ys))
+
+
+@lru_cache(maxsize=2)
+def load_unfamiliar(path: str | None = None) -> Unfamiliar | None:
+    """The fitted table (None when the file is absent: likelihoods are then left as the decision states them)."""
+    file = Path(path) if path else UNFAMILIAR
+    if not file.exists():
+        return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        return Unfamiliar(tuple(float(x) for x in data["x"]), tuple(float(y) for y in data["y"]), float(data["near_duplicate"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise KnowledgeError(f"the unfamiliar-report calibration is unreadable ({file}): {exc}") from None
 
 
 MODES = ("hybrid", "lexical")  # retrieval with embeddings, or lexical only (TORCHHELP_DENSE=0): fitted separately
