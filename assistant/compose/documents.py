@@ -9,6 +9,7 @@ entries still give their Causes and Fixes sections.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 
@@ -123,18 +124,38 @@ def _overlap(tokens: set[str], words: set[str], idf: Callable[[str], float]) -> 
     return sum(idf(t) for t in tokens & words) / (len(tokens) ** 0.5) if tokens else 0.0
 
 
-def _fix_match(fx: DocFix, causes: Sequence[DocCause], words: set[str], idf: Callable[[str], float]) -> float:
-    """How well a documented fix matches the user's text: its own words, plus the best of the causes naming it."""
+@dataclass(frozen=True)
+class _FixWords:
+    """A documented fix ready to be matched: filled with its defaults, its words, and those of each cause naming it."""
+
+    fix: DocFix
+    filled: Fix
+    words: frozenset[str]
+    cause_words: tuple[frozenset[str], ...]
+
+
+@lru_cache(maxsize=1024)
+def _fix_words(rem: Remedies) -> tuple[_FixWords, ...]:
+    """A document's offerable fixes (not diagnostic steps, not ones needing a value no reader supplies), tokenised once."""
     from assistant.kb.lexical import tokenize
 
-    score = _overlap(set(tokenize(f"{fx.title} {fx.title} {fx.detail} {fx.code or ''}")), words, idf)
-    cause_scores = [_overlap(set(tokenize(f"{c.title} {c.text} {' '.join(c.cues)}")), words, idf) for c in causes]
-    return score + CAUSE_WORD_WEIGHT * max(cause_scores, default=0.0)
+    out = []
+    for fx in rem.fixes:
+        if fx.step != "fix":
+            continue
+        filled = _fix(fx, {})
+        if _UNFILLED.search(f"{filled.title} {filled.detail} {filled.code or ''}"):
+            continue  # it needs a value no reader supplied
+        causes = [c for c in rem.causes if fx.ref in c.fix_refs]
+        out.append(_FixWords(fx, filled, frozenset(tokenize(f"{fx.title} {fx.title} {fx.detail} {fx.code or ''}")),
+                             tuple(frozenset(tokenize(f"{c.title} {c.text} {' '.join(c.cues)}")) for c in causes)))
+    return tuple(out)
 
 
-def _naming_causes(rem: Remedies, fx: DocFix) -> list[DocCause]:
-    """The document's causes whose ``fixes:`` list names this fix."""
-    return [c for c in rem.causes if any(ref == fx.id or ref == fx.ref for ref in c.fix_refs)]
+def _fix_match(entry: _FixWords, words: set[str], idf: Callable[[str], float]) -> float:
+    """How well a documented fix matches the user's text: its own words, plus the best of the causes naming it."""
+    cause = max((_overlap(set(cw), words, idf) for cw in entry.cause_words), default=0.0)
+    return _overlap(set(entry.words), words, idf) + CAUSE_WORD_WEIGHT * cause
 
 
 def related_fixes(
@@ -146,6 +167,9 @@ def related_fixes(
     Diagnostic and follow-up steps are not offered here, and never more than MAX_FIXES fixes in all."""
     from assistant.kb.lexical import tokenize
 
+    room = max(0, MAX_FIXES - len(shown))
+    if not room:
+        return ()
     words = set(tokenize(text[:4000]))
     seen = {f.title for f in shown}
     scored: list[tuple[float, int, Fix]] = []
@@ -153,16 +177,12 @@ def related_fixes(
         rem = remedies_of(doc_id)
         if rem is None:
             continue
-        for fx in rem.fixes:
-            if fx.step != "fix" or fx.title in seen:
+        for entry in _fix_words(rem):
+            if entry.fix.title in seen:
                 continue
-            filled = _fix(fx, {})
-            if _UNFILLED.search(f"{filled.title} {filled.detail} {filled.code or ''}"):
-                continue  # it needs a value no reader supplied
-            score = _fix_match(fx, _naming_causes(rem, fx), words, idf)
+            score = _fix_match(entry, words, idf)
             if score >= min_score:
-                scored.append((score, len(scored), filled))  # ties keep retrieval's order
-                seen.add(fx.title)
+                scored.append((score, len(scored), entry.filled))  # ties keep retrieval's order
+                seen.add(entry.fix.title)
     scored.sort(key=lambda sf: (-sf[0], sf[1]))
-    room = max(0, MAX_FIXES - len(shown))
     return tuple(f for _, _, f in scored[: min(limit, room)])
