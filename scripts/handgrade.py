@@ -6,6 +6,8 @@ Two steps:
     python scripts/handgrade.py score                          # read the graders' files, write eval/handgraded/results.json
     # a later round on other frozen splits, in its own folder:
     python scripts/handgrade.py packet --splits test_fresh3,test_fresh4 --n 40 --out eval/handgraded/round2
+    # the same grades with today's confidences (where today's answer is still the graded one):
+    python scripts/handgrade.py reconfidence --out eval/handgraded/round2
 
 The packet holds, per report, what a grader needs and nothing the grader should not be swayed by: the
 report as the user pasted it, the thread's confirmed cause and fix (the case's note), and our answer as the
@@ -131,6 +133,39 @@ def score(out_dir: Path = OUT) -> dict[str, Any]:
     return result
 
 
+def reconfidence(out_dir: Path = OUT) -> dict[str, Any]:
+    """The round's grades read with today's confidences. Where today's answer has the graded answer's category and
+    first fix, the grade carries over and only the stated confidence is new; other reports are counted, not scored."""
+    from assistant.engine import Engine
+    from assistant.settings import load_settings
+
+    entries = {e["id"]: e for e in _load_jsonl(out_dir / "packet.jsonl")}
+    grades: dict[str, dict[str, Any]] = {}
+    for path in sorted(out_dir.glob("grades-*.jsonl")):
+        for g in _load_jsonl(path):
+            grades.setdefault(g["id"], g)  # the primary grader's grade, as in score()
+    engine = Engine(load_settings(llm="none"))
+    kept, rows = [], []
+    for gid, entry in sorted(entries.items()):
+        then = entry["answer"]
+        now = engine.diagnose(entry["report"])
+        same = now.category == then["category"] and (now.fixes[0].title if now.fixes else None) == (then["fixes"][0]["title"] if then["fixes"] else None)
+        rows.append({"id": gid, "same_answer": same, "wrong": grades[gid]["wrong"], "confidence_then": then["confidence"],
+                     "confidence_now": round(now.confidence, 4)})
+        if same:
+            kept.append(rows[-1])
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    result = {
+        "commit": commit, "graded": len(entries), "same_answer": len(kept),
+        "confidently_wrong_then": round(sum(r["wrong"] and r["confidence_then"] >= CONFIDENT for r in rows) / len(rows), 3),
+        "confidently_wrong_now": round(sum(r["wrong"] and r["confidence_now"] >= CONFIDENT for r in kept) / len(rows), 3) if len(kept) == len(rows) else None,
+        "confidently_wrong_now_among_same_answers": sum(r["wrong"] and r["confidence_now"] >= CONFIDENT for r in kept),
+        "reports": rows,
+    }
+    (out_dir / "reconfidence.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -141,9 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=OUT, help="folder for the packet (and later the grades and results)")
     s = sub.add_parser("score")
     s.add_argument("--out", type=Path, default=OUT)
+    r = sub.add_parser("reconfidence", help="the grades with today's confidences, where today's answer is the graded one")
+    r.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     if args.cmd == "packet":
         print(packet(args.n, args.seed, tuple(x for x in args.splits.split(",") if x), args.out))
+    elif args.cmd == "reconfidence":
+        result = reconfidence(args.out)
+        print(json.dumps({k: v for k, v in result.items() if k != "reports"}, indent=2))
     else:
         print(json.dumps(score(args.out), indent=2))
     return 0
