@@ -130,6 +130,10 @@ def _index_self(ctx: Context) -> RuleHit:
         cause += (" The text sets or asks about the sequence length: with a transformer, position ids beyond the model's position table "
                   "(max_position_embeddings) fail this way even when every token id is valid.")
     fixes = [remedy("index-out-of-range#assert-index-range")]
+    # The bare message with no traceback: nothing shows the call, and nn.Embedding lookups are its most common source, so the
+    # id-range check comes along. A traceback that shows the indexing call keeps the generic advice.
+    if not ctx.failure.frames and not _mentions(ctx, r"index_select|\bgather\b|\bscatter", re.I):
+        fixes.append(remedy("index-out-of-range#compare-ids-num-embeddings"))
     if longer:
         fixes.insert(0, remedy("index-out-of-range#truncate-to-position-limit"))
     return hit("index.out_of_range_self", "index_error", "Index out of range", cause, fixes, _DOCS, _found(ctx), 0.88, facts=Facts(call="index_select"))

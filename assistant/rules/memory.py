@@ -528,7 +528,20 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
         *_common_fixes(in_eval, bool(_TRIED_BATCH.search(raw))),
         remedy("memory-profiling#allocator-numbers"),
     ]
+    # The text is about variable-length data (audio clips, utterances, their durations): the longest samples set a step's peak.
+    varlen = _VARIABLE_LENGTH.search(raw)
+    if varlen:
+        found.append(Fact("symptom", f"variable-length inputs: “{varlen.group(0)}”"))
+        cause += (" The data is variable-length: a step's memory follows the longest sample in its batch, so a few long samples can run "
+                  "out of memory while typical batches fit.")
+        fixes.insert(1, remedy("cuda-oom#drop-overlong-inputs"))
     return hit("memory.cuda_oom_bare", "cuda_oom", "CUDA out of memory", cause, fixes, _DOCS, found, 0.85)
+
+
+# Variable-length inputs named in the user's words: speech/audio data, or the length/duration of the samples.
+_VARIABLE_LENGTH = lazy_re(r"\b(?:audio|speech|utterances?|recordings?|wav(?:eforms?)?|audio clips?)\b"
+                           r"|\b(?:longest|long|longer) (?:samples?|sequences?|inputs?|documents?|clips?)\b"
+                           r"|\b(?:under|over|longer than|shorter than) \d+ ?(?:s|sec|seconds)\b", re.I)
 
 
 _CPU_ALLOC = lazy_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory): you tried to allocate (\d+) bytes"
