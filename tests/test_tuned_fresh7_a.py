@@ -51,3 +51,22 @@ def test_bare_oom_without_length_words_is_unchanged() -> None:
     h = _hit_text("RuntimeError: CUDA error: out of memory")
     assert h.category == "cuda_oom"
     assert "over-long" not in _fixes(h.fixes)
+
+
+# --- missing keys are only the classifier head: a headless checkpoint into a model built with a head ---------------
+
+# Printed by torch 2.13 on this machine: a backbone-only state_dict loaded into a model with an `fc` head.
+_HEAD_MISSING = 'RuntimeError: Error(s) in loading state_dict for N:\n\tMissing key(s) in state_dict: "fc.weight", "fc.bias". '
+
+
+def test_missing_head_only_leads_with_loading_the_backbone_non_strictly() -> None:
+    h = _hit_text(_HEAD_MISSING)
+    assert h.category == "state_dict_loading" and "output layer" in h.cause
+    assert "strict=False" in (h.fixes[0].code or "")
+    assert "timm" not in _fixes(h.fixes)
+
+
+def test_timm_headless_checkpoint_offers_the_pretrained_file_path() -> None:
+    h = _hit_text(_dev_fresh7("f7a-timm-checkpoint-path-num-classes-missing-head"))
+    assert h.category == "state_dict_loading"
+    assert "pretrained_cfg_overlay" in (h.fixes[0].code or "")

@@ -143,6 +143,18 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
             fixes.append(remedy("state-dict-size-mismatch#exclude-changed-tensors", keys=names))
         return hit("io.state_dict_size", "state_dict_loading", "Checkpoint tensor shapes differ from the model", cause, fixes, docs,
                    _loc(ctx, found), 0.93, facts=facts)
+    head_only = bool(missing) and not unexpected and not sizes and all(_HEAD_KEY.search(k) for k in missing)
+    if head_only:
+        # Only the output layer is absent: a headless (feature-extractor) checkpoint loaded into a model built with a classifier.
+        cause = (f"Only {model}'s output layer is missing from the checkpoint (" + ", ".join(f"`{k}`" for k in missing[:4]) + "): the "
+                 "checkpoint has no classifier (a backbone or feature extractor), or the model was built with a new head, and a strict "
+                 "load requires every key. The head has to be created anew and trained.")
+        fixes.append(remedy("state-dict-keys#non-strict-shared-part"))
+        if _mentions_timm(ctx):
+            fixes.insert(0, remedy("state-dict-keys#timm-pretrained-file"))
+        fixes.append(remedy("state-dict-keys#compare-two-key-sets"))
+        return hit("io.state_dict", "state_dict_loading", "The checkpoint has no output layer for this model", cause, fixes, docs,
+                   _loc(ctx, found), 0.93, facts=facts)
     cause = f"The checkpoint and {model} have different parameter names"
     if missing and unexpected:
         cause += f": {len(missing)} key(s) of the model are not in the checkpoint and {len(unexpected)} checkpoint key(s) are unknown to the model. Layers were renamed or the architecture changed between saving and loading."
@@ -156,6 +168,13 @@ def state_dict_keys(ctx: Context) -> RuleHit | None:
     fixes.append(remedy("state-dict-keys#build-with-saved-config"))
     fixes.append(remedy("state-dict-keys#rename-or-load-non-strict"))
     return hit("io.state_dict", "state_dict_loading", "state_dict keys do not match the model", cause, fixes, docs, _loc(ctx, found), 0.95, facts=facts)
+
+
+_HEAD_KEY = lazy_re(r"(?:^|[._])(?:fc|classifier|cls|head|heads|logits|lm_head)(?:$|[._\d])")
+
+
+def _mentions_timm(ctx: Context) -> bool:
+    return bool(ctx.search(r"\btimm\b|\bcreate_model\(|pretrained_cfg"))
 
 
 _SIZE_RE = lazy_re(r"size mismatch for ([\w.]+): copying a param with shape (torch\.Size\(\[[^\]]*\]\)) from checkpoint, the shape in current model is (torch\.Size\(\[[^\]]*\]\))")
