@@ -70,3 +70,11 @@ def test_timm_headless_checkpoint_offers_the_pretrained_file_path() -> None:
     h = _hit_text(_dev_fresh7("f7a-timm-checkpoint-path-num-classes-missing-head"))
     assert h.category == "state_dict_loading"
     assert "pretrained_cfg_overlay" in (h.fixes[0].code or "")
+
+
+# --- torch nightly/source build with a released Triton: the fix names the pinned Triton nightly --------------------
+
+def test_triton_internal_missing_mentions_the_nightly_pin() -> None:
+    h = _hit_text(_dev_fresh7("f7b-triton-key-nightly-triton23"))
+    assert h.category == "environment_error"
+    assert "pytorch-triton" in _fixes(h.fixes)
