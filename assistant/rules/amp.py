@@ -16,6 +16,8 @@ _LIBRARY = lazy_re(r"transformers/trainer\.py|accelerate/|pytorch_lightning|ligh
 
 
 _HF_TRAINER_FLAGS = lazy_re(r"--per_device_train_batch_size|--gradient_accumulation_steps|TrainingArguments\(")
+# The user's code reaches a training framework's own scaler or backward (Accelerate, Lightning): that framework owns the loss scaling.
+_FRAMEWORK_SCALER = lazy_re(r"accelerator\.(?:scaler|backward)\b|\bmanual_backward\(|trainer\.(?:scaler|precision_plugin)\b")
 _BCE_WORD = lazy_re(r"binary_cross_entropy|\bBCELoss\b|binary cross[- ]entropy", re.I)
 _AUTOCAST_WORD = lazy_re(r"autocast|precision\s*=\s*['\"]?16|mixed[- ]precision|\bAMP\b")
 _REFUSAL_WORD = lazy_re(r"\berror\b|unsafe|can'?t|cannot|doesn'?t support|not supported|crash|fails?\b|complain", re.I)
@@ -221,6 +223,8 @@ def gradscaler(ctx: Context) -> RuleHit | None:
         ]
         if "torch.tensor(" in (ctx.failure.text or "") or any("torch.tensor(" in (f.source or "") for f in ctx.failure.frames):
             fixes.insert(0, remedy("gradscaler-misuse#loss-from-prediction-tensors"))
+        if _FRAMEWORK_SCALER.search(ctx.failure.text or ""):
+            fixes.insert(0, remedy("gradscaler-misuse#let-framework-scale"))
         return hit("amp.no_inf_checks", "amp_error", "GradScaler.step() without gradients from the scaled loss", cause, fixes, _DOCS, _found(ctx), 0.93,
                    facts=Facts(call="GradScaler.step"))
     if ctx.search(r"step\(\) has already been called since the last update\(\)"):
@@ -233,6 +237,10 @@ def gradscaler(ctx: Context) -> RuleHit | None:
         cause = ("scaler.update() ran although no scaler.step(optimizer) happened since the last update: the step was skipped on this iteration "
                  "(for example inside a gradient-accumulation branch) while update() still runs.")
         fixes = [remedy("gradscaler-misuse#update-only-after-step")]
+        if _FRAMEWORK_SCALER.search(ctx.failure.text or ""):
+            cause += (" The code reaches the training framework's own scaler: the framework already scales, steps and updates inside its "
+                      "backward and wrapped optimizer, so calling that scaler by hand leaves its per-iteration record empty.")
+            fixes.insert(0, remedy("gradscaler-misuse#let-framework-scale"))
         return hit("amp.update_without_step", "amp_error", "GradScaler.update() without step()", cause, fixes, _DOCS, _found(ctx), 0.9,
                    facts=Facts(call="GradScaler.update"))
     m = ctx.search(r"Attempted (\w+) but _scale is None")

@@ -380,6 +380,9 @@ _CUDNN_STATUSES = (
 
 
 # NOT_INITIALIZED at the first cuDNN call, on every run, or next to version/driver words: the build, not memory.
+# The text ties a cuDNN failure to the evaluation pass and to a dtype/precision step taken there.
+_CUDNN_EVAL_ONLY = lazy_re(r"\b(?:test(?:ing)?|validation|valid(?:ation)? set|evaluat\w*|eval|inference)\b", re.I)
+_CUDNN_PRECISION_WORD = lazy_re(r"\.float\(\)|\.half\(\)|autocast|\bamp\b|\bfp16\b|float16|dtype", re.I)
 _CUDNN_FIRST_CALL = lazy_re(r"flatten_parameters|\bfirst (?:call|batch|step|iteration|forward|conv\w*|layer)|at (?:start-?up|the start)|right away|immediately", re.I)
 _CUDNN_BUILD_WORDS = lazy_re(r"\bevery (?:time|run)|\balways\b|any (?:model|script|input)|even (?:with )?(?:a )?(?:batch(?:[ _]size)? (?:of )?1|tiny|small)"
                              r"|\bdriver\b|cuda ?(?:version|toolkit|1\d\b)|cudnn ?version|(?:torch|pytorch) ?version|\bupgrad|\breinstall|new (?:gpu|card|machine)"
@@ -501,6 +504,11 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
         fixes.append(remedy("cudnn-errors#benchmark-off"))
     if outcome in ("cuda.cudnn_arch_mismatch", "cuda.cudnn_version_mismatch", "cuda.cudnn_bad_param"):
         fixes.insert(0, versions)
+        if outcome == "cuda.cudnn_bad_param" and _CUDNN_EVAL_ONLY.search(ctx.failure.text) and _CUDNN_PRECISION_WORD.search(ctx.failure.text):
+            # Only the evaluation pass fails and the text talks about dtypes there: its precision differs from training's.
+            cause += (" The text ties the failure to the evaluation pass and to casting there: an autocast or half-precision region in that "
+                      "code (or inputs of another dtype than the weights) hands cuDNN a dtype pair it rejects.")
+            fixes.insert(0, remedy("cudnn-errors#eval-no-grad-without-autocast"))
     else:
         if memory_first:
             fixes.insert(0, fixes.pop(1))

@@ -73,6 +73,8 @@ _DIVERGE = lazy_re(r"\bloss\w*\b[^.\n]{0,40}?\b(?:diverg\w*|explod\w*|blows? up|
 # A loss reported as exactly 0 ("loss is always 0", "loss全为0"): in half precision the overflow story (inf/NaN steps skipped or
 # logged as 0), read only together with an fp16 flag (without it, fully masked labels are as likely).
 _ZERO_LOSS = lazy_re(r"(?<![A-Za-z_])(?:train_|training |eval_)?loss(?:es)?(?![A-Za-z_])[^.\n]{0,20}?(?:全为|全是|全部为|一直为|一直是|都是|都为|变成|变为|为|\b(?:becomes?|became|is|are|was|were|stays?|goes to|drops? to|all)\s+(?:always\s+|exactly\s+|all\s+)?)0(?:\.0+)?(?![\d.])", re.I)
+# The user ties the NaN to a known PyTorch bug (a link to its issue tracker, or "known issue/bug"): a kernel fixed in a later release.
+_KNOWN_TORCH_BUG = lazy_re(r"github\.com/pytorch/pytorch/(?:issues|pull)/\d+|\bknown (?:issues?|bugs?)\b|\bis (?:this|it) a bug\b", re.I)
 _LOG_CALL = lazy_re(r"torch\.log\(|\blog\(0\)|\blog\(\s*\w+\s*\)|\blog of (?:0|zero)\b", re.I)
 _BF16 = lazy_re(r"\bbf16\b|bfloat16", re.I)
 _LR_TRIED = lazy_re(r"(?:reduc|lower|decreas|chang|tun)\w{0,12} (?:the )?(?:learning[ _]rate|\blr\b)|learning[ _]rate to `?\d", re.I)
@@ -407,6 +409,11 @@ def nan_loss(ctx: Context) -> RuleHit | None:
         fixes.insert(0, remedy("nan-loss-during-training#log-input-strictly-positive"))
     if timing.kind == "start" and fp16:
         fixes.insert(1, remedy("nan-loss-during-training#rule-out-fp16-overflow"))
+    if _KNOWN_TORCH_BUG.search(text):
+        found.append(Fact("known_bug", "the text points to a known PyTorch issue"))
+        cause += (" You point to a known PyTorch issue: when an operation gives NaN on finite inputs while an equivalent formulation does "
+                  "not, the kernel of the installed release is at fault and a later release fixes it.")
+        fixes.insert(0, remedy("nan-loss-during-training#upgrade-after-kernel-bug"))
     if fp16 and not _NAN.search(text) and not _DIVERGE.search(text) and _ZERO_LOSS.search(text):
         # No NaN named: the loss is reported as exactly 0 in a float16 run, the half-precision overflow story told by its result.
         title = "Loss collapses to 0 in a float16 run"
