@@ -78,3 +78,11 @@ def test_triton_internal_missing_mentions_the_nightly_pin() -> None:
     h = _hit_text(_dev_fresh7("f7b-triton-key-nightly-triton23"))
     assert h.category == "environment_error"
     assert "pytorch-triton" in _fixes(h.fixes)
+
+
+# --- flash-attn extension missing a libtorch std::string symbol: the wheel's C++11 ABI differs from torch's ---------
+
+def test_flash_attn_string_symbol_points_at_the_abi_matched_wheel() -> None:
+    h = _hit_text(_dev_fresh7("f7b-flashattn-wheel-torch27-abi"))
+    assert h.category == "environment_error"
+    assert "cxx11abi" in _fixes(h.fixes[:1])

@@ -279,6 +279,10 @@ def _undefined_symbol(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
     if module and module not in ("torch", "_C") and not _TORCH_OWN_LIB.match(name or ""):
         fixes.insert(0, remedy("library-version-mismatch#reinstall-named-package-for-torch", package=module))
     symbol = m.group(3)
+    # A flash-attn module missing a libtorch symbol that takes a std::string (new-ABI `__cxx11`, or old-ABI `Ss`): the wheel's C++11 ABI
+    # flag differs from torch's, so the wheel matching torch, CUDA and ABI is the fix.
+    if "flash_attn" in path and any(ns in symbol for ns in _TORCH_NAMESPACES) and re.search(r"__cxx11|Ss(?:[A-Z_]|$)", symbol):
+        fixes.insert(0, remedy("flash-attn-import-error#reinstall-matching-wheel"))
     if symbol.startswith("nccl"):
         # An NCCL entry point: the NCCL library loaded is not the one torch was built against.
         return ("Another NCCL library is loaded than the one torch was built with",
