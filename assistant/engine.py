@@ -313,9 +313,6 @@ class Engine:
     ) -> Diagnosis:
         """The answer's fixes, then the retrieved documents' other fixes that share the user's words (the decided
         family's best documents first, then what unhinted retrieval ranked); none that the diagnosis rules out."""
-        from assistant.compose.claims import reply_proposals, ruled_out_action
-        from assistant.compose.documents import related_fixes
-
         # A rule chose its fixes from the values it read, and the differential lists the family's other causes with
         # theirs: nothing is added beside them. Measured on the held-out parts, other families' fixes beside a rule
         # raised remedy by 6 reports in 173 only at a word-overlap floor that also added them to 57 of the 94 rule-led
@@ -326,6 +323,9 @@ class Engine:
         docs = list(dict.fromkeys(doc for doc in related if doc in retrieved))
         if not docs:
             return d
+        from assistant.compose.claims import reply_proposals, ruled_out_action
+        from assistant.compose.documents import related_fixes
+
         extra = related_fixes(failure.text or failure.search_text, docs, d.fixes, self.usable_retriever().idf, limit=limit + 2)
         # The verifier's own test: a fix proposing what this diagnosis rules out (allocator settings when fragmentation
         # is ruled out, CUDA where there is none) is left out, as it would be from an LLM's reply.
@@ -384,7 +384,10 @@ class Engine:
         t_rules = time.perf_counter()
         proposals = self.propose(failure, exclude_cases, hit=found.hit)
         decision = self.decide(failure, found.hit, proposals)
-        if not proposals.dense and (decision.likelihood < CASCADE_SURE or found.hit is None or decision.category != found.hit.category):
+        # Settled or not is judged on the fitted scale: the unfamiliar-text adjustment says how sure to sound, and would
+        # otherwise send every unfamiliar text through the embedding pass.
+        sure = decision.fitted if decision.fitted is not None else decision.likelihood
+        if not proposals.dense and (sure < CASCADE_SURE or found.hit is None or decision.category != found.hit.category):
             # The lexical pass did not settle it: embed the query after all and decide with the hybrid fit.
             dense_proposals = self.propose(failure, exclude_cases, hit=None)
             if dense_proposals.dense:

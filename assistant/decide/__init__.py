@@ -45,6 +45,7 @@ class Decision:
     basis: tuple[str, ...]  # the sources that named the leading category
     candidates: tuple[Candidate, ...] = ()
     abstained: bool = False  # nothing proposed was strong enough: "unknown" with no document to answer from
+    fitted: float | None = None  # the leading likelihood on the fitted (dev) scale, before the unfamiliar-text adjustment
 
 
 def _basis(c: Candidate) -> tuple[str, ...]:
@@ -102,8 +103,9 @@ def decide(
     # Whether to answer was settled on the fitted scale (its threshold was fitted there); how sure to say it is depends
     # on whether the text is familiar.
     familiar = any(s.similarity >= NEAR_DUPLICATE for s in similar)
+    fitted_p = lead_p
     if unfamiliar is not None and not familiar and lead_p > 0:
         stated = unfamiliar.adjust(lead_p)
         ranked = tuple((c, round(p * stated / lead_p, 4)) for c, p in ranked)
         lead_p = stated
-    return Decision(ranked, lead_cat, round(lead_p, 4), _basis(by_cat[lead_cat]), tuple(cands))
+    return Decision(ranked, lead_cat, round(lead_p, 4), _basis(by_cat[lead_cat]), tuple(cands), fitted=round(fitted_p, 4))
