@@ -301,7 +301,7 @@ class Engine:
         # words, the user's text shares. Unseen reports often name a situation one document describes while the
         # decision picked another document of the family.
         docs = [*related, *(p.doc_id for p in passages), *(p.doc_id for p in proposed)]
-        diagnosis = self._with_related_fixes(diagnosis, failure, evidence, hit, docs, [*passages, *proposed])
+        diagnosis = self._with_related_fixes(diagnosis, failure, evidence, hit, docs, [*passages, *proposed], family_docs=related)
         from assistant.compose.already_tried import leave_out_tried
 
         diagnosis = leave_out_tried(diagnosis, failure.text or failure.search_text)
@@ -309,36 +309,54 @@ class Engine:
 
     def _with_related_fixes(
         self, d: Diagnosis, failure: Failure, evidence: Evidence, hit: RuleHit | None, related: Sequence[str], passages: Sequence[Passage],
-        limit: int = 3,
+        limit: int = 3, family_docs: Sequence[str] = (),
     ) -> Diagnosis:
         """The answer's fixes, then the retrieved documents' other fixes that share the user's words (the decided
-        family's best documents first, then what unhinted retrieval ranked); none that the diagnosis rules out."""
-        # A rule chose its fixes from the values it read, and the differential lists the family's other causes with
-        # theirs: nothing is added beside them. Measured on the held-out parts, other families' fixes beside a rule
-        # raised remedy by 6 reports in 173 only at a word-overlap floor that also added them to 57 of the 94 rule-led
-        # captures (a reinstall beside an autocast reading); the family's own would re-add what the reading set aside.
-        if hit is not None or (d.category == "unknown" and not d.decision):
-            return d
-        retrieved = {p.doc_id for p in passages}
-        docs = list(dict.fromkeys(doc for doc in related if doc in retrieved))
-        if not docs:
+        family's best documents first, then what unhinted retrieval ranked); none that the diagnosis rules out.
+
+        Beside a rule's reading only one joins, from the decided family's best document (``family_docs``), and only on
+        a strong match; in an answer that names no family, strong matches go before the general next steps."""
+        if d.category == "unknown" and not d.decision:
             return d
         from assistant.compose.claims import reply_proposals, ruled_out_action
-        from assistant.compose.documents import related_fixes
+        from assistant.compose.documents import BESIDE_RULE_MIN_SCORE, LEAD_UNKNOWN_MIN_SCORE, RELATED_FIXES, scored_related_fixes
 
-        extra = related_fixes(failure.text or failure.search_text, docs, d.fixes, self.usable_retriever().idf, limit=limit + 2)
+        retrieved = {p.doc_id for p in passages}
+        text = failure.text or failure.search_text
+        idf = self.usable_retriever().idf
+        unknown = d.category == "unknown"
+        if hit is not None:
+            # A rule chose its fixes from the values it read, and the differential lists the family's other causes with
+            # theirs. Measured on the held-out parts, any retrieved fix beside a rule at a word-overlap floor joined 57 of
+            # the 94 rule-led captures (a reinstall beside an autocast reading) to help 6 of 173 reports; the family's
+            # whole document re-added what the reading set aside. One fix of the family's best document at a strong
+            # match, taking no value a reader would fill, is the measured middle (BESIDE_RULE_MIN_SCORE).
+            docs = [doc for doc in family_docs[:1] if doc in retrieved]
+            scored = scored_related_fixes(text, docs, d.fixes, idf, limit=3, min_score=BESIDE_RULE_MIN_SCORE, parameter_free=True)
+            keep = 1
+        else:
+            docs = list(dict.fromkeys(doc for doc in related if doc in retrieved))
+            # The general next steps of an unknown answer leave the room of the fixes a family would have had.
+            scored = scored_related_fixes(text, docs, d.fixes, idf, limit=limit + 2, room=RELATED_FIXES if unknown else None)
+            keep = limit
         # The verifier's own test: a fix proposing what this diagnosis rules out (allocator settings when fragmentation
         # is ruled out, CUDA where there is none) is left out, as it would be from an LLM's reply.
-        extra = tuple(f for f in extra if ruled_out_action(reply_proposals([(f"{f.title}\n{f.detail}", False), (f.code or "", True)]),
-                                                           failure, evidence, hit, d) is None)[:limit]
-        if not extra:
+        scored = tuple((score, f) for score, f in scored if ruled_out_action(reply_proposals([(f"{f.title}\n{f.detail}", False), (f.code or "", True)]),
+                                                                             failure, evidence, hit, d) is None)[:keep]
+        if not scored:
             return d
         from assistant.compose.deterministic import sources_from
 
+        extra = tuple(f for _, f in scored)
+        if unknown:
+            lead = tuple(f for score, f in scored if score >= LEAD_UNKNOWN_MIN_SCORE)
+            fixes = (*lead, *d.fixes, *(f for f in extra if f not in lead))
+        else:
+            fixes = (*d.fixes, *extra)
         # Every document a fix cites is listed among the sources (a retrieved passage may sit below the display floor).
         cited = [s for f in extra for s in f.sources]
         sources = sources_from(passages, keep=[*(s.id for s in d.sources), *cited])
-        return replace(d, fixes=(*d.fixes, *extra), sources=sources)
+        return replace(d, fixes=fixes, sources=sources)
 
     def verify(self, diagnosis: Diagnosis, failure: Failure, evidence: Evidence, hit: RuleHit | None, retrieval: Retrieval) -> Diagnosis:
         """Let the configured LLM write the answer; it is used only if it passes verification."""

@@ -117,6 +117,14 @@ RELATED_MIN_SCORE = 1.2  # below this the overlap is a common word or two, not t
 # before any tuning on them (173 reports with a confirmed fix): remedy in the fixes 0.394 with fixes only from the
 # decided family's documents, 0.428 with cause words and every retrieved document, at no more fixes than MAX_FIXES.
 CAUSE_WORD_WEIGHT = 1.0
+# Beside a rule's reading, one more fix of the decided family's best retrieved document joins only when the user's
+# words match it this strongly (the rule chose its fixes from the values it read; a strong match is a situation the
+# text itself describes). Held out on three dev parts (173 reports, 104 read by a rule): at 5.0 it joined 18 rule-led
+# answers and carried the confirmed remedy into 7 that lacked it; at 3.0 it joined 41 for 8.
+BESIDE_RULE_MIN_SCORE = 5.0
+# An answer that names no family ("unknown") lists general next steps; a retrieved fix that matches the user's words at
+# least this well goes before them (held out: the first step carried the remedy in 0 of 22 such answers, 3 after).
+LEAD_UNKNOWN_MIN_SCORE = 3.0
 
 
 def _overlap(tokens: set[str], words: set[str], idf: Callable[[str], float]) -> float:
@@ -160,14 +168,24 @@ def _fix_match(entry: _FixWords, words: set[str], idf: Callable[[str], float]) -
 
 def related_fixes(
     text: str, doc_ids: Sequence[str], shown: Sequence[Fix], idf: Callable[[str], float], limit: int = RELATED_FIXES,
-    min_score: float = RELATED_MIN_SCORE,
+    min_score: float = RELATED_MIN_SCORE, *, parameter_free: bool = False, room: int | None = None,
 ) -> tuple[Fix, ...]:
     """Further documented fixes from the retrieved documents, ranked by the words they and the causes naming them
     share with the user's text (rare words count more): breadth from retrieval, at the level of single fixes.
-    Diagnostic and follow-up steps are not offered here, and never more than MAX_FIXES fixes in all."""
+    Diagnostic and follow-up steps are not offered here, and never more than MAX_FIXES fixes in all (``room`` says how
+    many may still join when the caller counts differently). ``parameter_free`` leaves out fixes that take a value (a
+    reader that filled one under another title would see its own fix twice)."""
+    return tuple(f for _, f in scored_related_fixes(text, doc_ids, shown, idf, limit, min_score, parameter_free=parameter_free, room=room))
+
+
+def scored_related_fixes(
+    text: str, doc_ids: Sequence[str], shown: Sequence[Fix], idf: Callable[[str], float], limit: int = RELATED_FIXES,
+    min_score: float = RELATED_MIN_SCORE, *, parameter_free: bool = False, room: int | None = None,
+) -> tuple[tuple[float, Fix], ...]:
+    """:func:`related_fixes` with each fix's match score, best first."""
     from assistant.kb.lexical import tokenize
 
-    room = max(0, MAX_FIXES - len(shown))
+    room = max(0, MAX_FIXES - len(shown)) if room is None else max(0, room)
     if not room:
         return ()
     words = set(tokenize(text[:4000]))
@@ -178,11 +196,11 @@ def related_fixes(
         if rem is None:
             continue
         for entry in _fix_words(rem):
-            if entry.fix.title in seen:
+            if entry.fix.title in seen or (parameter_free and entry.fix.params):
                 continue
             score = _fix_match(entry, words, idf)
             if score >= min_score:
                 scored.append((score, len(scored), entry.filled))  # ties keep retrieval's order
                 seen.add(entry.fix.title)
     scored.sort(key=lambda sf: (-sf[0], sf[1]))
-    return tuple(f for _, _, f in scored[: min(limit, room)])
+    return tuple((round(score, 4), f) for score, _, f in scored[: min(limit, room)])
