@@ -31,6 +31,15 @@ def _batching_report(ctx: Context) -> bool:
     return not ctx.failure.frames and bool(_BATCHING_WORDS.search(ctx.failure.text))
 
 
+def _bare_image_stack(ctx: Context, m: re.Match[str]) -> bool:
+    """A pasted stack message alone (no traceback) whose two entries are images of one channel count (1, 3 or 4) that
+    differ only in height/width: batching a dataset's images is what stacks such tensors."""
+    if ctx.failure.frames:
+        return False
+    a, b = _shape(m.group(1)), _shape(m.group(3))
+    return len(a) == len(b) == 3 and a[0] == b[0] and a[0] in (1, 3, 4) and min(*a[1:], *b[1:]) >= 8 and a[1:] != b[1:]
+
+
 def _sharing_context(ctx: Context) -> bool:
     """Tensors were being passed between processes (DataLoader workers, multiprocessing queues)."""
     files = " ".join(f.file for f in ctx.failure.frames)
@@ -86,7 +95,7 @@ def collate(ctx: Context) -> RuleHit | None:
     """default_collate could not batch the samples."""
     found = _worker_found(ctx)
     m = _STACK.search(ctx.text)
-    if m and (_in_collate(ctx) or _batching_report(ctx)):
+    if m and (_in_collate(ctx) or _batching_report(ctx) or _bare_image_stack(ctx, m)):
         return _collate_sizes(ctx, m, found)
     if ctx.search(r"Trying to resize storage that is not resizable") and _in_collate(ctx):
         cause = ("default_collate preallocates one block of shared memory for the whole batch, sized from the first sample, and then stacks every "

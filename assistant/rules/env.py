@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Callable
 
 from assistant.parse.messages import NOT_FOUND_CODES, os_error_path
-from assistant.rules.dispatch import TORCH_OP
+from assistant.rules.dispatch import RUNTIME, TORCH_OP, family_of_type
 from assistant.rules.registry import Example, rule
 from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
 from assistant.types import Fact, Facts, Fix, RuleHit
@@ -103,7 +103,7 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
     'env.missing_module',
     category='environment_error',
     docs=("module-not-found", "library-version-mismatch", "pickle-numpy-version"),
-    reads=("ImportError", "AttributeError", "text"),
+    reads=("ImportError", "AttributeError", "RuntimeError", "text"),
     priority=65,
     also=('serialization_error',),
     outcomes=('env.module_not_found', 'env.numpy2_pickle', 'env.local_module_not_found', 'env.torch_not_installed', 'env.torch_submodule_missing',
@@ -127,8 +127,13 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
 )
 def missing_module(ctx: Context) -> RuleHit | None:
     """ModuleNotFoundError / ImportError, including version-skew ``cannot import name``."""
+    # A library's lazy import (transformers) re-raises an import error as a RuntimeError that quotes it below its own
+    # line; any other RuntimeError is not an import failure.
+    wrapped = ctx.exc_type == "RuntimeError" and bool(ctx.search(r"Failed to import [\w.]+ because of the following error"))
+    if family_of_type(ctx.exc_type) == RUNTIME and not wrapped:
+        return None
     m = ctx.search(r"No module named '([\w.]+)'")
-    if m and ctx.exc_type in ("ModuleNotFoundError", "ImportError", ""):
+    if m and (ctx.exc_type in ("ModuleNotFoundError", "ImportError", "") or wrapped):
         return _module_not_found(ctx, m.group(1))
     m = ctx.search(r"cannot import name '(\w+)'(?: from '([\w.]+)')?")
     if m:
@@ -369,7 +374,7 @@ def _shared_library(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
 
 
 def _windows_dll(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
-    dll_path = m.group(1) or ""
+    dll_path = m.group(1) or m.group(2) or ""
     dll = dll_path.replace("\\", "/").rsplit("/", 1)[-1] or None
     gpu = bool(dll and re.search(r"nvrtc|cudnn|cublas|cufft|curand|cusparse|cudart|nccl|caffe2_nvrtc|hip|rocm", dll, re.I))
     cause = ("Windows could not load " + (f"`{dll}`" if dll else "a DLL of the installed package") + " or a DLL it depends on: "
@@ -407,13 +412,16 @@ def _toolchain(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
 _BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, list[Fix]]]], ...] = (
     (r"operator torchvision::(\w+) does not exist|No such operator torchvision::(\w+)", "env.torchvision_ops", _torchvision_ops),
     # The colon is sometimes dropped when the message is retyped; then only an identifier-like symbol (camelCase or mangled) counts.
-    (r"(?:ImportError: ([^\n:]+\.(?:so|pyd)[\w.]*): |([^\s:'\"`]+\.(?:so|pyd)[\w.]*): )?undefined symbol(?::|(?= (?:_Z|[a-z]+[A-Z])))\s*(\S+)",
+    # The space after the library's colon is missing in some loaders' (and retyped) messages: `..._ext.so:undefined symbol: ...`.
+    (r"(?:ImportError: ([^\n:]+\.(?:so|pyd)[\w.]*): ?|([^\s:'\"`]+\.(?:so|pyd)[\w.]*): ?)?undefined symbol(?::|(?= (?:_Z|[a-z]+[A-Z])))\s*(\S+)",
      "env.undefined_symbol", _undefined_symbol),
     (r"compiled with different CUDA (?:major )?versions", "env.torchvision_cuda", _torchvision_cuda),
     (r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|numpy\.core\.multiarray failed to import|_ARRAY_API not found|Numpy is not available"
      r"|Could not infer dtype of numpy\.(?:float|int|uint|bool|complex)\d*\b", "env.numpy_abi", _numpy_abi),
     (r"(lib[\w.+-]+\.so[\d.]*): cannot open shared object file", "env.shared_library", _shared_library),
-    (r"\[WinError (?:12[67]|1114)\][^\n]*?(?:Error loading \\?\"(.+?\.dll)\\?\"|(?=\n)|$)", "env.windows_dll", _windows_dll),
+    # Also the error's own words without the WinError code, as report titles and retyped messages give it ("error loading fbgemm.dll").
+    (r"\[WinError (?:12[67]|1114)\][^\n]*?(?:Error loading \\?\"(.+?\.dll)\\?\"|(?=\n)|$)|\b[Ee]rror loading \\?[\"'`]?([^\s\"'`]*?\w\.dll)\b",
+     "env.windows_dll", _windows_dll),
     (r"`?((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'? not found", "env.glibc", _glibc),
     (r"CUDA_HOME environment variable is not set|No such file or directory: '[^']*nvcc'|Ninja is required to load C\+\+ extensions|error: command '[^']*(?:gcc|g\+\+|nvcc)' failed", "env.build_toolchain", _toolchain),
 )

@@ -342,6 +342,8 @@ def _oom_with_numbers(ctx: Context, num: OomNumbers, batch_one: bool, in_eval: b
     if unalloc is None and not fragmented and not impossible and outcome != "memory.cuda_oom_visible_devices":
         fixes.append(remedy("cuda-oom-fragmentation#expandable-segments-if-reserved"))
     fixes.append(_measure_fix())
+    if outcome == "memory.cuda_oom" and not impossible:
+        cause += _diffusion_attention(raw, fixes, found)
     if attention and not impossible:
         cause += (" The failing line computes attention scores, whose memory grows quadratically with sequence length (batch×heads×T×T): "
                   "doubling T quadruples that tensor.")
@@ -425,6 +427,22 @@ def _checkpoint_load(ctx: Context) -> str | None:
         if m:
             return m.group(0).strip()
     return None
+
+
+# A diffusion model (Stable Diffusion and its fine-tuning recipes) named in the text: attention over thousands of latent tokens.
+_DIFFUSION = lazy_re(r"\b(?:dream ?booth|textual[ _-]inversion|stable[ _-]?diffusion|diffusers|sdxl)\b", re.I)
+
+
+def _diffusion_attention(raw: str, fixes: list[Fix], found: list[Fact]) -> str:
+    """A text naming a diffusion model or its training recipe: memory-efficient attention (and a smaller optimizer state) is
+    the remedy its own low-memory settings use, offered second (after the first check). Returns the sentence for the cause."""
+    named = _DIFFUSION.search(raw)
+    if not named:
+        return ""
+    found.append(Fact("context", f"a diffusion model: “{named.group(0)}”"))
+    fixes.insert(1, remedy("cuda-oom#memory-efficient-attention-training"))
+    return (" The text names a diffusion model, whose attention over thousands of latent tokens dominates activation memory unless a "
+            "memory-efficient attention kernel computes it.")
 
 
 def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool) -> RuleHit:
@@ -528,6 +546,7 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
         *_common_fixes(in_eval, bool(_TRIED_BATCH.search(raw))),
         remedy("memory-profiling#allocator-numbers"),
     ]
+    cause += _diffusion_attention(raw, fixes, found)
     # The text is about variable-length data (audio clips, utterances, their durations): the longest samples set a step's peak.
     varlen = _VARIABLE_LENGTH.search(raw)
     if varlen:

@@ -149,6 +149,10 @@ def _listed_libraries(text: str) -> list[str]:
 _REMOVED_IN_VERSION = lazy_re(r"\b(?:has been|have been|was|were) removed in (?:v(?:ersion)?\s?)?\d+\.\d+", re.I)
 # A config-driven framework's registry lookup ("X is not in the mmdet::model registry", "No object named 'X' found in 'BACKBONE' registry").
 _REGISTRY_LOOKUP = lazy_re(r"\bis not in the [\w:]+ registry\b|\bfound in '\w+' registry\b")
+# PyTorch's dispatcher names an ATen operator that has no kernel for a device or backend ("The operator 'aten::roll' is not
+# currently implemented for the MPS device", "Could not run 'aten::foo' with arguments from the 'CUDA' backend"): a property
+# of the installed build and device, not of the program's logic.
+_OPERATOR_NOT_IMPLEMENTED = lazy_re(r"\boperator \\?'aten::\w+\\?' is not (?:currently )?implemented for the \w+ device|\bCould not run \\?'aten::\w+")
 # An exception line ("SomeError: ...", "Exception: ...") at the start of a line.
 _ERROR_LINE = lazy_re(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S", re.M)
 
@@ -171,7 +175,7 @@ def _teardown_fallout(ctx: Context) -> bool:
     priority=FALLBACK + 1,
     outcomes=('python.builtin', 'python.key_error', 'python.reader_none', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
               'python.index_error', 'python.name_error', 'python.recursion', 'python.tensor_to_scalar', 'python.peft_targets',
-              'python.library_attribute_version'),
+              'python.library_attribute_version', 'python.timm_factory_keyword'),
     examples=(
         Example("corpus/python/valueerror_config_float_captured.txt", "python.builtin"),
         Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
@@ -193,6 +197,8 @@ def _teardown_fallout(ctx: Context) -> bool:
         Example("corpus/python/float_multi_element_tensor_captured.txt", "python.tensor_to_scalar"),
         Example("corpus/python/peft_target_modules_not_found.txt", "python.peft_targets"),
         Example("corpus/python/attributeerror_library_versions_listed.txt", "python.library_attribute_version"),
+        Example("corpus/python/timm_create_model_num_classes_mae.txt", "python.timm_factory_keyword"),
+        Example("corpus/python/timm_default_cfg_detic.txt", "python.timm_factory_keyword"),
     ),
 )
 def python_exception(ctx: Context) -> RuleHit | None:
@@ -213,6 +219,8 @@ def python_exception(ctx: Context) -> RuleHit | None:
         return None  # a destructor failing because its object's __init__ raised first: that earlier error is the failure
     if _REMOVED_IN_VERSION.search(msg):
         return None  # a library says the API the code uses was removed in a named release: a version mismatch, not the program's logic
+    if exc == "NotImplementedError" and _OPERATOR_NOT_IMPLEMENTED.search(msg):
+        return None  # an operator missing from a device's backend in the installed PyTorch: the backend's documents answer
     if exc == "KeyError" and _REGISTRY_LOOKUP.search(msg):
         return None  # a framework's registry has no class of that name: how the package is installed and imported, not a dict key
     frame = ctx.user_frame
@@ -275,6 +283,9 @@ def python_exception(ctx: Context) -> RuleHit | None:
             call = nc.group(1)
         kw = re.search(r"got an unexpected keyword argument '(\w+)'", msg)
         if kw:
+            timm = _timm_factory_keyword(ctx, kw.group(1))
+            if timm is not None:
+                return timm
             cause += f" The function called does not accept `{kw.group(1)}` in the installed version (its signature differs)."
         fixes = [remedy("python-errors#check-types-and-signature")]
         if call == "NoneType":
@@ -320,6 +331,35 @@ def python_exception(ctx: Context) -> RuleHit | None:
     cause = f"{exc} raised{at}: {msg}" + ("" if msg.endswith(".") else ".") + " This is an error in the program's own logic or data, not a PyTorch failure."
     fixes = [remedy("python-errors#start-from-last-frame")]
     return hit("python.builtin", "python_error", title, cause, fixes, _DOCS, found, 0.7)
+
+
+# Keywords only timm's model factory hands to a model class (the per-model configuration, called default_cfg before
+# timm 0.6 and pretrained_cfg since): a constructor rejecting one was built through timm, whatever the traceback shows.
+_TIMM_CFG_KEYWORDS = frozenset({"default_cfg", "pretrained_cfg", "pretrained_cfg_overlay"})
+
+
+def _timm_factory_keyword(ctx: Context, name: str) -> RuleHit | None:
+    """``__init__() got an unexpected keyword argument`` from a model that timm's factory builds: a keyword of timm's own
+    configuration (the model code and the installed timm are of different releases), or any keyword when the traceback
+    passes through timm's ``create_model``/``build_model_with_cfg`` (the project's constructor does not take what the
+    factory forwards)."""
+    through_timm = any(re.search(r"[/\\]timm[/\\]", f.file) for f in ctx.failure.frames) or bool(
+        re.search(r"\btimm\b[^\n]*\b(?:create_model|build_model_with_cfg)\b|\b(?:create_model|build_model_with_cfg)\b[^\n]*\btimm\b", ctx.failure.text))
+    if name not in _TIMM_CFG_KEYWORDS and not through_timm:
+        return None
+    found = _found(ctx)
+    if name in _TIMM_CFG_KEYWORDS:
+        cause = (f"timm's model factory handed `{name}` to a model constructor that does not take it: `{name}` is timm's per-model "
+                 "configuration, whose name and handling changed between timm releases, so the model code (a project's backbone built "
+                 "through timm) was written for another timm release than the one installed.")
+        fixes = [remedy("timm-create-model-kwargs#install-project-timm"), remedy("timm-create-model-kwargs#accept-factory-kwargs")]
+        return hit("python.timm_factory_keyword", "environment_error", f"timm passes `{name}` the model does not accept", cause, fixes,
+                   ("timm-create-model-kwargs", "library-version-mismatch"), found, 0.85, facts=Facts(argument=name))
+    cause = (f"timm's `create_model` forwards its keyword arguments (here `{name}`) to the registered model function and on to the model "
+             "class; this model's constructor lists only its own arguments and rejects the one the factory passes.")
+    fixes = [remedy("timm-create-model-kwargs#accept-factory-kwargs"), remedy("timm-create-model-kwargs#install-project-timm")]
+    return hit("python.timm_factory_keyword", "python_error", f"The model built by timm does not accept `{name}`", cause, fixes,
+               ("timm-create-model-kwargs", *_DOCS), found, 0.85, facts=Facts(argument=name))
 
 
 # Words that put the model on several GPUs through a wrapper that gathers one output (and one loss) per GPU.
