@@ -150,7 +150,7 @@ NCCL = Family(
         ),
     ),
     decisive=frozenset({"distributed.collective_mismatch", "distributed.duplicate_gpu", "distributed.nccl_cpu_tensor"}),
-    plain=frozenset({"distributed.nccl_timeout", "symptoms.distributed_hang", "distributed.nccl_remote_error", "distributed.nccl_aborted"}),
+    plain=frozenset({"distributed.nccl_timeout", "symptoms.distributed_hang", "distributed.nccl_aborted"}),
 )
 
 DDP = Family(

@@ -295,6 +295,8 @@ _RUNNING_TOTAL = lazy_re(r"\b(?=\w*?(?:total|running|sum|acc|accum|epoch))(\w+)\
 
 
 _STATEFUL_LAYERS = lazy_re(r"spikingjelly|snntorch|\bnorse\b|spiking|membrane potential", re.I)
+# The run involves several GPUs: a DataParallel wrapper (in the text or the traceback's files), several GPUs named, or a distributed setting.
+_MULTI_GPU_RUN = lazy_re(r"\b(?:Distributed)?DataParallel\b|\bdata_parallel\b|\bmulti[- ]?gpus?\b|\b(?:multiple|several|two|\d{1,2}) GPUs\b|\bdevice_ids\b|\bdistributed\b", re.I)
 
 
 @rule(
@@ -356,6 +358,12 @@ def backward_twice(ctx: Context) -> RuleHit | None:
         found.append(Fact("layer", "the failing backward runs through spiking-neuron layers, which keep state between batches"))
         cause += " Here the graph runs through spiking-neuron layers, which keep their state from the previous batch unless it is reset after each step."
         fixes = [remedy("backward-twice#reset-stateful-layers"), *fixes[:3]]
+    elif _MULTI_GPU_RUN.search(" ".join(f.file for f in ctx.failure.frames)) or _MULTI_GPU_RUN.search(ctx.text):
+        # A model copied to several GPUs on each forward shares the tensors its module keeps with an earlier step's graph.
+        found.append(Fact("context", "the run involves several GPUs or a distributed setting"))
+        cause += (" Your text mentions several GPUs or a distributed setting: when the failure appears only with more than one GPU visible, "
+                  "the model is wrapped for several GPUs and a tensor the module keeps between steps carries an earlier step's graph.")
+        fixes = [*fixes[:2], remedy("backward-twice#single-visible-gpu"), *fixes[2:4]]
     return hit("autograd.backward_twice", "backward_twice", "Backward through a freed graph", cause, fixes, ("backward-twice",), _loc(ctx, found), 0.95,
                facts=Facts(flags=frozenset({"retain_graph_on_line"}) if retain else frozenset()))
 

@@ -408,6 +408,16 @@ def ddp_error(ctx: Context) -> RuleHit | None:
         cause = f"DDP was given device_ids [{m.group(1)}] but the module's parameters are on {', '.join(devices) or m.group(3)}: the model was not moved to its GPU before wrapping."
         fixes = [remedy("process-group-init#move-model-then-wrap")]
         return hit("distributed.ddp_device", "ddp_error", "DDP model not on its device", cause, fixes, docs[::-1], found, 0.92, facts=Facts(devices=devices))
+    # Older releases: "... only work with single-device CUDA modules, but got device_ids [1], output_device None, and module parameters {...}",
+    # often quoted without the parameters' devices.
+    m = ctx.search(r"DistributedDataParallel device_ids and output_device arguments only work with single-device (?:CUDA|GPU) modules, but got device_ids \[?([\w, ]*)\]?")
+    if m:
+        found = [error_fact(ctx), Fact("devices", f"device_ids [{m.group(1).strip()}]")]
+        cause = (f"DDP was given device_ids [{m.group(1).strip()}], which works only for a module whose parameters are all on that one GPU: the model "
+                 "was still on the CPU when it was wrapped (the move to the GPU was skipped or came after the wrapping), or it is split across GPUs.")
+        fixes = [remedy("process-group-init#move-model-then-wrap"),
+                 remedy("process-group-init#whole-model-per-rank")]
+        return hit("distributed.ddp_device", "ddp_error", "DDP model not on its device", cause, fixes, docs[::-1], found, 0.85)
     return None
 
 
