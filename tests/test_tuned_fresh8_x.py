@@ -74,3 +74,30 @@ def test_plain_out_of_memory_message_does_not_offer_attention_kernels() -> None:
     found = hit_of(dev_report("dev_fresh8", "f8b-kohya-lora-started-dreambooth-oom"))
     assert found.category == "cuda_oom"
     assert "xformers" not in fix_text(found.fixes)
+
+
+def test_nccl_network_error_with_a_pinned_interface_checks_that_interface_first() -> None:
+    found = hit_of(dev_report("dev_fresh8", "f8b-deepspeed-multinode-nccl-wrong-ifname"))
+    assert found.category == "nccl_error"
+    first = _first(found.fixes)
+    assert "NCCL_SOCKET_IFNAME" in first and "ip -brief addr" in first
+
+
+def test_nccl_network_error_without_a_pinned_interface_keeps_its_first_fix() -> None:
+    # The error line of the dev report f8b-deepspeed-multinode-nccl-wrong-ifname, without the report's settings around it.
+    found = hit_of("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, "
+                   "remote process exited or there was a network error, NCCL version 2.18.6")
+    assert "ip -brief addr" not in _first(found.fixes)
+
+
+def test_device_mismatch_under_cpu_offloading_that_worked_at_an_earlier_commit_pins_that_version() -> None:
+    found = hit_of(dev_report("dev_fresh8", "f8b-diffusers-flux-seq-offload-regression"))
+    assert found.category == "device_mismatch"
+    assert "worked" in _first(found.fixes) and "pin" in _first(found.fixes)
+    assert "offloading" in fix_text(found.fixes[1:2])
+
+
+def test_device_mismatch_without_offloading_keeps_the_plain_reading() -> None:
+    # The error line of the dev report f8b-diffusers-flux-seq-offload-regression, without the report's words around it.
+    found = hit_of("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")
+    assert "worked" not in fix_text(found.fixes) and "offloading" not in fix_text(found.fixes)

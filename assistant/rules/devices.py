@@ -128,9 +128,10 @@ _BUFFERS = "device-mismatch#register-constant-buffers"
     priority=32,
     outcomes=('devices.mismatch', 'devices.mismatch_other', 'devices.move_not_assigned', 'devices.created_in_forward', 'devices.two_gpus', 'devices.generator',
               'devices.dataparallel', 'devices.meta', 'devices.embedding_index', 'devices.index_device', 'devices.loss_target',
-              'devices.rnn_hidden', 'devices.optimizer_state', 'devices.cuda_numpy', 'devices.unregistered_layers'),
+              'devices.rnn_hidden', 'devices.optimizer_state', 'devices.cuda_numpy', 'devices.unregistered_layers', 'devices.library_offload'),
     examples=(
         Example("captured/cuda/device-mismatch-cnn-batch-on-cpu", "devices.mismatch"),
+        Example("corpus/devices/offload_regression_flux.txt", "devices.library_offload"),
         Example("realworld/dev/torchsummary-old-input-cuda-weight-cpu", "devices.mismatch"),
         Example("realworld/dev/uap-old-input-cuda-weight-cpu-elided", "devices.mismatch"),
         Example("corpus/devices/mps_placeholder_linear_rfdiffusion.txt", "devices.mismatch"),
@@ -207,6 +208,9 @@ def device_mismatch(ctx: Context) -> RuleHit | None:
         return _rnn_hidden(ctx, pair, found, facts)
     if pair.kind == "index":
         return _index_device(ctx, pair, found, facts)
+    offload = _OFFLOAD.search(ctx.failure.text or ctx.text)
+    if offload and pair.kind == "operands" and "cpu" in _devices(pair):
+        return _library_offload(ctx, pair, offload.group(0), found, facts)
     if _in_optimizer_step(ctx, pair):
         return _optimizer_state(ctx, pair, found, facts)
     if pair.a and pair.b and pair.a.startswith("cuda") and pair.b.startswith("cuda") and pair.a != pair.b:
@@ -437,6 +441,30 @@ def _layer_input(ctx: Context, p: _Pair, name: str | None, kind: str | None, fou
              f"the same place: typically the model is on {gpu} and the batch is still on the CPU (DataLoader batches always start there), or the reverse.")
     return hit("devices.mismatch", "device_mismatch", f"Model and input on different devices ({_both(p)})", cause, [remedy(_MOVE_ALL), remedy(_BUFFERS)],
                ("device-mismatch", "cuda-unavailable"), _loc(ctx, found), 0.95, facts=facts)
+
+
+# A library's CPU offloading named in the text (diffusers' pipeline methods, accelerate's hooks).
+_OFFLOAD = lazy_re(r"\benable_(?:sequential|model)_cpu_offload\b|\bcpu_offload(?:_with_hook)?\(|\bCPU offload(?:ing)?\b|\bsequential offload(?:ing)?\b", re.I)
+# The text says the same call worked with an earlier version or commit of the code that changed.
+_WORKED_EARLIER = lazy_re(r"\bparent commit\b|\bregression\b|\b(?:works?|worked|working)\b[^.\n]{0,40}\b(?:previous|earlier|older|last) "
+                          r"(?:release|version|commit)\b|\b(?:works?|worked)\b[^.\n]{0,30}\bbefore (?:the |an? )?(?:update|upgrade)\b", re.I)
+
+
+def _library_offload(ctx: Context, p: _Pair, named: str, found: list[Fact], facts: Facts) -> RuleHit:
+    """Operands on the CPU and a GPU while a library's CPU offloading is on: its hooks move modules only while they run."""
+    found.append(Fact("context", f"CPU offloading: “{named}”"))
+    cause = (f"An operation received tensors on {_both(p)} while the library's CPU offloading (`{named}`) is on: offloading keeps weights on "
+             "the CPU and its hooks move each module to the GPU only while it runs, so a tensor created or kept outside those hooks (or a "
+             "module moved by hand after offloading was enabled) meets the GPU copy of the other operand.")
+    fixes = [remedy("device-mismatch#let-offload-place-tensors"), remedy("device-mismatch#print-operand-devices")]
+    earlier = _WORKED_EARLIER.search(ctx.failure.text or ctx.text)
+    if earlier:
+        found.append(Fact("symptom", f"worked with an earlier version: “{earlier.group(0)}”"))
+        cause += (" The text says the same call worked with an earlier version or commit, so the change in the library between the two is "
+                  "the cause: a regression in its offloading path.")
+        fixes.insert(0, remedy("device-mismatch#pin-working-library-version"))
+    return hit("devices.library_offload", "device_mismatch", f"Tensors on different devices under CPU offloading ({_both(p)})", cause, fixes,
+               ("device-mismatch",), _loc(ctx, found), 0.85, facts=facts)
 
 
 def _plain(ctx: Context, p: _Pair, found: list[Fact], facts: Facts) -> RuleHit:

@@ -281,6 +281,14 @@ def nccl_error(ctx: Context) -> RuleHit | None:
         fixes.insert(1, remedy("nccl-errors#check-topology-detection"))
     if outcome == "distributed.nccl_remote_error":
         fixes.insert(0, remedy("nccl-errors#find-first-dead-rank"))
+    # The job pins NCCL to a named interface (an `NCCL_SOCKET_IFNAME=<name>` setting in the text) and the connection between
+    # ranks failed: whether that interface carries the address the nodes reach each other on comes first.
+    pinned = re.search(r"\bNCCL_SOCKET_IFNAME\s*=\s*[\"']?([A-Za-z][\w.:-]*)", raw)
+    if pinned and outcome in ("distributed.nccl_remote_error", "distributed.nccl_system_error", "distributed.nccl_internal_error"):
+        found.append(Fact("environment", f"NCCL_SOCKET_IFNAME={pinned.group(1)}"))
+        cause += (f" The job pins NCCL to the interface `{pinned.group(1)}`: when that interface is not the one holding the address the "
+                  "nodes reach each other on (or is named differently on another node), the connection between ranks fails this way.")
+        fixes.insert(0, remedy("nccl-network-config#verify-pinned-interface"))
     elif outcome == "distributed.nccl_invalid_usage":
         fixes.insert(0, fixes.pop(1))
     ver = m.group(3) if m and m.group(3) else None
