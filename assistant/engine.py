@@ -330,9 +330,10 @@ class Engine:
             # theirs. Measured on the held-out parts, any retrieved fix beside a rule at a word-overlap floor joined 57 of
             # the 94 rule-led captures (a reinstall beside an autocast reading) to help 6 of 173 reports; the family's
             # whole document re-added what the reading set aside. One fix of the family's best document at a strong
-            # match, taking no value a reader would fill, is the measured middle (BESIDE_RULE_MIN_SCORE).
+            # match, taking no value a reader would fill and not a sibling of a fix the reader chose (it chose among
+            # them), is the measured middle (BESIDE_RULE_MIN_SCORE).
             docs = [doc for doc in family_docs[:1] if doc in retrieved]
-            scored = scored_related_fixes(text, docs, d.fixes, idf, limit=3, min_score=BESIDE_RULE_MIN_SCORE, parameter_free=True)
+            scored = scored_related_fixes(text, docs, d.fixes, idf, limit=3, min_score=BESIDE_RULE_MIN_SCORE, beside_reading=True)
             keep = 1
         else:
             docs = list(dict.fromkeys(doc for doc in related if doc in retrieved))

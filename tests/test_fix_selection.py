@@ -142,10 +142,47 @@ def test_beside_a_rule_at_most_one_strongly_matching_fix_joins(engine: Engine) -
     assert 1 <= joined <= seen // 3  # it happens, and rarely
 
 
-def test_a_fix_that_takes_a_value_is_left_out_when_asked(one_document: str) -> None:
+def test_beside_a_reading_a_fix_that_takes_a_value_is_left_out(one_document: str) -> None:
     text = "open the archive lazily: pass the path, not the opened object"
     assert "Open the archive lazily" in [f.title for f in related_fixes(text, [one_document], (), _flat_idf)]
-    assert "Open the archive lazily" not in [f.title for f in related_fixes(text, [one_document], (), _flat_idf, parameter_free=True)]
+    assert "Open the archive lazily" not in [f.title for f in related_fixes(text, [one_document], (), _flat_idf, beside_reading=True)]
+
+
+_SIBLINGS = """
+## Causes
+### A saved tensor was rewritten {#saved-rewritten}
+The graph kept a tensor that a later line rewrote.
+- fixes: rewrite-sum, rewrite-activation
+- cues: rewritten, saved tensor
+
+### The step ran early {#step-early}
+The weights moved before the gradient was taken.
+- fixes: step-last
+
+## Fixes
+### Rewrite the sum into a new tensor {#rewrite-sum}
+Assign the result to a new name.
+
+### Build the activation without its in-place flag {#rewrite-activation}
+The saved tensor then stays as the graph saved it.
+
+### Step after every gradient {#step-last}
+Call the optimizer once the saved tensor is no longer needed.
+"""
+
+
+def test_beside_a_reading_the_alternatives_it_chose_among_are_not_offered(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The reader chose the sum rewrite among the first cause's fixes; the activation variant is that choice's
+    # alternative, not a further fix. Another cause's fix may still join.
+    rem = parse_body("sibling-notes", _SIBLINGS)
+    monkeypatch.setattr(documents, "remedies_of", lambda doc_id: rem if doc_id == "sibling-notes" else None)
+    text = "the saved tensor was rewritten by the activation in place; the step comes after every gradient"
+    shown = (Fix("Rewrite the sum into a new tensor", "", None, ("sibling-notes",)),)
+    plain = [f.title for f in related_fixes(text, ["sibling-notes"], shown, _flat_idf)]
+    assert "Build the activation without its in-place flag" in plain
+    beside = [f.title for f in related_fixes(text, ["sibling-notes"], shown, _flat_idf, beside_reading=True)]
+    assert "Build the activation without its in-place flag" not in beside
+    assert "Step after every gradient" in beside
 
 
 def test_room_can_be_counted_by_the_caller(one_document: str) -> None:

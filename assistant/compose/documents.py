@@ -168,19 +168,21 @@ def _fix_match(entry: _FixWords, words: set[str], idf: Callable[[str], float]) -
 
 def related_fixes(
     text: str, doc_ids: Sequence[str], shown: Sequence[Fix], idf: Callable[[str], float], limit: int = RELATED_FIXES,
-    min_score: float = RELATED_MIN_SCORE, *, parameter_free: bool = False, room: int | None = None,
+    min_score: float = RELATED_MIN_SCORE, *, beside_reading: bool = False, room: int | None = None,
 ) -> tuple[Fix, ...]:
     """Further documented fixes from the retrieved documents, ranked by the words they and the causes naming them
     share with the user's text (rare words count more): breadth from retrieval, at the level of single fixes.
     Diagnostic and follow-up steps are not offered here, and never more than MAX_FIXES fixes in all (``room`` says how
-    many may still join when the caller counts differently). ``parameter_free`` leaves out fixes that take a value (a
-    reader that filled one under another title would see its own fix twice)."""
-    return tuple(f for _, f in scored_related_fixes(text, doc_ids, shown, idf, limit, min_score, parameter_free=parameter_free, room=room))
+    many may still join when the caller counts differently).
+
+    ``beside_reading``: ``shown`` are a reader's choices. A fix that takes a value is left out (the reader may have filled
+    it under another title), and so are the other fixes of any cause whose fix the reader chose (it chose among them)."""
+    return tuple(f for _, f in scored_related_fixes(text, doc_ids, shown, idf, limit, min_score, beside_reading=beside_reading, room=room))
 
 
 def scored_related_fixes(
     text: str, doc_ids: Sequence[str], shown: Sequence[Fix], idf: Callable[[str], float], limit: int = RELATED_FIXES,
-    min_score: float = RELATED_MIN_SCORE, *, parameter_free: bool = False, room: int | None = None,
+    min_score: float = RELATED_MIN_SCORE, *, beside_reading: bool = False, room: int | None = None,
 ) -> tuple[tuple[float, Fix], ...]:
     """:func:`related_fixes` with each fix's match score, best first."""
     from assistant.kb.lexical import tokenize
@@ -195,8 +197,12 @@ def scored_related_fixes(
         rem = remedies_of(doc_id)
         if rem is None:
             continue
+        # A reader that chose one of a cause's fixes chose among that cause's alternatives (a rewrite without
+        # activations rather than with): the others are not offered beside it.
+        chosen = {fx.ref for fx in rem.fixes if _fix(fx, {}).title in seen} if beside_reading else set()
+        set_aside = {ref for c in rem.causes if chosen & set(c.fix_refs) for ref in c.fix_refs}
         for entry in _fix_words(rem):
-            if entry.fix.title in seen or (parameter_free and entry.fix.params):
+            if entry.fix.title in seen or (beside_reading and (entry.fix.params or entry.fix.ref in set_aside)):
                 continue
             score = _fix_match(entry, words, idf)
             if score >= min_score:
