@@ -214,3 +214,28 @@ def test_stored_lexical_postings_score_like_a_fresh_build(retriever) -> None:  #
         assert stored.scores(query) == fresh.scores(query)
     # Read back lazily, the postings still write out whole (an index rebuilt from a loaded one loses nothing).
     assert BM25.from_data(BM25.from_data(fresh.to_data()).to_data()).to_data() == fresh.to_data()
+
+
+def test_signature_hits_equal_a_substring_test_per_signature(retriever) -> None:  # type: ignore[no-untyped-def]
+    """The one-pass matcher finds exactly what testing every signature as a substring finds, in the same order
+    (longest first, ties in the documents' own order), on real dev reports and captures; a repeated text is answered
+    from memory and a different one is not."""
+
+    def by_substring(text: str) -> list[str]:
+        low = text.lower()
+        found: dict[str, int] = {}
+        for sig, doc in retriever._sigs:
+            if sig in low:
+                found[doc] = max(found.get(doc, 0), len(sig))
+        return sorted(found, key=lambda d: -found[d])
+
+    texts = [json.loads(line)["error_text"] for part in ("dev.jsonl", "dev_fresh2.jsonl")
+             for line in (ROOT / "eval" / "realworld" / part).read_text(encoding="utf-8").splitlines() if line.strip()]
+    texts += [c["stderr"] for c in CAPTURES]
+    matched = 0
+    for text in texts:
+        hits = retriever.signature_hits(text)
+        assert hits == by_substring(text)
+        assert retriever.signature_hits(text) == hits  # from memory
+        matched += bool(hits)
+    assert matched >= len(texts) // 3  # the test sees real matches, not only empty lists

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from collections.abc import Iterable
 
 from assistant.kb.encoder import DEFAULT_ENCODER
@@ -44,6 +44,8 @@ class Retriever:
         # One diagnosis searches more than once with the same dense text (proposals, then the answer's passages).
         self._dense_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._sigs = [(s.lower(), d.id) for d in self.index.docs.values() for s in d.signatures if len(s) >= 12]
+        self._automaton = None  # built on first use
+        self._sig_memo: tuple[str, tuple[str, ...]] | None = None
 
     def idf(self, term: str) -> float:
         """How rare a (tokenized) word is across the knowledge chunks."""
@@ -58,13 +60,35 @@ class Retriever:
         return self.index.docs
 
     def signature_hits(self, text: str) -> list[str]:
-        """Documents with a signature found verbatim (case-insensitive) in the text, longest match first."""
+        """Documents with a signature found verbatim (case-insensitive) in the text, longest match first (ties in the
+        order the documents list their signatures)."""
+        if self._sig_memo is not None and self._sig_memo[0] == text:
+            return list(self._sig_memo[1])  # one diagnosis asks for the same text several times
         low = text.lower()
-        found: dict[str, int] = {}
-        for sig, doc in self._sigs:
-            if sig in low:
-                found[doc] = max(found.get(doc, 0), len(sig))
-        return sorted(found, key=lambda d: -found[d])
+        found: dict[str, tuple[int, int]] = {}  # doc -> (longest matching signature, first matching signature's position)
+        for _, entries in self._sig_automaton().iter(low):
+            for position, length, doc in entries:
+                best, first = found.get(doc, (0, position))
+                found[doc] = (max(best, length), min(first, position))
+        hits = sorted(found, key=lambda d: (-found[d][0], found[d][1]))
+        self._sig_memo = (text, tuple(hits))
+        return hits
+
+    def _sig_automaton(self) -> Any:  # an ahocorasick.Automaton
+        """Every signature in one automaton: a pass over the text finds them all (a substring test per signature cost
+        about 0.35 ms a call over the shipped documents, three calls a diagnosis)."""
+        if self._automaton is None:
+            import ahocorasick
+
+            by_sig: dict[str, list[tuple[int, int, str]]] = {}
+            for position, (sig, doc) in enumerate(self._sigs):
+                by_sig.setdefault(sig, []).append((position, len(sig), doc))
+            automaton = ahocorasick.Automaton()
+            for sig, entries in by_sig.items():
+                automaton.add_word(sig, tuple(entries))
+            automaton.make_automaton()
+            self._automaton = automaton
+        return self._automaton
 
     def search(
         self, query: str, k: int = 5, mode: Mode = "hybrid", hint_docs: Iterable[str] = (), signature_text: str | None = None,
