@@ -8,6 +8,10 @@ Two steps:
     python scripts/handgrade.py packet --splits test_fresh3,test_fresh4 --n 40 --out eval/handgraded/round2
     # the same grades with today's confidences (where today's answer is still the graded one):
     python scripts/handgrade.py reconfidence --out eval/handgraded/round2
+    # today's answers where they differ from the graded ones (category, fixes, or the top three causes' fixes), to
+    # be graded afresh, then every round measured with those grades and the old ones elsewhere:
+    python scripts/handgrade.py changed --rounds eval/handgraded,eval/handgraded/round2 --out eval/handgraded/regrade
+    python scripts/handgrade.py today --rounds eval/handgraded,eval/handgraded/round2 --out eval/handgraded/regrade
 
 The packet holds, per report, what a grader needs and nothing the grader should not be swayed by: the
 report as the user pasted it, the thread's confirmed cause and fix (the case's note), and our answer as the
@@ -166,6 +170,78 @@ def reconfidence(out_dir: Path = OUT) -> dict[str, Any]:
     return result
 
 
+
+def _answer_key(answer: dict[str, Any]) -> tuple[Any, ...]:
+    """What a grade depends on: the family, the fixes in order, and the top three causes' fixes."""
+    return (answer["category"], tuple(f["title"] for f in answer["fixes"]),
+            tuple(tuple(f["title"] for f in h.get("fixes", [])) for h in answer.get("hypotheses", [])[:3]))
+
+
+def changed(rounds: tuple[Path, ...], out_dir: Path) -> Path:
+    """A packet of today's answers that differ from the graded ones, to be graded afresh (same rubric)."""
+    from assistant.engine import Engine
+    from assistant.settings import load_settings
+
+    engine = Engine(load_settings())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "packet.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for folder in rounds:
+            for entry in _load_jsonl(folder / "packet.jsonl"):
+                now = render(engine, {"id": entry["id"], "source": entry.get("source", ""), "error_text": entry["report"]})
+                if _answer_key(now) != _answer_key(entry["answer"]):
+                    out.write(json.dumps({**entry, "answer": now, "commit": commit, "round": folder.name}, ensure_ascii=False) + "\n")
+    return path
+
+
+def today(rounds: tuple[Path, ...], regrade_dir: Path) -> dict[str, Any]:
+    """Each round measured on today's answers: the fresh grades where the answer changed, the primary grader's grade
+    elsewhere (its answer is unchanged; its confidence is today's). Writes ``regrade_dir/results.json``."""
+    fresh = {g["id"]: g for path in sorted(regrade_dir.glob("grades-*.jsonl")) for g in _load_jsonl(path)}
+    fresh_answers = {e["id"]: e["answer"] for e in _load_jsonl(regrade_dir / "packet.jsonl")}
+    if set(fresh_answers) - set(fresh):
+        raise SystemExit(f"not graded yet: {sorted(set(fresh_answers) - set(fresh))}")
+    from assistant.engine import Engine
+    from assistant.settings import load_settings
+
+    engine = Engine(load_settings())
+    result: dict[str, Any] = {"commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
+                              "rounds": {}}
+    for folder in rounds:
+        entries = _load_jsonl(folder / "packet.jsonl")
+        grades: dict[str, dict[str, Any]] = {}
+        for path in sorted(folder.glob("grades-*.jsonl")):
+            for g in _load_jsonl(path):
+                grades.setdefault(g["id"], g)
+        then = {"first": 0, "top3": 0, "confidently_wrong": 0}
+        now = {"first": 0, "top3": 0, "confidently_wrong": 0}
+        regraded = 0
+        for entry in entries:
+            old = grades[entry["id"]]
+            then["first"] += old["first_fix_actionable"]
+            then["top3"] += old["top3_actionable"]
+            then["confidently_wrong"] += old["wrong"] and entry["answer"]["confidence"] >= CONFIDENT
+            if entry["id"] in fresh:
+                grade, confidence = fresh[entry["id"]], fresh_answers[entry["id"]]["confidence"]
+                regraded += 1
+            else:
+                current = render(engine, {"id": entry["id"], "source": entry.get("source", ""), "error_text": entry["report"]})
+                if _answer_key(current) != _answer_key(entry["answer"]):
+                    raise SystemExit(f"{entry['id']}: the answer changed since the regrade packet was written; run `changed` again")
+                grade, confidence = old, current["confidence"]
+            now["first"] += grade["first_fix_actionable"]
+            now["top3"] += grade["top3_actionable"]
+            now["confidently_wrong"] += grade["wrong"] and confidence >= CONFIDENT
+        n = len(entries)
+        result["rounds"][str(folder.relative_to(ROOT)) if folder.is_relative_to(ROOT) else str(folder)] = {
+            "reports": n, "regraded": regraded,
+            "then": {k: round(v / n, 3) for k, v in then.items()}, "now": {k: round(v / n, 3) for k, v in now.items()},
+        }
+    (regrade_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -178,9 +254,17 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", type=Path, default=OUT)
     r = sub.add_parser("reconfidence", help="the grades with today's confidences, where today's answer is the graded one")
     r.add_argument("--out", type=Path, default=OUT)
+    for name, text in (("changed", "a packet of today's answers that differ from the graded ones"),
+                       ("today", "every round measured on today's answers (fresh grades where they changed)")):
+        c = sub.add_parser(name, help=text)
+        c.add_argument("--rounds", default="eval/handgraded,eval/handgraded/round2", help="graded rounds, comma-separated")
+        c.add_argument("--out", type=Path, default=OUT / "regrade")
     args = parser.parse_args(argv)
     if args.cmd == "packet":
         print(packet(args.n, args.seed, tuple(x for x in args.splits.split(",") if x), args.out))
+    elif args.cmd in ("changed", "today"):
+        rounds = tuple(ROOT / x for x in args.rounds.split(",") if x)
+        print(changed(rounds, args.out) if args.cmd == "changed" else json.dumps(today(rounds, args.out), indent=2))
     elif args.cmd == "reconfidence":
         result = reconfidence(args.out)
         print(json.dumps({k: v for k, v in result.items() if k != "reports"}, indent=2))
