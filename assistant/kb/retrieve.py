@@ -44,7 +44,7 @@ class Retriever:
         # One diagnosis searches more than once with the same dense text (proposals, then the answer's passages).
         self._dense_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._sigs = [(s.lower(), d.id) for d in self.index.docs.values() for s in d.signatures if len(s) >= 12]
-        self._automaton = None  # built on first use
+        self._automaton: Any = None  # built on first use; False where pyahocorasick is missing
         self._sig_memo: tuple[str, tuple[str, ...]] | None = None
 
     def idf(self, term: str) -> float:
@@ -66,19 +66,29 @@ class Retriever:
             return list(self._sig_memo[1])  # one diagnosis asks for the same text several times
         low = text.lower()
         found: dict[str, tuple[int, int]] = {}  # doc -> (longest matching signature, first matching signature's position)
-        for _, entries in self._sig_automaton().iter(low):
-            for position, length, doc in entries:
-                best, first = found.get(doc, (0, position))
-                found[doc] = (max(best, length), min(first, position))
+        automaton = self._sig_automaton()
+        if automaton is not None:
+            matches: Iterable[tuple[int, int, str]] = (entry for _, entries in automaton.iter(low) for entry in entries)
+        else:  # no pyahocorasick here: a substring test per signature, the same hits
+            matches = ((position, len(sig), doc) for position, (sig, doc) in enumerate(self._sigs) if sig in low)
+        for position, length, doc in matches:
+            best, first = found.get(doc, (0, position))
+            found[doc] = (max(best, length), min(first, position))
         hits = sorted(found, key=lambda d: (-found[d][0], found[d][1]))
         self._sig_memo = (text, tuple(hits))
         return hits
 
-    def _sig_automaton(self) -> Any:  # an ahocorasick.Automaton
+    def _sig_automaton(self) -> Any:  # an ahocorasick.Automaton, or None where pyahocorasick is not installed
         """Every signature in one automaton: a pass over the text finds them all (a substring test per signature cost
         about 0.35 ms a call over the shipped documents, three calls a diagnosis)."""
+        if self._automaton is False:
+            return None
         if self._automaton is None:
-            import ahocorasick
+            try:
+                import ahocorasick
+            except ImportError:  # a dependency, but some images lack it (the GPU machines'): the plain test stands in
+                self._automaton = False
+                return None
 
             by_sig: dict[str, list[tuple[int, int, str]]] = {}
             for position, (sig, doc) in enumerate(self._sigs):
