@@ -19,6 +19,10 @@ _UNWRAPPED = ("spawned process", "DataLoader worker", "DataParallel replica")
 
 def job_failure(text: str) -> Failure | None:
     """The failure of a multi-process log as triage decides it; None for one process (the parser reads it alone)."""
+    from assistant.triage.markers import may_show_several_processes
+
+    if not may_show_several_processes(text):
+        return None  # one process: the parser reads it alone (and the job reader is not even imported)
     from assistant.parse.traceback import parse_failure
     from assistant.triage.verdict import failure_stem, verdict_of_text
 

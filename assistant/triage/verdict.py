@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from assistant.triage import events as ev_kinds
 from assistant.triage.clock import GpuCount, order_time
 from assistant.triage.events import Event, StreamScan, scan
+from assistant.triage.markers import may_show_several_processes
 from assistant.triage.reading import FileText, LogLine, text_file
 
 _SECONDARY = re.compile(
@@ -398,18 +399,9 @@ def world_size(gpus: GpuCount) -> int:
     return gpus.ranks_seen
 
 
-# Cheap test before the full pass: only logs of several processes need the job-level reasoning.
-_MULTI_PROCESS = re.compile(
-    r"^\s*\[(?:rank|global_rank|default)\d+\]:|^\[1,\d+\]<std|Root Cause \(first observed failure\)|ChildFailedError|ProcessRaisedException"
-    r"|ProcessExitedException|-- Process \d+ terminated with the following error|exitcode\s*:\s*-?\d+ \(pid|WORLD_SIZE=\d|world[_ ]size[=: ]+\d",
-    re.MULTILINE,
-)
-_SRUN_LABEL = re.compile(r"^\d{1,5}: ", re.MULTILINE)  # srun --label; the reader decides whether most lines carry it
-
-
 def verdict_of_text(text: str) -> Verdict | None:
     """The job-level verdict over one log given as text (None when it shows a single process, or no failure)."""
-    if not _MULTI_PROCESS.search(text) and len(_SRUN_LABEL.findall(text, 0, 200_000)) < 3:
+    if not may_show_several_processes(text):
         return None
     log = text_file(text)
     gpus, multi = shape_of([log])
