@@ -108,7 +108,8 @@ def test_reading_non_utf8_binary_and_damaged_gzip(tmp_path: Path) -> None:
     binary = tmp_path / "core.log"
     binary.write_bytes(os.urandom(4096) + b"\x00" * 4096)
     r = read_file(str(binary), 0)
-    assert not r.readable and "binary" in r.notes[0]
+    # Random bytes may begin with a NUL (one run in 256): that note then comes first, before the binary verdict.
+    assert not r.readable and any("binary" in note for note in r.notes), r.notes
     cut = tmp_path / "cut.log.gz"
     cut.write_bytes(gzip.compress(("line\n" * 50000 + stderr_of("linear-after-conv-flatten")).encode())[:-40])
     r = read_file(str(cut), 0)

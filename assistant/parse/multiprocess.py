@@ -21,13 +21,14 @@ def job_failure(text: str) -> Failure | None:
     """The failure of a multi-process log as triage decides it; None for one process (the parser reads it alone)."""
     from assistant.triage.markers import may_show_several_processes
 
-    if not may_show_several_processes(text):
+    # The job-level pass reads at most what the parser reads (the tail around the last traceback of a huge paste);
+    # the marker test too: on a whole huge paste of blank lines its line-start patterns take seconds.
+    bounded, bound_notes = bound_for_parse(text) if text.count("\n") >= MAX_PARSE_LINES else (text, ())
+    if not may_show_several_processes(bounded):
         return None  # one process: the parser reads it alone (and the job reader is not even imported)
     from assistant.parse.traceback import parse_failure
     from assistant.triage.verdict import failure_stem, verdict_of_text
 
-    # The job-level pass reads at most what the parser reads (the tail around the last traceback of a huge paste).
-    bounded, bound_notes = bound_for_parse(text) if text.count("\n") >= MAX_PARSE_LINES else (text, ())
     verdict = verdict_of_text(bounded)
     if verdict is None or not verdict.text.strip():
         return None
