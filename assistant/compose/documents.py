@@ -160,6 +160,12 @@ def _fix_words(rem: Remedies) -> tuple[_FixWords, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1024)
+def _default_titles(rem: Remedies) -> tuple[tuple[str, str], ...]:
+    """(title as shown with default values, ref) of every fix of a document, filled once per document."""
+    return tuple((_fix(fx, {}).title, fx.ref) for fx in rem.fixes)
+
+
 def _fix_match(entry: _FixWords, words: set[str], idf: Callable[[str], float]) -> float:
     """How well a documented fix matches the user's text: its own words, plus the best of the causes naming it."""
     cause = max((_overlap(set(cw), words, idf) for cw in entry.cause_words), default=0.0)
@@ -199,7 +205,7 @@ def scored_related_fixes(
             continue
         # A reader that chose one of a cause's fixes chose among that cause's alternatives (a rewrite without
         # activations rather than with): the others are not offered beside it.
-        chosen = {fx.ref for fx in rem.fixes if _fix(fx, {}).title in seen} if beside_reading else set()
+        chosen = {ref for title, ref in _default_titles(rem) if title in seen} if beside_reading else set()
         set_aside = {ref for c in rem.causes if chosen & set(c.fix_refs) for ref in c.fix_refs}
         for entry in _fix_words(rem):
             if entry.fix.title in seen or (beside_reading and (entry.fix.params or entry.fix.ref in set_aside)):
