@@ -4,6 +4,7 @@ recorded before anything was tuned on them (assistant/decide/unfamiliar.json).""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,20 @@ def test_the_table_only_lowers_and_keeps_the_order() -> None:
     # An answer stated at 0.98 on unfamiliar text is not stated at 0.9 or above: held out, such answers were right
     # about 0.83 of the time.
     assert table.adjust(0.98) < 0.9
+
+
+def test_a_family_shift_moves_the_table_value_in_log_odds_and_still_never_raises() -> None:
+    table = Unfamiliar((0.0, 1.0), (0.0, 0.8), NEAR_DUPLICATE, {"python_error": -1.0, "environment_error": 0.7})
+    plain = table.adjust(0.5)
+    assert plain == pytest.approx(0.4)
+    assert table.adjust(0.5, "unknown_family") == pytest.approx(plain)
+    lowered = table.adjust(0.5, "python_error")
+    assert lowered == pytest.approx(1 / (1 + math.exp(-(math.log(0.4 / 0.6) - 1.0))))
+    assert table.adjust(0.5, "environment_error") == 0.5  # the shift lifts the table value above the stated 0.5: capped
+    shipped = load_unfamiliar()
+    assert shipped is not None
+    for family in (*shipped.shift, "shape_mismatch"):
+        assert all(shipped.adjust(x / 100, family) <= x / 100 + 1e-9 for x in range(101))
 
 
 def test_it_is_fitted_on_dev_parts_only_and_beats_the_stated_likelihood_on_parts_it_did_not_see() -> None:
@@ -76,5 +91,5 @@ def test_familiar_text_keeps_the_fitted_likelihood_and_unfamiliar_text_is_lowere
             else:
                 unfamiliar += 1
                 assert adjusted.likelihood <= stated.likelihood
-                assert adjusted.likelihood == pytest.approx(load_unfamiliar().adjust(stated.likelihood), abs=1e-3)  # type: ignore[union-attr]
+                assert adjusted.likelihood == pytest.approx(load_unfamiliar().adjust(stated.likelihood, stated.category), abs=1e-3)  # type: ignore[union-attr]
     assert familiar >= 10 and unfamiliar >= 10

@@ -105,7 +105,7 @@ def decide(
     familiar = any(s.similarity >= NEAR_DUPLICATE for s in similar)
     fitted_p = lead_p
     if unfamiliar is not None and not familiar and lead_p > 0:
-        stated = unfamiliar.adjust(lead_p)
+        stated = unfamiliar.adjust(lead_p, lead_cat)
         ranked = tuple((c, round(p * stated / lead_p, 4)) for c, p in ranked)
         lead_p = stated
     return Decision(ranked, lead_cat, round(lead_p, 4), _basis(by_cat[lead_cat]), tuple(cands), fitted=round(fitted_p, 4))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -61,10 +61,18 @@ class Unfamiliar:
     xs: tuple[float, ...]
     ys: tuple[float, ...]
     near_duplicate: float
+    # Log-odds added for an answered family whose answers were worth more or less than the table says (python_error,
+    # for one, was right far less often than its stated likelihood on new text); families not named get none.
+    shift: Mapping[str, float] = field(default_factory=dict)
 
-    def adjust(self, likelihood: float) -> float:
-        """The likelihood, lowered to what the table says answers stated at it were worth (never raised)."""
-        return min(likelihood, piecewise(likelihood, self.xs, self.ys))
+    def adjust(self, likelihood: float, category: str | None = None) -> float:
+        """The likelihood, lowered to what the table (and the family's shift) says answers stated at it were worth
+        (never raised)."""
+        worth = piecewise(likelihood, self.xs, self.ys)
+        step = self.shift.get(category, 0.0) if category else 0.0
+        if step and 0.0 < worth < 1.0:
+            worth = 1.0 / (1.0 + math.exp(-(math.log(worth / (1.0 - worth)) + step)))
+        return min(likelihood, worth)
 
 
 @lru_cache(maxsize=2)
@@ -75,7 +83,8 @@ def load_unfamiliar(path: str | None = None) -> Unfamiliar | None:
         return None
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-        return Unfamiliar(tuple(float(x) for x in data["x"]), tuple(float(y) for y in data["y"]), float(data["near_duplicate"]))
+        shift = {str(k): float(v) for k, v in data.get("category_shift", {}).items()}
+        return Unfamiliar(tuple(float(x) for x in data["x"]), tuple(float(y) for y in data["y"]), float(data["near_duplicate"]), shift)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise KnowledgeError(f"the unfamiliar-report calibration is unreadable ({file}): {exc}") from None
 
