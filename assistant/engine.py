@@ -402,6 +402,10 @@ class Engine:
         found = self.match(failure, evidence)
         t_rules = time.perf_counter()
         proposals = self.propose(failure, exclude_cases, hit=found.hit)
+        if found.hit is not None and found.hit.rule == "python.builtin" and any(c != "python_error" for c in proposals.signature_categories):
+            # The catch-all reading of a built-in exception ("the program's own logic") yields to a document whose
+            # signature is in the message: a library's or PyTorch's own check raised it, and that document knows it.
+            found = replace(found, hit=None)
         decision = self.decide(failure, found.hit, proposals)
         # Settled or not is judged on the fitted scale: the unfamiliar-text adjustment says how sure to sound, and would
         # otherwise send every unfamiliar text through the embedding pass.

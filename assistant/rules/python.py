@@ -152,7 +152,7 @@ _REGISTRY_LOOKUP = lazy_re(r"\bis not in the [\w:]+ registry\b|\bfound in '\w+' 
 # PyTorch's dispatcher names an ATen operator that has no kernel for a device or backend ("The operator 'aten::roll' is not
 # currently implemented for the MPS device", "Could not run 'aten::foo' with arguments from the 'CUDA' backend"): a property
 # of the installed build and device, not of the program's logic.
-_OPERATOR_NOT_IMPLEMENTED = lazy_re(r"\boperator \\?'aten::\w+\\?' is not (?:currently )?implemented for the \w+ device|\bCould not run \\?'aten::\w+")
+_OPERATOR_NOT_IMPLEMENTED = lazy_re(r"\boperator \\?'aten::\w+\\?' is not (?:currently )?implemented for the \w+ device|\bCould not run \\?'(?:aten|quantized)::\w+")
 # An exception line ("SomeError: ...", "Exception: ...") at the start of a line.
 _ERROR_LINE = lazy_re(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S", re.M)
 

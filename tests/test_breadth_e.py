@@ -1,0 +1,96 @@
+"""Breadth families (helper e): quantized-op dispatch, library refusals a built-in exception carries, meta-device
+models, quantized checkpoints.
+
+Every text is real: printed by torch 2.13 on CPU on this machine, or a library's own message as it raises it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from assistant.engine import Engine
+from assistant.settings import load_settings
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    home = tmp_path_factory.mktemp("home")
+    return Engine(load_settings(env={"TORCHHELP_HOME": str(home), "TORCHHELP_DENSE": "0"}, llm="none"))
+
+
+def _titles(d) -> str:  # type: ignore[no-untyped-def]
+    return " ".join(f.title for f in d.fixes)
+
+
+# torch 2.13: a model converted with prepare/convert, called without a QuantStub.
+QUANTIZED_LINEAR_ON_FLOAT = """Traceback (most recent call last):
+  File "/work/q.py", line 5, in <module>
+    c(torch.randn(3,2))
+  File "/work/venv/lib/python3.11/site-packages/torch/ao/nn/quantized/modules/linear.py", line 175, in forward
+    return torch.ops.quantized.linear(
+NotImplementedError: Could not run 'quantized::linear' with arguments from the 'CPU' backend. This could be because the operator doesn't exist for this backend, or was omitted during the selective/custom build process (if using custom build)."""
+
+
+def test_quantized_op_given_a_float_tensor_is_a_quantization_error(engine: Engine) -> None:
+    d = engine.diagnose(QUANTIZED_LINEAR_ON_FLOAT)
+    assert d.category == "dtype_mismatch"
+    assert "quantization-backend-errors" in {s.id for s in d.sources}
+    assert "QuantStub" in _titles(d)
+
+
+# transformers' own refusal, raised as a ValueError, for a bitsandbytes model moved after loading.
+BNB_TO = """Traceback (most recent call last):
+  File "/home/u/run.py", line 12, in <module>
+    model.to("cuda")
+  File "/usr/lib/python3.10/site-packages/transformers/modeling_utils.py", line 2460, in to
+    raise ValueError(
+ValueError: `.to` is not supported for `4-bit` or `8-bit` bitsandbytes models. Please use the model as it is, since the model has already been set to the correct devices and casted to the correct `dtype`."""
+
+
+def test_a_library_refusal_raised_as_value_error_is_answered_by_its_document(engine: Engine) -> None:
+    d = engine.diagnose(BNB_TO)
+    assert d.category == "device_mismatch"
+    assert "bitsandbytes-quantized-models" in {s.id for s in d.sources}
+    assert "from_pretrained" in _titles(d)
+
+
+# torch 2.13: FSDP1 wrapping frozen and trainable parameters together (the message of flat_param.py).
+FSDP_REQUIRES_GRAD = "ValueError: Must flatten tensors with uniform `requires_grad` when `use_orig_params=False`"
+
+
+def test_fsdp_uniform_requires_grad_value_error_is_a_distributed_error(engine: Engine) -> None:
+    d = engine.diagnose(FSDP_REQUIRES_GRAD)
+    assert d.category == "ddp_error"
+    assert "use_orig_params" in _titles(d)
+
+
+# torch 2.13: a Linear built under torch.device("meta"), then .to("cpu").
+META_TO = """Traceback (most recent call last):
+  File "<string>", line 5, in <module>
+  File "/work/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1376, in convert
+    raise NotImplementedError(
+NotImplementedError: Cannot copy out of meta tensor; no data! Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving module from meta to a different device."""
+
+
+def test_moving_a_meta_model_with_to_names_to_empty(engine: Engine) -> None:
+    d = engine.diagnose(META_TO)
+    assert d.category == "device_mismatch"
+    assert "meta-device-materialise" in {s.id for s in d.sources}
+    assert "to_empty" in _titles(d)
+
+
+def test_item_on_a_meta_tensor_is_the_meta_device_family(engine: Engine) -> None:
+    d = engine.diagnose("RuntimeError: Tensor.item() cannot be called on meta tensors")
+    assert d.category == "device_mismatch"
+    assert "meta-device-materialise" in {s.id for s in d.sources}
+
+
+# torch 2.13: copy_ of a quantized tensor into a float one (what load_state_dict does with a quantized checkpoint).
+QUANTIZED_COPY = ("RuntimeError: Copying from quantized Tensor to non-quantized Tensor is not allowed, please use dequantize "
+                  "to get a float Tensor from a quantized Tensor")
+
+
+def test_quantized_tensor_copied_into_a_float_model_is_a_checkpoint_loading_error(engine: Engine) -> None:
+    d = engine.diagnose(QUANTIZED_COPY)
+    assert d.category == "state_dict_loading"
+    assert "quantized-checkpoint-loading" in {s.id for s in d.sources}
