@@ -94,3 +94,17 @@ def test_quantized_tensor_copied_into_a_float_model_is_a_checkpoint_loading_erro
     d = engine.diagnose(QUANTIZED_COPY)
     assert d.category == "state_dict_loading"
     assert "quantized-checkpoint-loading" in {s.id for s in d.sources}
+
+
+# Triton's own message (triton/runtime/build.py) as inductor re-raises it on a machine without gcc.
+TRITON_NO_CC = """Traceback (most recent call last):
+  File "/app/train.py", line 40, in <module>
+    loss = model(x).sum()
+torch._inductor.exc.InductorError: RuntimeError: Failed to find C compiler. Please specify via CC environment variable or set triton.knobs.build.impl."""
+
+
+def test_triton_launcher_without_a_c_compiler_under_inductor_names_the_compiler(engine: Engine) -> None:
+    d = engine.diagnose(TRITON_NO_CC)
+    assert d.category == "compile_error"
+    assert "triton-launcher-build" in {s.id for s in d.sources}
+    assert "C compiler" in d.fixes[0].title

@@ -425,6 +425,8 @@ def inductor(ctx: Context) -> RuleHit | None:
     image = _triton_driver_image(ctx)
     if image:
         return image
+    if ctx.search(r"Failed to find C compiler\. Please specify via CC|libcuda\.so cannot found|cannot find -lcuda\b"):
+        return None  # Triton could not build its host-side launcher (compiler, libcuda): that document answers, whatever wraps it
     m = ctx.search(r"BackendCompilerFailed|InductorError|CppCompileError|InvalidCxxCompiler|No working C\+\+ compiler found|TritonMissing|Cannot find a working triton installation|Python\.h: No such file or directory|LoweringException|GPUTooOldForTriton")
     if not m:
         return None
