@@ -1,0 +1,68 @@
+"""Breadth families (helper g): torch.vmap / torch.func transform errors.
+
+Every text is real: printed by torch 2.13 on CPU on this machine.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from assistant.engine import Engine
+from assistant.settings import load_settings
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    home = tmp_path_factory.mktemp("home")
+    return Engine(load_settings(env={"TORCHHELP_HOME": str(home), "TORCHHELP_DENSE": "0"}, llm="none"))
+
+
+def _titles(d) -> str:  # type: ignore[no-untyped-def]
+    return " ".join(f.title for f in d.fixes)
+
+
+def _frame(line: str) -> str:
+    return ("Traceback (most recent call last):\n"
+            '  File "/work/v.py", line 3, in <module>\n'
+            "    out = torch.vmap(f)(x)\n" + line)
+
+
+# torch 2.13: torch.vmap(lambda x: x.item())(torch.randn(3))
+VMAP_ITEM = _frame("RuntimeError: vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over "
+                   "calling .item() on a Tensor, please try to rewrite what you're doing with other operations. If error "
+                   "is occurring somewhere inside PyTorch internals, please file a bug report.")
+# torch 2.13: an if on x.sum() > 0 inside the vmapped function.
+VMAP_CONTROL_FLOW = _frame("RuntimeError: vmap: It looks like you're attempting to use a Tensor in some data-dependent "
+                           "control flow. We don't support that yet, please file an issue at "
+                           "https://github.com/pytorch/pytorch/issues .")
+# torch 2.13: torch.rand inside the vmapped function, default randomness.
+VMAP_RANDOM = _frame("RuntimeError: vmap: called random operation while in randomness error mode. Please either use the "
+                     "'same' or 'different' randomness flags on vmap or perform the randomness operation out of vmap")
+# torch 2.13: torch.zeros(2).copy_(x) inside the vmapped function.
+VMAP_INPLACE = _frame("RuntimeError: vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a "
+                      "Tensor `other` in extra_args that has more elements than `self`. This happened due to `other` being "
+                      "vmapped over but `self` not being vmapped over in a vmap. Please try to use out-of-place operators "
+                      "instead of inplace arithmetic. If said operator is being called inside the PyTorch framework, please "
+                      "file a bug report instead.")
+# torch 2.13: x[x > 0] inside the vmapped function.
+VMAP_MASK = _frame("RuntimeError: vmap: We do not support batching operators that can support dynamic shape. Attempting "
+                   "to batch over indexing with a boolean mask.")
+
+
+@pytest.mark.parametrize(("text", "fix"), [
+    (VMAP_ITEM, "Index with tensor operations"),
+    (VMAP_CONTROL_FLOW, "torch.where"),
+    (VMAP_MASK, "torch.where"),
+    (VMAP_RANDOM, "randomness mode"),
+    (VMAP_INPLACE, "out-of-place"),
+])
+def test_vmap_refusals_name_the_transform_family_and_its_rewrite(engine: Engine, text: str, fix: str) -> None:
+    d = engine.diagnose(text)
+    assert d.category == "python_error"
+    assert "vmap-func-transforms" in {s.id for s in d.sources}
+    assert fix in _titles(d)
+
+
+def test_vmap_randomness_refusal_leads_with_the_randomness_flag(engine: Engine) -> None:
+    d = engine.diagnose(VMAP_RANDOM)
+    assert "randomness mode" in d.fixes[0].title
