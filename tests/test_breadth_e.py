@@ -108,3 +108,27 @@ def test_triton_launcher_without_a_c_compiler_under_inductor_names_the_compiler(
     assert d.category == "compile_error"
     assert "triton-launcher-build" in {s.id for s in d.sources}
     assert "C compiler" in d.fixes[0].title
+
+
+# torch's own TORCH_CHECK (ProcessGroup backend lookup) for a CPU tensor broadcast over an NCCL-only group.
+NO_BACKEND_FOR_CPU = """  File "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 2726, in broadcast
+    work = group.broadcast([tensor], opts)
+RuntimeError: No backend type associated with device type cpu"""
+
+
+def test_cpu_tensor_on_a_gpu_only_group_names_the_device_and_mixed_backends(engine: Engine) -> None:
+    d = engine.diagnose(NO_BACKEND_FOR_CPU)
+    assert d.category == "ddp_error"
+    assert "backend-device-type" in {s.id for s in d.sources}
+    assert "device" in d.fixes[0].title
+
+
+# DeepSpeed's own assertion (deepspeed/comm/comm.py) when its communication layer is used before set-up.
+DEEPSPEED_COMM_UNSET = "AssertionError: DeepSpeed backend not set, please initialize it using init_process_group()"
+
+
+def test_deepspeed_backend_not_set_asks_for_deepspeed_distributed_setup(engine: Engine) -> None:
+    d = engine.diagnose(DEEPSPEED_COMM_UNSET)
+    assert d.category == "ddp_error"
+    assert "deepspeed-config-validation" in {s.id for s in d.sources}
+    assert "init_distributed" in " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in d.fixes[:2])
