@@ -132,3 +132,25 @@ def test_deepspeed_backend_not_set_asks_for_deepspeed_distributed_setup(engine: 
     assert d.category == "ddp_error"
     assert "deepspeed-config-validation" in {s.id for s in d.sources}
     assert "init_distributed" in " ".join(f"{f.title} {f.detail} {f.code or ''}" for f in d.fixes[:2])
+
+
+# torch's own check (throwNullDataPtrError) as Dynamo wraps it when tracing reaches an extension kernel.
+FAKE_DATA_PTR = (
+    "torch._dynamo.exc.TorchRuntimeError: Dynamo failed to run FX node with fake tensors: call_function <built-in method "
+    "fused_forward of PyCapsule object>(*(FakeTensor(..., device='cuda:0', size=(2, 8)),), **{}): got RuntimeError('Cannot "
+    "access data pointer of Tensor (e.g. FakeTensor, FunctionalTensor). If you're using torch.compile/export/fx, it is likely "
+    "that we are erroneously tracing into a custom kernel. To fix this, please wrap the custom kernel into an opaque custom op.')"
+)
+
+
+def test_tracing_into_a_custom_kernel_asks_for_a_custom_op(engine: Engine) -> None:
+    d = engine.diagnose(FAKE_DATA_PTR)
+    assert d.category == "compile_error"
+    assert "compile-custom-kernel-fake-tensor" in {s.id for s in d.sources}
+    assert "custom op" in d.fixes[0].title
+
+
+def test_item_under_fake_tensors_is_the_item_graph_break_family(engine: Engine) -> None:
+    d = engine.diagnose("torch._subclasses.fake_tensor.UnsupportedOperatorException: aten._local_scalar_dense.default")
+    assert d.category == "compile_error"
+    assert "dynamo-graph-break-constructs" in {s.id for s in d.sources}

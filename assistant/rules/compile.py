@@ -267,6 +267,8 @@ def dynamo(ctx: Context) -> RuleHit | None:
         return None
     if ctx.search(r"BackendCompilerFailed|InductorError|CppCompileError|InvalidCxxCompiler|TritonMissing|Cannot find a working triton"):
         return None  # the inductor rule explains backend failures
+    if ctx.search(r"Cannot access data pointer of Tensor \(e\.g\. FakeTensor"):
+        return None  # a custom kernel reached by the tracer: that document answers, whichever dynamo error wraps it
     kind = (m.group(1) if m and m.group(1) else ctx.exc_type) or "Unsupported"
     where = _user_code(ctx)
     found = [error_fact(ctx)]
