@@ -154,3 +154,16 @@ def test_item_under_fake_tensors_is_the_item_graph_break_family(engine: Engine) 
     d = engine.diagnose("torch._subclasses.fake_tensor.UnsupportedOperatorException: aten._local_scalar_dense.default")
     assert d.category == "compile_error"
     assert "dynamo-graph-break-constructs" in {s.id for s in d.sources}
+
+
+# The loader's own refusal (transformers / optimum GPTQ integration) when device_map put layers on cpu or disk.
+GPTQ_EXLLAMA_OFFLOAD = ("ValueError: Found modules on cpu/disk. Using Exllama or Exllamav2 backend requires all the modules to be "
+                        "on GPU.You can deactivate exllama backend by setting `disable_exllama=True` in the quantization config object")
+
+
+def test_gptq_exllama_with_offloaded_layers_names_the_two_ways_out(engine: Engine) -> None:
+    d = engine.diagnose(GPTQ_EXLLAMA_OFFLOAD)
+    assert d.category == "device_mismatch"
+    assert "gptq-exllama-offload" in {s.id for s in d.sources}
+    titles = _titles(d)
+    assert "Exllama" in titles and "GPU" in titles
