@@ -167,3 +167,23 @@ def test_gptq_exllama_with_offloaded_layers_names_the_two_ways_out(engine: Engin
     assert "gptq-exllama-offload" in {s.id for s in d.sources}
     titles = _titles(d)
     assert "Exllama" in titles and "GPU" in titles
+
+
+# transformers' own check in save_pretrained (the quantizer says the weights cannot be written).
+BNB_NOT_SERIALIZABLE = ("ValueError: The model is quantized with QuantizationMethod.BITS_AND_BYTES and is not serializable - check "
+                        "out the warnings from the logger on the traceback to understand the reason why the quantized model is not "
+                        "serializable.")
+
+
+def test_saving_a_quantized_model_that_cannot_be_serialised_asks_for_newer_releases(engine: Engine) -> None:
+    d = engine.diagnose(BNB_NOT_SERIALIZABLE)
+    assert d.category == "environment_error"
+    assert "bitsandbytes-save-quantized" in {s.id for s in d.sources}
+    assert "Upgrade" in d.fixes[0].title
+
+
+def test_skipping_cudagraphs_leads_with_removing_the_capture_blocker(engine: Engine) -> None:
+    # Inductor's own log line when reduce-overhead cannot capture the graph.
+    d = engine.diagnose("skipping cudagraphs due to mutated inputs (2 instances). Found from :")
+    assert d.category == "compile_error"
+    assert d.fixes[0].title == "Remove what blocks capture"
