@@ -207,6 +207,15 @@ class Engine:
             doc = next(iter(family_docs(decision.category)), None)
         return doc
 
+    def _signed_outside_python(self, proposals: Proposals) -> bool:
+        """Whether a document outside the plain-Python area (a training or nn family filed as python_error, such as the
+        scheduler's own type check) carries a signature the message holds: PyTorch raised it, and that document knows why."""
+        try:
+            docs = self.retriever().docs
+        except Exception:  # noqa: BLE001 - no index: keep the rule's reading
+            return False
+        return any(d in docs and "/python/" not in docs[d].path.replace("\\", "/") for d in proposals.signed_docs)
+
     def propose(
         self, failure: Failure, exclude_cases: Sequence[str] = (), exclude_docs: Collection[str] = (), hit: RuleHit | None = None,
     ) -> Proposals:
@@ -402,7 +411,9 @@ class Engine:
         found = self.match(failure, evidence)
         t_rules = time.perf_counter()
         proposals = self.propose(failure, exclude_cases, hit=found.hit)
-        if found.hit is not None and found.hit.rule == "python.builtin" and any(c != "python_error" for c in proposals.signature_categories):
+        if found.hit is not None and (
+                (found.hit.rule == "python.builtin" and any(c != "python_error" for c in proposals.signature_categories))
+                or (found.hit.rule in ("python.builtin", "python.type_error", "python.key_error") and self._signed_outside_python(proposals))):
             # The catch-all reading of a built-in exception ("the program's own logic") yields to a document whose
             # signature is in the message: a library's or PyTorch's own check raised it, and that document knows it.
             found = replace(found, hit=None)

@@ -66,3 +66,37 @@ def test_vmap_refusals_name_the_transform_family_and_its_rewrite(engine: Engine,
 def test_vmap_randomness_refusal_leads_with_the_randomness_flag(engine: Engine) -> None:
     d = engine.diagnose(VMAP_RANDOM)
     assert "randomness mode" in d.fixes[0].title
+
+
+# torch 2.13: StepLR given the model instead of its optimizer.
+SCHEDULER_NOT_AN_OPTIMIZER = """Traceback (most recent call last):
+  File "/work/s.py", line 4, in <module>
+    scheduler = torch.optim.lr_scheduler.StepLR(model, 1)
+  File "/work/venv/lib/python3.11/site-packages/torch/optim/lr_scheduler.py", line 1234, in __init__
+    super().__init__(optimizer, last_epoch)
+  File "/work/venv/lib/python3.11/site-packages/torch/optim/lr_scheduler.py", line 130, in __init__
+    raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+TypeError: Linear is not an Optimizer"""
+# torch 2.13: MultiplicativeLR given a number for lr_lambda.
+SCHEDULER_LAMBDA_NUMBER = """Traceback (most recent call last):
+  File "/work/s.py", line 3, in <module>
+    scheduler = torch.optim.lr_scheduler.MultiplicativeLR(optimizer, 0.95)
+  File "/work/venv/lib/python3.11/site-packages/torch/optim/lr_scheduler.py", line 512, in __init__
+    raise TypeError(
+TypeError: lr_lambda should be a function, but got float"""
+
+
+@pytest.mark.parametrize("text", [SCHEDULER_NOT_AN_OPTIMIZER, SCHEDULER_LAMBDA_NUMBER])
+def test_scheduler_type_checks_go_to_the_scheduler_family_not_the_generic_type_error(engine: Engine, text: str) -> None:
+    d = engine.diagnose(text)
+    assert d.category == "python_error"
+    assert "lr-scheduler-errors" in {s.id for s in d.sources}
+    assert "real torch optimizer" in d.fixes[0].title
+
+
+def test_plain_type_errors_in_user_code_keep_the_generic_reading(engine: Engine) -> None:
+    # Python's own message for a wrong argument count: no PyTorch document signs it.
+    d = engine.diagnose('Traceback (most recent call last):\n  File "/work/t.py", line 2, in <module>\n    f(1, 2)\n'
+                        "TypeError: f() takes 1 positional argument but 2 were given")
+    assert d.category == "python_error"
+    assert "lr-scheduler-errors" not in {s.id for s in d.sources[:1]}
