@@ -100,3 +100,22 @@ def test_plain_type_errors_in_user_code_keep_the_generic_reading(engine: Engine)
                         "TypeError: f() takes 1 positional argument but 2 were given")
     assert d.category == "python_error"
     assert "lr-scheduler-errors" not in {s.id for s in d.sources[:1]}
+
+
+# torch 2.13: nn.AdaptiveAvgPool2d((2, 2)) on a 1-D tensor; nn.AvgPool1d(2) on a 1-D tensor.
+POOL_RANK_ADAPTIVE = """Traceback (most recent call last):
+  File "/work/p.py", line 4, in <module>
+    y = pool(x)
+  File "/work/venv/lib/python3.11/site-packages/torch/nn/functional.py", line 1380, in adaptive_avg_pool2d
+    _output_size = _list_with_default(output_size, input.size())
+ValueError: Input dimension should be at least 3"""
+POOL_RANK_1D = ("RuntimeError: Expected 2 to 3 dimensions, but got 1-dimensional tensor for argument #1 'self' "
+                "(while checking arguments for avg_pool1d)")
+
+
+@pytest.mark.parametrize("text", [POOL_RANK_ADAPTIVE, POOL_RANK_1D])
+def test_pooling_on_too_few_dimensions_is_a_pooling_rank_error(engine: Engine, text: str) -> None:
+    d = engine.diagnose(text)
+    assert d.category == "shape_mismatch"
+    assert d.sources[0].id == "pooling-output-size"
+    assert "unsqueeze" in " ".join((f.detail or "") + (f.code or "") for f in d.fixes)
