@@ -187,3 +187,22 @@ def test_skipping_cudagraphs_leads_with_removing_the_capture_blocker(engine: Eng
     d = engine.diagnose("skipping cudagraphs due to mutated inputs (2 instances). Found from :")
     assert d.category == "compile_error"
     assert d.fixes[0].title == "Remove what blocks capture"
+
+
+# torch 2.13 on CPU: torch.export.export(M(), (torch.randn(4, 3),), dynamic_shapes={"y": {0: Dim("b")}}) where forward(self, x).
+EXPORT_SPEC_KEYS = ("torch._dynamo.exc.UserError: When `dynamic_shapes` is specified as a dict, its top-level keys must be the arg "
+                    "names ['x'] of `inputs`, but here they are ['y']. Alternatively, you could also ignore arg names entirely and "
+                    "specify `dynamic_shapes` as a list/tuple matching `inputs`. For more information about this error, see: "
+                    "https://pytorch.org/docs/main/generated/exportdb/index.html#dynamic-shapes-validation")
+
+# torch 2.13 on CPU: dynamic_shapes=([Dim("b")],) for a 2-D input.
+EXPORT_SPEC_LENGTH = ("torch._dynamo.exc.UserError: Expected dynamic shape spec [Dim('b', min=0)] specified at `dynamic_shapes[0]` "
+                      "to have the same length as the actual tensor shape torch.Size([4, 3]) (expected 2, but got 1 instead)")
+
+
+@pytest.mark.parametrize("text", [EXPORT_SPEC_KEYS, EXPORT_SPEC_LENGTH])
+def test_dynamic_shapes_that_do_not_match_the_inputs_are_their_own_family(engine: Engine, text: str) -> None:
+    d = engine.diagnose(text)
+    assert d.category == "compile_error"
+    assert "export-dynamic-shapes-spec" in {s.id for s in d.sources}
+    assert "spec" in _titles(d)

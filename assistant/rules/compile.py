@@ -142,6 +142,11 @@ def _onnx_operator(ctx: Context, op: str, opset: int) -> RuleHit:
 # ---------------------------------------------------------------------------------------------
 
 
+# torch.export's own validation of the dynamic_shapes argument against the example inputs (torch/export/dynamic_shapes.py).
+_DYNAMIC_SHAPES_SPEC = (r"`dynamic_shapes` is specified as a dict, its top-level keys|structure of `inputs` and `dynamic_shapes`"
+                        r"|Expected dynamic shape spec .{0,200}to have the same length")
+
+
 def _exporting(ctx: Context) -> bool:
     """Whether the failure happened under torch.export (frames or the export epilogue)."""
     if any(re.search(r"[/\\]torch[/\\]_?export[/\\]", f.file) for f in ctx.failure.frames):
@@ -173,6 +178,8 @@ def export(ctx: Context) -> RuleHit | None:
         return _constraint(ctx, m.group(1) if m else None)
     if not _exporting(ctx):
         return None
+    if ctx.search(_DYNAMIC_SHAPES_SPEC):
+        return None  # the dynamic_shapes argument does not line up with the inputs: that document answers, before any tracing
     where = _raising_call(ctx) or _user_code(ctx)
     rng = ctx.search(r"(?<!\d)(\d+) not in range \[(\d+|-?inf), (\d+|inf)\]")
     if rng:
@@ -269,6 +276,8 @@ def dynamo(ctx: Context) -> RuleHit | None:
         return None  # the inductor rule explains backend failures
     if ctx.search(r"Cannot access data pointer of Tensor \(e\.g\. FakeTensor"):
         return None  # a custom kernel reached by the tracer: that document answers, whichever dynamo error wraps it
+    if ctx.search(_DYNAMIC_SHAPES_SPEC):
+        return None  # export's dynamic_shapes argument does not line up with the inputs (raised as a UserError): that document answers
     kind = (m.group(1) if m and m.group(1) else ctx.exc_type) or "Unsupported"
     where = _user_code(ctx)
     found = [error_fact(ctx)]
