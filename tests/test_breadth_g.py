@@ -119,3 +119,21 @@ def test_pooling_on_too_few_dimensions_is_a_pooling_rank_error(engine: Engine, t
     assert d.category == "shape_mismatch"
     assert d.sources[0].id == "pooling-output-size"
     assert "unsqueeze" in " ".join((f.detail or "") + (f.code or "") for f in d.fixes)
+
+
+# torch 2.13: nn.ReLU(inplace=True) with a full backward hook registered on it.
+BACKWARD_HOOK_INPLACE = """Traceback (most recent call last):
+  File "/work/h.py", line 6, in <module>
+    out = model(x)
+RuntimeError: Output 0 of BackwardHookFunction is a view and is being modified inplace. This view was created inside a \
+custom Function (or because an input was returned as-is) and the autograd logic to handle view+inplace would override the \
+custom backward associated with the custom Function, leading to incorrect gradients. This behavior is forbidden. You can fix \
+this by cloning the output of the custom Function."""
+
+
+def test_full_backward_hook_before_an_inplace_layer_offers_turning_inplace_off(engine: Engine) -> None:
+    d = engine.diagnose(BACKWARD_HOOK_INPLACE)
+    assert d.category == "inplace_autograd"
+    assert "leaf-inplace" in {s.id for s in d.sources}
+    titles = _titles(d)
+    assert "Turn off in-place activations" in titles or "tensor hook instead of a module backward hook" in titles
