@@ -137,3 +137,18 @@ def test_full_backward_hook_before_an_inplace_layer_offers_turning_inplace_off(e
     assert "leaf-inplace" in {s.id for s in d.sources}
     titles = _titles(d)
     assert "Turn off in-place activations" in titles or "tensor hook instead of a module backward hook" in titles
+
+
+# torch 2.13: a tensor hook returning torch.zeros(3) for a gradient of shape [2]; a full backward hook
+# returning two grad_input entries for a module with one input.
+HOOK_SIZE = 'Traceback (most recent call last):\n  File "/work/h.py", line 4, in <module>\n    y.sum().backward()\n' \
+            "RuntimeError: hook '<lambda>' has changed the size of value"
+HOOK_COUNT = "RuntimeError: Backward hook returned an invalid number of grad_input, got 2, but expected 1"
+
+
+@pytest.mark.parametrize("text", [HOOK_SIZE, HOOK_COUNT])
+def test_gradient_hook_returning_a_different_shape_is_named_as_the_hook(engine: Engine, text: str) -> None:
+    d = engine.diagnose(text)
+    assert d.category == "shape_mismatch"
+    assert "custom-function-invalid-gradient" in {s.id for s in d.sources}
+    assert "shaped like the one the hook received" in d.fixes[0].title
