@@ -523,7 +523,7 @@ _CUDA_CASES: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
      ("cuda-unavailable#reboot-reload-modules",)),
     ("devices.gpu_busy", r"CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy", "GPU busy or unavailable",
      "The GPU refused a new context: it is in exclusive-process compute mode and another process holds it, or the device is in a bad state.",
-     ("cuda-unavailable#find-gpu-holder",)),
+     ("cuda-unavailable#find-gpu-holder", "cuda-unavailable#one-process-per-gpu")),
     ("devices.cuda_unknown_error", r"CUDA unknown error - this may be due to an incorrectly set up environment", "CUDA initialisation failed",
      "CUDA could not initialise: the driver and the container/runtime disagree, the GPU is in a bad state after a crash or suspend/resume, "
      "or CUDA_VISIBLE_DEVICES was changed after CUDA had started in this process.",

@@ -272,6 +272,9 @@ def nccl_error(ctx: Context) -> RuleHit | None:
     if outcome in ("distributed.nccl_cuda_error", "distributed.nccl_internal_error", "distributed.nccl_system_error"):
         fixes.append(remedy("nccl-errors#single-gpu-comparison"))
         fixes.append(remedy("nccl-errors#check-versions"))
+    if outcome == "distributed.nccl_system_error":
+        # A system error with nothing else to go on: settings preset by the machine image (nccl.conf, NCCL_* variables) are a common source.
+        fixes.append(remedy("nccl-errors#unset-preset-nccl-settings"))
     init = ctx.search(r"ncclCommInit\w*|commInit")
     if init and outcome in ("distributed.nccl_internal_error", "distributed.nccl_system_error"):
         found.append(Fact("nccl", f"failed while creating the communicator ({init.group(0)})"))
@@ -449,6 +452,10 @@ def _ddp_unused(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
         remedy("ddp-unused-parameters#use-or-freeze-parameters"),
         remedy("ddp-unused-parameters#name-unused-parameters"),
     ]
+    # The user runs the DDP script on one GPU: the wrapper only adds its unused-parameter rule there.
+    if re.search(r"\b(?:a single|single|one|only one|1)[ -](?:gpu|card|graphics card)\b", ctx.failure.text or ctx.text, re.I):
+        cause += " With a single GPU the distributed wrapper brings nothing, but still enforces this rule."
+        fixes.insert(0, remedy("ddp-unused-parameters#train-without-ddp"))
     rank = names or idx
     return hit("distributed.ddp_unused", "ddp_error", "DDP: parameters without gradients", cause, fixes, docs, found, 0.95,
                facts=Facts(names=listed + ((f"rank {rank.group(1)}",) if rank else ())))

@@ -484,6 +484,12 @@ def _oom_without_numbers(ctx: Context, raw: str, batch_one: bool, in_eval: bool)
             remedy("memory-growth-training-loop#eval-without-autograd"),
             _measure_fix(),
         ]
+        if growth.group(0).lower().startswith("after"):
+            # Only the timing is known ("after a few iterations"), not a rise: one batch larger than the rest (more objects, longer
+            # samples) reaches the card's limit at some step just as well, and a smaller batch leaves room for it.
+            cause += (" When the failure comes at a different step from run to run, the peak of an unusually large batch is as likely "
+                      "as a leak; the measurement tells them apart.")
+            fixes.insert(2, remedy("cuda-oom#smaller-batch-accumulate"))
         return hit("memory.cuda_oom_growth", "cuda_oom", "GPU memory grows every iteration until out of memory", cause, fixes,
                    ("memory-growth-training-loop", "cuda-oom", "memory-profiling"), found, 0.8,
                    facts=Facts(flags=frozenset({"memory_growth"})))

@@ -530,6 +530,11 @@ def _elementwise(ctx: Context, a: int, b: int, dim: int) -> RuleHit:
     ]
     if a != 1 and b != 1 and (a % b == 0 or b % a == 0):
         fixes.append(remedy("broadcast-size-mismatch#merged-split-axis", larger=max(a, b), smaller=min(a, b)))
+    if {a, b} == {3, 4} and dim in (0, 1):
+        # 4 against 3 on the channel dimension (0 of an image, 1 of a batch): an RGBA image meeting 3-channel normalisation or weights.
+        cause += (" Four against three on the channel dimension is the signature of an image with an alpha channel (RGBA) "
+                  "meeting per-channel values or a model made for three RGB channels.")
+        fixes.insert(1, remedy("broadcast-size-mismatch#convert-image-to-rgb"))
     weight_name = _WEIGHT_NAMES.search(src)
     if weight_name:
         # The failing line multiplies a per-class weight (alpha, class_weight, …) with per-sample values.
