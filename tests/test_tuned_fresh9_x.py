@@ -60,3 +60,21 @@ def test_oom_after_some_iterations_also_offers_a_smaller_batch() -> None:
     found = hit_of(dev_report("dev_fresh9", "f9b-scenegen-oom-variable-objects"))
     assert found.category == "cuda_oom"
     assert "batch size" in fix_text(found.fixes).lower()
+
+
+def test_anomaly_warning_quoted_alone_is_read_as_a_nan_in_backward() -> None:
+    found = hit_of(dev_report("dev_fresh9", "f9b-sahp-softmaxbackward-nan-batch"))
+    assert found.category == "nan_inf"
+    assert "SoftmaxBackward" in found.title or "SoftmaxBackward" in found.cause
+
+
+def test_anomaly_warning_beside_an_in_place_error_keeps_the_in_place_reading() -> None:
+    # Printed by torch 2.13 with anomaly detection on: sigmoid's output modified in place before backward.
+    text = ("/work/venv/lib/python3.11/site-packages/torch/autograd/graph.py:979: UserWarning: Error detected in SigmoidBackward0. "
+            "Traceback of forward call that caused the error:\n"
+            "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: "
+            "[torch.FloatTensor [3]], which is output 0 of Sigmoid, is at version 1; expected version 0 instead. Hint: the backtrace "
+            "further above shows the operation that failed to compute its gradient. The variable in question was changed in there or "
+            "anywhere later. Good luck!")
+    found = hit_of(text)
+    assert found.category != "nan_inf"

@@ -574,7 +574,9 @@ def nan_inf(ctx: Context) -> RuleHit | None:
     if node is None:
         prose = _NAN_NODE_PROSE.search(_whole(ctx))
         # Anomaly mode's warning alone names the node for any backward error: it counts only when the text speaks of NaN.
-        if prose and (not ctx.exc_type or ctx.exc_type in ("UserWarning", "Warning")) and (not prose.group("node3") or _NAN_WORD.search(_whole(ctx))):
+        # Quoted with no error of its own (no other exception named anywhere), the warning is most often anomaly mode stopping on a NaN.
+        alone = not re.search(r"\b(?!UserWarning\b)\w*(?:Error|Exception)\b(?!\s+detected in)", _whole(ctx))
+        if prose and (not ctx.exc_type or ctx.exc_type in ("UserWarning", "Warning")) and (not prose.group("node3") or _NAN_WORD.search(_whole(ctx)) or alone):
             node = prose.group("node") or prose.group("node2") or prose.group("node3")
     if node:
         return _nan_anomaly(ctx, node, output, docs)
