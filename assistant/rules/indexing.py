@@ -109,7 +109,7 @@ def tensor_index(ctx: Context) -> RuleHit | None:
 def _index_self(ctx: Context) -> RuleHit:
     name, kind = ctx.layer
     # The report points at the sequence length (a tokenizer max_length, "length of the sequence"): position ids past the position table.
-    longer = ctx.search(r"\bmax_length\s*=|\b(?:sequence|input|text) length\b|length of the (?:sequence|input|text)|max_position_embeddings")
+    longer = ctx.search(r"\bmax_length\s*=|\b(?:sequence|input|text) length\b|length of the (?:sequence|input|text)|max_position_embeddings") is not None
     # The deepest line outside torch.nn that calls an embedding looks a position table up (`self.pos_embedding(pos)`): positions past its size.
     lookups = [f.source for f in ctx.failure.frames if f.source and re.search(r"embed\w*\s*\(", f.source, re.I)
                and not re.search(r"[\\/]torch[\\/]nn[\\/]", f.file or "")]
