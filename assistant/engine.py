@@ -207,14 +207,26 @@ class Engine:
             doc = next(iter(family_docs(decision.category)), None)
         return doc
 
-    def _signed_outside_python(self, proposals: Proposals) -> bool:
-        """Whether a document outside the plain-Python area (a training or nn family filed as python_error, such as the
-        scheduler's own type check) carries a signature the message holds: PyTorch raised it, and that document knows why."""
-        try:
-            docs = self.retriever().docs
-        except Exception:  # noqa: BLE001 - no index: keep the rule's reading
+    def _catch_all_yields(self, failure: Failure, hit: RuleHit | None) -> bool:
+        """Whether the catch-all reading of a built-in exception ("the program's own logic") should give way: a document
+        of another category, or one outside the plain-Python area (a training or nn family filed as python_error, such as
+        the scheduler's own type check), carries a signature found in the exception's own message. A library's or
+        PyTorch's own check raised it, and that document knows why. Only the message counts: a launcher's wrapper lines
+        around a rank's plain ValueError (mp.spawn's "process 0 terminated") name the launcher, not the error."""
+        if hit is None or hit.rule not in ("python.builtin", "python.type_error", "python.key_error"):
             return False
-        return any(d in docs and "/python/" not in docs[d].path.replace("\\", "/") for d in proposals.signed_docs)
+        message = f"{failure.exc_type}: {failure.message}" if failure.exc_type else failure.message
+        if not message.strip():
+            return False
+        try:
+            retriever = self.retriever()
+            docs = retriever.docs
+            signed = [d for d in retriever.signature_hits(message) if d in docs]
+        except KnowledgeError:  # no index: keep the rule's reading
+            return False
+        if hit.rule == "python.builtin" and any(docs[d].category not in ("python_error", "unknown") for d in signed):
+            return True
+        return any("/python/" not in docs[d].path.replace("\\", "/") for d in signed)
 
     def propose(
         self, failure: Failure, exclude_cases: Sequence[str] = (), exclude_docs: Collection[str] = (), hit: RuleHit | None = None,
@@ -411,11 +423,7 @@ class Engine:
         found = self.match(failure, evidence)
         t_rules = time.perf_counter()
         proposals = self.propose(failure, exclude_cases, hit=found.hit)
-        if found.hit is not None and (
-                (found.hit.rule == "python.builtin" and any(c != "python_error" for c in proposals.signature_categories))
-                or (found.hit.rule in ("python.builtin", "python.type_error", "python.key_error") and self._signed_outside_python(proposals))):
-            # The catch-all reading of a built-in exception ("the program's own logic") yields to a document whose
-            # signature is in the message: a library's or PyTorch's own check raised it, and that document knows it.
+        if self._catch_all_yields(failure, found.hit):
             found = replace(found, hit=None)
         decision = self.decide(failure, found.hit, proposals)
         # Settled or not is judged on the fitted scale: the unfamiliar-text adjustment says how sure to sound, and would
