@@ -245,6 +245,7 @@ class Facts:
     argument: str | None = None  # the argument the message blames (`index`, `target`, `mat2`)
     call: str | None = None  # a call on the user's failing line that the evidence implicates, e.g. "torch.arange"
     names: tuple[str, ...] = ()  # other names the message lists (missing keys, modules, operators)
+    package: str | None = None  # the installed package the failure points at (`transformers`, `deepspeed`)
     flags: frozenset[str] = frozenset()  # conclusions later stages may rely on, e.g. "fragmentation_ruled_out"
 
     def number(self, key: str) -> float | None:
@@ -255,7 +256,7 @@ class Facts:
     def to_dict(self) -> dict[str, Any]:
         """Only the fields that carry something (for JSON and debugging)."""
         out: dict[str, Any] = {}
-        for name in ("shapes", "numbers", "layer", "layer_kind", "devices", "dtypes", "argument", "call", "names"):
+        for name in ("shapes", "numbers", "layer", "layer_kind", "devices", "dtypes", "argument", "call", "names", "package"):
             value = getattr(self, name)
             if value:
                 out[name] = [list(s) for s in value] if name == "shapes" else (dict(value) if name == "numbers" else (list(value) if isinstance(value, tuple) else value))

@@ -270,7 +270,7 @@ def fact_values(facts: Facts | None = None, failure: Failure | None = None, tens
     for key, value in facts.numbers.items():
         if key in VALUE_NAMES and isinstance(value, (int, float)):
             out[key] = int(value) if float(value).is_integer() else value
-    read = {"layer": facts.layer, "layer_kind": facts.layer_kind, "argument": facts.argument, "op": facts.call}
+    read = {"layer": facts.layer, "layer_kind": facts.layer_kind, "argument": facts.argument, "op": facts.call, "package": facts.package}
     out.update({k: v for k, v in read.items() if v})
     for name, shape in zip(("shape", "other_shape"), facts.shapes[:2], strict=False):
         out[name] = "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"

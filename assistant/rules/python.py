@@ -6,7 +6,7 @@ import re
 
 from assistant.rules.registry import FALLBACK, Example, rule
 from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
-from assistant.types import Fact, Facts, RuleHit
+from assistant.types import Fact, Facts, Fix, Frame, RuleHit
 
 _DOCS = ("python-errors", "module-misuse")
 _BUILTIN = {
@@ -157,6 +157,88 @@ _OPERATOR_NOT_IMPLEMENTED = lazy_re(r"\boperator \\?'aten::\w+\\?' is not (?:cur
 _ERROR_LINE = lazy_re(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S", re.M)
 
 
+_MISSING_ATTRIBUTE = lazy_re(r"(?:'([\w.]+)' object|type object '([\w.]+)') has no attribute '(\w+)'")
+# Attributes that are missing for a reason of the user's own making whatever the class: `.module` exists only on a
+# wrapped model (DataParallel, DDP), so its absence means the model was never wrapped (or was unwrapped).
+_WRAPPER_ONLY_ATTRIBUTES = frozenset({"module"})
+
+
+def _read_on_own_instance(frames: tuple[Frame, ...], attr: str) -> bool:
+    """The innermost frame that reads ``.attr`` is the user's and reads it from ``self``: the object is an instance
+    of the user's own class, whatever that class is called."""
+    for frame in reversed(frames):
+        if frame.source and re.search(r"\." + re.escape(attr) + r"\b", frame.source):
+            return frame.is_user and re.search(r"\bself\." + re.escape(attr) + r"\b", frame.source) is not None
+    return False
+
+
+def _library_owned_attribute(msg: str, text: str, suggested: bool, frames: tuple[Frame, ...] = ()) -> tuple[str, str, tuple[str, ...]] | None:
+    """(class, attribute, owning packages) when the object lacking the attribute is of a class that a third-party
+    library defines (by the class atlas) and the user's text does not define a class of that name; else None.
+
+    Python's own suggestion ("Did you mean") points at a misspelling, so it keeps the generic reading; so does an
+    attribute the user's own method reads from ``self`` (a class of the user's that shares a library class's name).
+    """
+    from assistant.atlas.classes import library_owning
+
+    m = _MISSING_ATTRIBUTE.search(msg)
+    if m is None or suggested:
+        return None
+    owner, attr = (m.group(1) or m.group(2)), m.group(3)
+    short = owner.rsplit(".", 1)[-1]
+    if attr in _WRAPPER_ONLY_ATTRIBUTES or re.search(r"\bclass\s+" + re.escape(short) + r"\b", text) or _read_on_own_instance(frames, attr):
+        return None
+    packages = library_owning(short)
+    return (short, attr, packages) if packages else None
+
+
+# Python 3.10+ names the method with its class: "UNet2DConditionModel.forward() got an unexpected keyword argument 'x'".
+_QUALIFIED_SIGNATURE = lazy_re(r"\b([A-Za-z_]\w*)\.(\w+)\(\) (?:got an unexpected keyword argument '\w+'|missing \d+ required (?:positional|keyword-only) argument)")
+
+
+def _library_method_signature(msg: str, text: str) -> tuple[str, str, tuple[str, ...]] | None:
+    """(class, method, owning packages) when a call does not fit the signature of a method whose class a third-party
+    library defines (by the class atlas) and the user's text defines no class of that name; else None."""
+    from assistant.atlas.classes import library_owning
+
+    m = _QUALIFIED_SIGNATURE.search(msg)
+    if m is None or re.search(r"\bclass\s+" + re.escape(m.group(1)) + r"\b", text):
+        return None
+    packages = library_owning(m.group(1))
+    return (m.group(1), m.group(2), packages) if packages else None
+
+
+def _library_fixes(packages: tuple[str, ...]) -> list[Fix]:
+    package = packages[0] if len(packages) == 1 else None
+    return [remedy("library-version-mismatch#install-required-version", package=package or "<library>"),
+            remedy("library-version-mismatch#compatible-releases", packages=" and ".join(packages)),
+            remedy("library-version-mismatch#pip-show-installed", package=package or " ".join(packages))]
+
+
+def _library_attribute_hit(owned: tuple[str, str, tuple[str, ...]], at: str, found: list[Fact]) -> RuleHit:
+    """A third-party library's object lacks an attribute: the code reading it and the library are from different releases."""
+    owner_class, attr, packages = owned
+    found.append(Fact("environment", f"`{owner_class}` is a class of {', '.join(packages)}"))
+    cause = (f"`{owner_class}` is a class of {' / '.join(packages)}, not of your program, and it has no attribute `{attr}`{at}: the code "
+             "that reads it was written for another release of that library (the attribute was added later, or renamed or "
+             "removed since), or another package that drives it is at a release made for a different version of it.")
+    return hit("python.library_class_attribute", "environment_error", f"{owner_class} (from {' / '.join(packages)}) lacks `{attr}`: a release mismatch",
+               cause, _library_fixes(packages), ("library-version-mismatch",), found, 0.62,
+               facts=Facts(names=(owner_class, attr), package=packages[0] if len(packages) == 1 else None))
+
+
+def _library_signature_hit(skewed: tuple[str, str, tuple[str, ...]], msg: str, at: str, found: list[Fact]) -> RuleHit:
+    """A third-party library's method is called with arguments its installed release does not take."""
+    owner_class, method, packages = skewed
+    found.append(Fact("environment", f"`{owner_class}` is a class of {', '.join(packages)}"))
+    cause = (f"`{owner_class}.{method}()` belongs to {' / '.join(packages)}, and the call{at} does not fit its signature in the "
+             f"installed release ({msg.strip()}): the calling code (your own, or another package that drives it) was written for a "
+             "release where that argument existed, or for one that added it later.")
+    return hit("python.library_class_signature", "environment_error", f"{owner_class}.{method}() called with another release's arguments",
+               cause, _library_fixes(packages), ("library-version-mismatch",), found, 0.6,
+               facts=Facts(names=(owner_class, method), package=packages[0] if len(packages) == 1 else None))
+
+
 def _teardown_fallout(ctx: Context) -> bool:
     """The chosen error was raised in ``__del__`` at teardown, after another exception earlier in the text: an object whose
     ``__init__`` failed is destroyed and its destructor touches attributes that were never set."""
@@ -175,7 +257,8 @@ def _teardown_fallout(ctx: Context) -> bool:
     priority=FALLBACK + 1,
     outcomes=('python.builtin', 'python.key_error', 'python.reader_none', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
               'python.index_error', 'python.name_error', 'python.recursion', 'python.tensor_to_scalar', 'python.peft_targets',
-              'python.library_attribute_version', 'python.timm_factory_keyword'),
+              'python.library_attribute_version', 'python.timm_factory_keyword', 'python.library_class_attribute',
+              'python.library_class_signature'),
     examples=(
         Example("corpus/python/valueerror_config_float_captured.txt", "python.builtin"),
         Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
@@ -199,6 +282,8 @@ def _teardown_fallout(ctx: Context) -> bool:
         Example("corpus/python/attributeerror_library_versions_listed.txt", "python.library_attribute_version"),
         Example("corpus/python/timm_create_model_num_classes_mae.txt", "python.timm_factory_keyword"),
         Example("corpus/python/timm_default_cfg_detic.txt", "python.timm_factory_keyword"),
+        Example("corpus/python/attributeerror_library_class_zero3_optimizer.txt", "python.library_class_attribute"),
+        Example("corpus/python/typeerror_library_method_keyword_captured.txt", "python.library_class_signature"),
     ),
 )
 def python_exception(ctx: Context) -> RuleHit | None:
@@ -210,6 +295,16 @@ def python_exception(ctx: Context) -> RuleHit | None:
         quoted = re.search(r"\bAttributeError: ('NoneType' object has no attribute '\w+')", ctx.text)
         if quoted:
             exc, msg = "AttributeError", quoted.group(1)
+        else:
+            # A report in prose that quotes a library's object lacking an attribute, or its method refusing an argument.
+            said = re.search(r"\b(?:AttributeError|TypeError): ([^\n`]{1,300})", ctx.text)
+            quote = said.group(1) if said else ""
+            owned = _library_owned_attribute(quote, ctx.text, "Did you mean" in quote) if quote else None
+            if owned is not None:
+                return _library_attribute_hit(owned, "", _found(ctx))
+            skewed = _library_method_signature(quote, ctx.text) if quote else None
+            if skewed is not None:
+                return _library_signature_hit(skewed, quote, "", _found(ctx))
     many = ctx.search(r"only one element tensors can be converted to Python scalars|a Tensor with (\d+) elements cannot be converted to Scalar")
     if many and exc in ("ValueError", "RuntimeError"):
         return _tensor_to_scalar(ctx, many)
@@ -269,6 +364,9 @@ def python_exception(ctx: Context) -> RuleHit | None:
                      remedy("library-version-mismatch#pip-show-installed")]
             return hit("python.library_attribute_version", "environment_error", "AttributeError between libraries at mismatched versions", cause, fixes, ("library-version-mismatch",), found, 0.7,
                        facts=Facts(names=(m.group(1), m.group(2))))
+        owned = _library_owned_attribute(msg, raw, hint is not None, ctx.failure.frames)
+        if owned is not None:
+            return _library_attribute_hit(owned, at, found)
         cause = ((f"A `{m.group(1)}` object has no attribute `{m.group(2)}`{at}: " if m else f"An attribute lookup failed{at} ({msg}): ")
                  + (f"a misspelling of `{hint.group(1)}`." if hint else "the object is of a different type than the code assumes, the name is misspelled, or the API differs in the installed version."))
         fixes = [remedy("python-errors#inspect-attributes")]
@@ -286,7 +384,9 @@ def python_exception(ctx: Context) -> RuleHit | None:
             timm = _timm_factory_keyword(ctx, kw.group(1))
             if timm is not None:
                 return timm
-            cause += f" The function called does not accept `{kw.group(1)}` in the installed version (its signature differs)."
+        skewed = _library_method_signature(msg, ctx.failure.text or ctx.text)
+        if skewed is not None:
+            return _library_signature_hit(skewed, msg, at, found)
         fixes = [remedy("python-errors#check-types-and-signature")]
         if call == "NoneType":
             called = _CALLED.search(src)
