@@ -53,3 +53,35 @@ def test_own_class_sharing_a_library_name_stays_the_programs_error(engine) -> No
     d = engine.diagnose(_text("attributeerror_own_class_library_name_captured.txt"))
     assert library_owning("ResNetEncoder")  # the name alone would point at a library
     assert d.category == "python_error" and d.rule != "python.library_class_attribute"
+
+
+def test_keyword_refused_inside_an_installed_package_reads_as_a_release_mismatch(engine) -> None:
+    """A dev report (Python 3.8, so no class in the message): the innermost frame is transformers' own call."""
+    d = engine.diagnose(_text("typeerror_library_call_keyword_8bit.txt"))
+    assert d.category == "environment_error" and d.rule == "python.library_call_signature"
+    assert "transformers" in (d.fixes[0].code or "")
+
+
+def _refusal(name: str) -> str:
+    """The message Python itself writes when a function of this name is given a keyword it does not take."""
+    namespace: dict = {}
+    exec(f"def {name}(self=None):\n    pass", namespace)
+    try:
+        namespace[name](unknown_option=1)
+    except TypeError as exc:
+        return str(exc).replace(f"{name}.<locals>.", "")
+    raise AssertionError("no TypeError")
+
+
+def test_only_a_third_party_frame_other_than_forward_counts_as_the_caller() -> None:
+    from assistant.rules.python import _library_made_call
+    from assistant.types import Frame
+
+    torch_frame = Frame("/env/lib/python3.11/site-packages/torch/nn/modules/module.py", 1, "_call_impl", "return forward_call(*args, **kwargs)", False)
+    lib_frame = Frame("/env/lib/python3.11/site-packages/somepkg/api.py", 3, "build", "return cls(**kwargs)", False)
+    user_frame = Frame("/home/user/project/train.py", 9, "main", "model = build(**cfg)", True)
+    init = _refusal("__init__")
+    assert _library_made_call(init, (lib_frame,)) == ("somepkg", "__init__")
+    assert _library_made_call(init, (torch_frame,)) is None  # torch calling the user's module is the norm
+    assert _library_made_call(init, (lib_frame, user_frame)) is None  # the call that did not fit is the user's
+    assert _library_made_call(_refusal("forward"), (lib_frame,)) is None  # frameworks pass batch keys to the user's forward

@@ -208,6 +208,26 @@ def _library_method_signature(msg: str, text: str) -> tuple[str, str, tuple[str,
     return (m.group(1), m.group(2), packages) if packages else None
 
 
+_INSTALLED_PACKAGE = lazy_re(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_]\w*)[/\\]")
+_UNEXPECTED_KEYWORD = lazy_re(r"\b(\w+)\(\) got an unexpected keyword argument '\w+'")
+# Packages whose calls into the user's code are the norm (a framework calling the user's model, dataset or hook), or
+# that are the interpreter's own: a call they make that does not fit says nothing about two releases.
+_NOT_A_THIRD_PARTY_CALLER = frozenset({"torch", "pip", "setuptools", "_pytest", "IPython", "ipykernel", "typing_extensions"})
+
+
+def _library_made_call(msg: str, frames: tuple[Frame, ...]) -> tuple[str, str] | None:
+    """(package, function) when the innermost frame, the one whose call did not fit, lies inside an installed
+    third-party package: that package passes a keyword its callee (in another release of a library it drives) does not
+    take. A ``forward()`` is left out: frameworks pass the batch's keys to the user's own model."""
+    m = _UNEXPECTED_KEYWORD.search(msg)
+    if m is None or m.group(1) == "forward" or not frames:
+        return None
+    where = _INSTALLED_PACKAGE.search(frames[-1].file)
+    if where is None or where.group(1) in _NOT_A_THIRD_PARTY_CALLER:
+        return None
+    return where.group(1), m.group(1)
+
+
 def _library_fixes(packages: tuple[str, ...]) -> list[Fix]:
     package = packages[0] if len(packages) == 1 else None
     return [remedy("library-version-mismatch#install-required-version", package=package or "<library>"),
@@ -239,6 +259,18 @@ def _library_signature_hit(skewed: tuple[str, str, tuple[str, ...]], msg: str, a
                facts=Facts(names=(owner_class, method), package=packages[0] if len(packages) == 1 else None))
 
 
+def _library_call_hit(caller: tuple[str, str], msg: str, found: list[Fact]) -> RuleHit:
+    """A call made inside an installed package passes a keyword that its callee does not take."""
+    package, function = caller
+    frame_fact = f"the call that does not fit is made inside {package}"
+    found.append(Fact("environment", frame_fact))
+    cause = (f"The call that fails is made inside the installed {package} package, not in your code ({msg.strip()}): {package} passes "
+             f"`{function}()` an argument that the installed release of what it calls does not take. {package} and a library it drives "
+             f"(or {package} and the code it was asked to run) are from releases not made for each other.")
+    return hit("python.library_call_signature", "environment_error", f"A call inside {package} does not fit its callee: a release mismatch",
+               cause, _library_fixes((package,)), ("library-version-mismatch",), found, 0.58, facts=Facts(names=(function,), package=package))
+
+
 def _teardown_fallout(ctx: Context) -> bool:
     """The chosen error was raised in ``__del__`` at teardown, after another exception earlier in the text: an object whose
     ``__init__`` failed is destroyed and its destructor touches attributes that were never set."""
@@ -258,7 +290,7 @@ def _teardown_fallout(ctx: Context) -> bool:
     outcomes=('python.builtin', 'python.key_error', 'python.reader_none', 'python.none_attribute', 'python.attribute_error', 'python.type_error',
               'python.index_error', 'python.name_error', 'python.recursion', 'python.tensor_to_scalar', 'python.peft_targets',
               'python.library_attribute_version', 'python.timm_factory_keyword', 'python.library_class_attribute',
-              'python.library_class_signature'),
+              'python.library_class_signature', 'python.library_call_signature'),
     examples=(
         Example("corpus/python/valueerror_config_float_captured.txt", "python.builtin"),
         Example("captured/cpu/config-key-renamed-keyerror", "python.key_error"),
@@ -284,6 +316,7 @@ def _teardown_fallout(ctx: Context) -> bool:
         Example("corpus/python/timm_default_cfg_detic.txt", "python.timm_factory_keyword"),
         Example("corpus/python/attributeerror_library_class_zero3_optimizer.txt", "python.library_class_attribute"),
         Example("corpus/python/typeerror_library_method_keyword_captured.txt", "python.library_class_signature"),
+        Example("corpus/python/typeerror_library_call_keyword_8bit.txt", "python.library_call_signature"),
     ),
 )
 def python_exception(ctx: Context) -> RuleHit | None:
@@ -387,6 +420,9 @@ def python_exception(ctx: Context) -> RuleHit | None:
         skewed = _library_method_signature(msg, ctx.failure.text or ctx.text)
         if skewed is not None:
             return _library_signature_hit(skewed, msg, at, found)
+        caller = _library_made_call(msg, ctx.failure.frames)
+        if caller is not None:
+            return _library_call_hit(caller, msg, found)
         fixes = [remedy("python-errors#check-types-and-signature")]
         if call == "NoneType":
             called = _CALLED.search(src)
