@@ -267,6 +267,15 @@ def _buffers_only(missing: list[str], unexpected: list[str]) -> bool:
     return bool(keys) and all(_BUFFER_KEY.search(k) for k in keys)
 
 
+def _indexes_checkpoint(text: str, key: str) -> bool:
+    """The report quotes code (no traceback frames needed) that reads ``key`` from a loaded checkpoint: inside a
+    ``load_state_dict(...)`` call, or from a variable named like a checkpoint."""
+    subscript = r"\[\s*['\"]" + re.escape(key) + r"['\"]\s*\]"
+    in_load_call = r"load_state_dict\(\s*\w+" + subscript
+    from_checkpoint_variable = r"\b(?:ckpt|checkpoint|state|loaded|saved)\w*" + subscript
+    return re.search(f"{in_load_call}|{from_checkpoint_variable}", text, re.I) is not None
+
+
 def _optimizer_state(ctx: Context) -> RuleHit | None:
     m = ctx.search(r"loaded state dict contains a parameter group that doesn't match the size of optimizer's group|loaded state dict has a different number of parameter groups")
     if m:
@@ -293,7 +302,8 @@ def _optimizer_state(ctx: Context) -> RuleHit | None:
                    ("optimizer-state-resume", "state-dict-keys"), _loc(ctx, [error_fact(ctx)]), 0.85, facts=Facts(call="load_state_dict"))
     m = ctx.search(r"KeyError: '(state_dict|model_state_dict|model|net|optimizer|optimizer_state_dict|epoch)'") or (
         re.search(r"'(state_dict|model_state_dict|model|optimizer|epoch)'", ctx.message) if ctx.exc_type == "KeyError" else None)
-    if m and any(re.search(r"ckpt|checkpoint|state|torch\.load", f.source or "") for f in ctx.failure.user_frames):
+    if m and (any(re.search(r"ckpt|checkpoint|state|torch\.load", f.source or "") for f in ctx.failure.user_frames)
+              or _indexes_checkpoint(ctx.failure.text or ctx.text, m.group(1))):
         key = m.group(1)
         cause = f"The checkpoint dictionary has no '{key}' entry: it was saved in a different layout (maybe it is the state_dict itself, or uses another key name)."
         fixes = [remedy("state-dict-keys#print-checkpoint-keys")]
