@@ -48,8 +48,8 @@ def _collect(files: Iterator[tuple[str, str]], into: dict[str, set[str]]) -> Non
         top = rel.split("/", 1)[0]
         if not top.isidentifier():
             continue
-        for name in _CLASS.findall(text):
-            into.setdefault(top, set()).add(name)
+        # Every package read is recorded, classes or not (a package whose classes are compiled still names a library).
+        into.setdefault(top, set()).update(_CLASS.findall(text))
 
 
 def main(sources: list[str]) -> None:
@@ -77,7 +77,7 @@ def main(sources: list[str]) -> None:
     doc = {
         "about": "Class names defined by third-party libraries (by top-level package) and by torch, read from their source.",
         "read": sorted(read) + [f"torch=={torch.__version__.split('+')[0]}"],
-        "libraries": {lib: sorted(names) for lib, names in sorted(owners.items()) if names},
+        "libraries": {lib: sorted(names) for lib, names in sorted(owners.items())},
         "torch": sorted(torch_classes.get("torch", set())),
     }
     OUT.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))

@@ -85,3 +85,13 @@ def test_only_a_third_party_frame_other_than_forward_counts_as_the_caller() -> N
     assert _library_made_call(init, (torch_frame,)) is None  # torch calling the user's module is the norm
     assert _library_made_call(init, (lib_frame, user_frame)) is None  # the call that did not fit is the user's
     assert _library_made_call(_refusal("forward"), (lib_frame,)) is None  # frameworks pass batch keys to the user's forward
+
+
+def test_a_library_module_lacking_an_attribute_is_recognised_from_the_atlas(engine) -> None:
+    """safetensors is not among the hand-listed companions of torch; the atlas knows it is an installed library."""
+    from assistant.atlas.classes import is_library_package
+
+    assert is_library_package("safetensors") and not is_library_package("utils")
+    d = engine.diagnose((CORPUS.parent / "env" / "module_attribute_library_captured.txt").read_text(encoding="utf-8"))
+    assert d.category == "environment_error" and d.rule == "env.missing_attribute"
+    assert any("safetensors" in (f.code or "") for f in d.fixes)

@@ -46,3 +46,16 @@ def library_owning(class_name: str) -> tuple[str, ...]:
 def is_torch_class(class_name: str) -> bool:
     """Whether torch's own Python source defines a class of this name."""
     return class_name.rsplit(".", 1)[-1] in _atlas()[1]
+
+
+def is_library_package(top_level: str) -> bool:
+    """Whether ``top_level`` is an import name of a third-party library the class atlas was read from."""
+    return top_level in _packages()
+
+
+@lru_cache(maxsize=1)
+def _packages() -> frozenset[str]:
+    try:
+        return frozenset(json.loads(gzip.decompress(_DATA.read_bytes())).get("libraries", {}))
+    except (OSError, ValueError):
+        return frozenset()

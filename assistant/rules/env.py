@@ -123,6 +123,7 @@ def arch_mismatch(ctx: Context) -> RuleHit | None:
         Example("corpus/env/cannot_import_name_torch_utils.txt", "env.cannot_import_name"),
         Example("corpus/env/cannot_import_name_dataloader_old.txt", "env.cannot_import_name"),
         Example("corpus/env/torch_no_attribute_compiler.txt", "env.missing_attribute"),
+        Example("corpus/env/module_attribute_library_captured.txt", "env.missing_attribute"),
     ),
 )
 def missing_module(ctx: Context) -> RuleHit | None:
@@ -157,7 +158,7 @@ def missing_module(ctx: Context) -> RuleHit | None:
         return hit("env.cannot_import_name", "environment_error", f"Cannot import `{name}`" + (f" from `{module}`" if module else ""), cause, fixes,
                    ("library-version-mismatch", "module-not-found"), _found(ctx), 0.9, facts=Facts(names=tuple(x for x in (name, module) if x)))
     m = ctx.search(r"module '([\w.]+)' has no attribute '(\w+)'")
-    if m and m.group(1).split(".")[0] in _LIBS:
+    if m and _is_installed_library(m.group(1).split(".")[0]):
         mod, attr = m.groups()
         top = mod.split(".")[0]
         cause = f"`{mod}.{attr}` does not exist in the installed version of {top}: the code targets a different release, usually a newer one."
@@ -166,6 +167,13 @@ def missing_module(ctx: Context) -> RuleHit | None:
         return hit("env.missing_attribute", "environment_error", f"`{mod}.{attr}` missing in this version", cause, fixes, ("library-version-mismatch",),
                    _found(ctx), 0.88, facts=Facts(names=(mod, attr)))
     return None
+
+
+def _is_installed_library(top_level: str) -> bool:
+    """torch and its companions, or any third-party library the class atlas was read from (not the user's own module)."""
+    from assistant.atlas.classes import is_library_package
+
+    return top_level in _LIBS or is_library_package(top_level)
 
 
 def _private_torch_importer(ctx: Context, module: str | None) -> str | None:
