@@ -1,4 +1,4 @@
-"""Build the class atlas: which installed library defines a class name (``assistant/atlas/data/library_classes.json.gz``).
+"""Build the class atlas: which installed library defines a class name (``assistant/atlas/data/library_classes.tsv.gz``).
 
 An ``AttributeError: 'X' object has no attribute 'y'`` means different things by who owns ``X``: a class the user
 wrote (a typo, an attribute never set), a PyTorch class (usually misuse: a wrapped model's ``.module``), or a class of
@@ -15,7 +15,6 @@ Test, example and documentation files are skipped: a class there is not somethin
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import sys
 import zipfile
@@ -23,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "assistant" / "atlas" / "data" / "library_classes.json.gz"
+OUT = ROOT / "assistant" / "atlas" / "data" / "library_classes.tsv.gz"
 _CLASS = re.compile(r"^[ \t]*class[ \t]+([A-Za-z_]\w*)", re.M)
 _SKIP_PART = re.compile(r"(?:^|/)(?:tests?|testing|examples?|docs?|benchmarks?|scripts)(?:/|$)")
 _WHEEL_NAME = re.compile(r"^([A-Za-z0-9_.]+?)-([0-9][^-]*)-")
@@ -74,16 +73,19 @@ def main(sources: list[str]) -> None:
     # torch's own classes are kept apart: a user meets them directly (Tensor, Linear, DataParallel), so a missing
     # attribute on one is read as misuse, not as two libraries out of step.
     owners.pop("torch", None)
-    doc = {
-        "about": "Class names defined by third-party libraries (by top-level package) and by torch, read from their source.",
-        "read": sorted(read) + [f"torch=={torch.__version__.split('+')[0]}"],
-        "libraries": {lib: sorted(names) for lib, names in sorted(owners.items())},
-        "torch": sorted(torch_classes.get("torch", set())),
-    }
-    OUT.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
-    print(f"{OUT.relative_to(ROOT)}: {sum(len(v) for v in doc['libraries'].values())} library classes in {len(doc['libraries'])} packages, "
-          f"{len(doc['torch'])} torch classes, {OUT.stat().st_size // 1024} KiB")
-
+    # One line per class name, "Name<TAB>owner,owner" (torch among the owners when torch defines it too), sorted, after
+    # two header lines: what was read, and every package read. Plain text, so that a lookup is a string search on the
+    # decompressed file and a cold process pays no parsing for it.
+    named: dict[str, set[str]] = {}
+    for lib, names in owners.items():
+        for name in names:
+            named.setdefault(name, set()).add(lib)
+    for name in torch_classes.get("torch", set()):
+        named.setdefault(name, set()).add("torch")
+    lines = ["#read\t" + ",".join(sorted(read) + [f"torch=={torch.__version__.split('+')[0]}"]), "#packages\t" + ",".join(sorted(owners))]
+    lines += [f"{name}\t{','.join(sorted(libs))}" for name, libs in sorted(named.items())]
+    OUT.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
+    print(f"{OUT.relative_to(ROOT)}: {len(named)} class names in {len(owners)} packages and torch, {OUT.stat().st_size // 1024} KiB")
 
 if __name__ == "__main__":
     main(sys.argv[1:])
