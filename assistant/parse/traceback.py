@@ -120,6 +120,13 @@ def _parse_failure(text: str) -> Failure:
             fallback = _failure_without_traceback(lines, text, asserts, nccl, sig)
             return Failure(fallback.exc_type, fallback.message, tuple(records[-1].frames), fallback.chain, fallback.wrapper, rank, asserts, nccl, sig, text,
                            tuple(notes) + ("The traceback has no final exception line; the error line was taken from elsewhere in the log.",))
+    if not records[-1].message.strip() and records[-1].exc_type:
+        # A notebook traceback whose cell output was collapsed or cut ("N frames") names the type in its header but
+        # ends before the error line; the same error line pasted elsewhere in the text gives its message.
+        line = _typed_line_elsewhere(lines, records[-1].exc_type)
+        if line is not None:
+            records[-1] = replace(records[-1], message=line)
+            notes.append("The traceback ends before its error line; the message was taken from the same error's line elsewhere in the text.")
     effective, wrapper, embedded = _unwrap(records[-1])
     last_chain = max(chains, key=lambda c: c[1])[2]
     if chain is not last_chain and _is_secondary(last_chain[-1]) and wrapper is None:
@@ -147,6 +154,16 @@ def _parse_failure(text: str) -> Failure:
         text=text,
         notes=tuple(notes),
     )
+
+
+def _typed_line_elsewhere(lines: list[Line], exc_type: str) -> str | None:
+    """The message of the last ``<exc_type>: message`` line in the text, or None."""
+    prefix = exc_type + ":"
+    for ln in reversed(lines):
+        text = ln.text.strip()
+        if text.startswith(prefix) and text[len(prefix):].strip():
+            return text[len(prefix):].strip()
+    return None
 
 
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")

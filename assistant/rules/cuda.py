@@ -390,6 +390,25 @@ _CUDNN_BUILD_WORDS = lazy_re(r"\bevery (?:time|run)|\balways\b|any (?:model|scri
 _CUDNN_MEMORY_WORDS = lazy_re(r"out of memory|\bOOM\b|batch.?size|memory|nvidia-smi shows|other process|larger (?:batch|input|image)|smaller (?:batch|input)", re.I)
 
 
+# The text reports a size threshold: the layer runs up to some batch/input size and fails from the next one on.
+_SIZE_THRESHOLD = lazy_re(r"\b(?:works?|fine|ok|runs?|goes (?:pretty )?well)\b[^.\n]{0,40}?\b(?:up to|until|below|under|<=?)\s*\d+"
+                          r"|\b(?:fail\w*|break\w*|crash\w*|error\w*)\b[^.\n]{0,30}?\b(?:at|from|above|over|beyond)\s+(?:batch[ _]?size\s*(?:of\s*)?)?\d+\+?"
+                          r"|\bsmaller (?:batch|input|volume|image|resolution)[^.\n]{0,40}?\b(?:works?|fine|ok|goes (?:pretty )?well|runs?)\b", re.I)
+_TENSOR_SHAPE = lazy_re(r"(?:Tensor|randn|rand|zeros|ones|empty|Size)\(\[?\s*(\d+(?:\s*,\s*\d+){2,})\s*\]?\)")
+
+
+def _over_int32_elements(text: str) -> str | None:
+    """What in the text points to a tensor beyond cuDNN's 32-bit element count: a size threshold, or a quoted shape over 2**31."""
+    for m in _TENSOR_SHAPE.finditer(text):
+        numel = 1
+        for d in m.group(1).split(","):
+            numel *= int(d)
+        if numel > 2**31:
+            return f"a tensor of shape ({m.group(1)}) holds {numel:,} elements, over 2**31"
+    t = _SIZE_THRESHOLD.search(text)
+    return f"the text reports a size threshold ({t.group(0).strip()})" if t else None
+
+
 def _cudnn_build_story(ctx: Context) -> bool:
     """CUDNN_STATUS_NOT_INITIALIZED whose text points at the installation rather than at a full GPU."""
     text = ctx.failure.text
@@ -520,6 +539,13 @@ def cudnn_error(ctx: Context) -> RuleHit | None:
             fixes.insert(1, toggle)
         else:
             fixes.append(toggle)
+    big = _over_int32_elements(ctx.failure.text) if outcome == "cuda.cudnn_not_supported" else None
+    if big:
+        # cuDNN indexes with 32-bit integers: past 2**31 elements in an input or output it refuses the call whatever the layout.
+        cause += (f" Here {big}: a tensor (the layer's input or its output) past 2**31 elements is beyond cuDNN's 32-bit indexing, "
+                  "so the size, not the layout, is the cause.")
+        found.append(Fact("size", big))
+        fixes.insert(0, remedy("cudnn-errors#split-under-int32-limit"))
     if outcome == "cuda.cudnn_execution_failed":
         # Its story names a build without kernels for this GPU (an old CUDA line on a newer card) as the other common cause.
         fixes.append(remedy("cudnn-errors#install-matching-build"))

@@ -417,6 +417,11 @@ def _toolchain(m: re.Match[str]) -> tuple[str, str, list[Fix]]:
             [remedy("library-version-mismatch#install-cuda-toolkit-home")])
 
 
+# A wheel index page for one torch release named in an install command (`-f https://<host>/whl/torch-1.13.0+cu117.html`).
+_TORCH_WHEEL_INDEX = lazy_re(r"(?:-f|--find-links|--extra-index-url|--index-url)[= ]\s*\S*?\btorch-(\d+\.\d+(?:\.\d+)?)(?:\+\w+)?(?:\.html)?")
+_INSTALLED_PACKAGE = lazy_re(r"-packages/([\w.-]+)/")
+
+
 _BINARY_ROWS: tuple[tuple[str, str, Callable[[re.Match[str]], tuple[str, str, list[Fix]]]], ...] = (
     (r"operator torchvision::(\w+) does not exist|No such operator torchvision::(\w+)", "env.torchvision_ops", _torchvision_ops),
     # The colon is sometimes dropped when the message is retyped; then only an identifier-like symbol (camelCase or mangled) counts.
@@ -472,6 +477,14 @@ def binary_mismatch(ctx: Context) -> RuleHit | None:
         m = ctx.search(pattern)
         if m:
             title, cause, fixes = explain(m)
+            index = _TORCH_WHEEL_INDEX.search(ctx.failure.text) if outcome == "env.undefined_symbol" else None
+            if index:
+                # The wheel came from an index page built for one torch release: it loads only if that torch is the one installed.
+                cause += (f" The install command took the wheel from an index built for torch {index.group(1)}; if the torch actually "
+                          "installed is another release, its symbols differ from the ones the wheel was compiled against.")
+                package = _INSTALLED_PACKAGE.search(m.group(0))
+                fixes.insert(0, remedy("library-version-mismatch#wheel-index-for-installed-torch", version=index.group(1),
+                                       package=package.group(1) if package and package.group(1) != "torch" else None))
             detail = next((g for g in reversed(m.groups()) if g), m.group(0))
             return hit(outcome, "environment_error", title, cause, fixes, docs, _found(ctx, Fact("detail", m.group(0)[:200])), 0.9,
                        facts=Facts(names=(detail[:120],)))

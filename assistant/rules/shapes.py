@@ -471,17 +471,25 @@ def broadcast(ctx: Context) -> RuleHit | None:
         return hit("shapes.inplace_broadcast", "shape_mismatch", "In-place result would need a larger shape", cause, fixes, _BCAST_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.9, facts=Facts(shapes=(out, full)))
     m = ctx.search(r"Sizes of tensors must match except in dimension (\d+)\. (?:Expected|Got) size (\d+) (?:but got|and) size (\d+) for tensor number (\d+) in the list")
-    if m:
-        dim, want, got, idx = (int(g) for g in m.groups())
-        cause = (f"torch.cat joins tensors along dimension {dim}, so every other dimension must agree; tensor number {idx} in the list "
-                 f"has size {got} where the first has {want}.")
+    # Older releases' wording names the two sizes and the dimension where they differ, not the tensor's position in the list.
+    legacy = None if m else ctx.search(r"Sizes of tensors must match except in dimension (\d+)\. Got (\d+) and (\d+) in dimension (\d+)")
+    cat = m or legacy
+    if cat:
+        dim, want, got, last = (int(g) for g in cat.groups())
+        numbers = {"dim": dim, "expected_size": want, "got_size": got}
+        if m:
+            numbers["tensor_index"] = last
+            where = f"tensor number {last} in the list has size {got} where the first has {want}."
+        else:
+            where = f"two of the tensors have sizes {want} and {got} in dimension {last}."
+        cause = f"torch.cat joins tensors along dimension {dim}, so every other dimension must agree; " + where
         if abs(want - got) == 1:
             cause += (" The sizes differ by one: a spatial size that was odd before a pooling/strided conv comes back one pixel smaller after "
                       "upsampling, so skip connections no longer line up.")
         fixes = [remedy("broadcast-size-mismatch#cat-pad-or-crop")]
         if abs(want - got) == 1:
             fixes.insert(0, remedy("broadcast-size-mismatch#cat-resize-skip"))
-        values = Facts(numbers={"dim": dim, "expected_size": want, "got_size": got, "tensor_index": idx}, call="torch.cat")
+        values = Facts(numbers=numbers, call="torch.cat")
         return hit("shapes.cat", "shape_mismatch", "torch.cat inputs differ outside the concatenation dimension", cause, fixes, _BCAST_DOCS,
                    _with_location(ctx, [error_fact(ctx)]), 0.92, facts=values)
     m = ctx.search(r"Tensors must have same number of dimensions: got (\d+) and (\d+)")
