@@ -507,7 +507,9 @@ def _tensor_to_scalar(ctx: Context, m: re.Match[str]) -> RuleHit:
     frame = ctx.user_frame
     src = frame.source if frame and frame.source else ""
     if not src:
-        quoted = re.search(r"(?<![^\n])[ \t]*([^\n]*(?:\.item\(\)|float\(|int\()[^\n]*)\n[^\n]*(?:only one element|cannot be converted to Scalar)", ctx.failure.text)
+        # The line's first visible character is required after the indent, so the indent and the rest cannot trade
+        # characters: linear on a long blank line (the two runs could split it every way).
+        quoted = re.search(r"(?<![^\n])[ \t]*(\S[^\n]*(?:\.item\(\)|float\(|int\()[^\n]*)\n[^\n]*(?:only one element|cannot be converted to Scalar)", ctx.failure.text)
         src = quoted.group(1).strip() if quoted else ""
     at = f" in {ctx.where()}" if frame else ""
     n = f" has {m.group(1)} elements" if m.group(1) else " has more than one element"
