@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from assistant.engine import Engine
-from tuned_support import dev_reader, dev_report, fix_text
+from assistant.eval.examples import example_text
+from tuned_support import dev_reader, dev_report, fix_text, hit_of
 
 report = dev_reader("dev_fresh10")
 
@@ -30,3 +31,25 @@ def test_stopiteration_at_next_parameters_is_a_dataparallel_replica_without_para
 def test_stopiteration_of_an_empty_parameter_generator_elsewhere_is_not_read_as_dataparallel() -> None:
     d = Engine().diagnose(dev_report("dev_fresh4", "f4c-adas-filter-generator-empty-param-list"))
     assert d.category == "python_error"
+
+
+# --- 2. saved weights listed as torch.Size([0]) from a ZeRO-3 / FSDP run: a reader in io.adapter_saved_empty ------
+
+def test_saved_weights_of_size_zero_under_zero3_are_partitioned_placeholders() -> None:
+    found = hit_of(report("f10a-chatglm-zero3-weights-size-zero"))
+    assert found.category == "serialization_error"
+    assert "placeholder" in found.cause and "torch.Size([0])" in found.cause
+    first = fix_text(found.fixes[:1])
+    assert "zero_to_fp32" in first
+    assert "stage3_gather_16bit_weights_on_model_save" in fix_text(found.fixes)
+
+
+def test_a_nearly_empty_adapter_file_keeps_the_adapter_fixes() -> None:
+    found = hit_of(example_text("corpus/io/peft_adapter_saved_nearly_empty.txt"))
+    assert found.category == "serialization_error"
+    assert "zero_to_fp32" not in fix_text(found.fixes)
+
+
+def test_a_load_size_mismatch_against_size_zero_is_not_read_as_a_saved_file() -> None:
+    found = hit_of(example_text("corpus/io/state_dict_head_size_own_dataset_chinese.txt"))
+    assert found.rule != "io.adapter_saved_empty"

@@ -363,22 +363,31 @@ def loaded_model_untrained(ctx: Context) -> RuleHit | None:
 # A saved adapter file named next to a size of a few hundred bytes (or called empty): the adapter's weights were not written.
 _ADAPTER_FILE = lazy_re(r"\badapter_model\w*(?:\.(?:bin|safetensors))?|\badapter (?:weights|file|checkpoint)\b", re.I)
 _TINY_FILE = lazy_re(r"\b\d{1,4}[ -]?bytes?\b(?! ?/)|\b(?:empty|nearly empty|almost empty|tiny)\b[^.\n]{0,30}\b(?:file|adapter|dict)", re.I)
+# A listing of saved weights (``name : torch.Size([0])`` lines) from a run whose parameters were partitioned across ranks.
+_EMPTY_WEIGHT_LINE = lazy_re(r"^\s*[\w.]+\s*[:=]\s*(?:torch\.)?Size\(\[0\]\)", re.M)
+_PARTITIONED_RUN = lazy_re(r"\bzero[-_ ]?3(?!\d)|\bstage[-_ ]?3(?!\d)|\bfsdp\b|FullyShardedDataParallel|fully_shard", re.I)
+_SAVED_FILE = lazy_re(r"_model_states\.pt|\.(?:pt|pth|bin|safetensors)\b|\bsav(?:e|ed|ing)\b|\bcheckpoint\b|保存", re.I)
 
 
 @rule(
     'io.adapter_saved_empty',
     category='serialization_error',
-    docs=("peft-adapter-empty-save",),
+    docs=("peft-adapter-empty-save", "saved-weights-empty-partitioned"),
     reads=("text",),
     priority=72,
     examples=(Example("corpus/io/peft_adapter_saved_nearly_empty.txt", "io.adapter_saved_empty"),),
 )
 def adapter_saved_empty(ctx: Context) -> RuleHit | None:
-    """A description (no error) of a saved LoRA/PEFT adapter file of a few hundred bytes."""
+    """A description (no error) of a saved LoRA/PEFT adapter file of a few hundred bytes, or of saved weights listed with
+    zero-element shapes from a run whose parameters were partitioned (DeepSpeed ZeRO-3, FSDP)."""
     failure = ctx.failure
     if failure.exc_type or failure.frames:
         return None
     text = failure.text or ctx.text
+    empty = _EMPTY_WEIGHT_LINE.findall(text)
+    sharded, saved = _PARTITIONED_RUN.search(text), _SAVED_FILE.search(text)
+    if len(empty) >= 2 and sharded and saved:
+        return _saved_weights_partitioned(len(empty), sharded.group(0), saved.group(0))
     adapter, tiny = _ADAPTER_FILE.search(text), _TINY_FILE.search(text)
     if not (adapter and tiny):
         return None
@@ -395,6 +404,22 @@ def adapter_saved_empty(ctx: Context) -> RuleHit | None:
     found = [Fact("symptom", f"{adapter.group(0)} … {tiny.group(0)}")]
     return hit("io.adapter_saved_empty", "serialization_error", "Saved adapter file is empty", cause, fixes, ("peft-adapter-empty-save",),
                found, 0.7, facts=Facts(names=(adapter.group(0),)))
+
+
+def _saved_weights_partitioned(count: int, sharded: str, saved: str) -> RuleHit:
+    """Saved weights listed as ``torch.Size([0])`` from a ZeRO-3 / FSDP run: the file holds placeholders of partitioned parameters."""
+    cause = (f"The saved weights are zero-element placeholders ({count} listed as torch.Size([0])) from a run that partitions its parameters "
+             f"across ranks ({sharded}). Under DeepSpeed ZeRO-3 or FSDP full sharding a module outside the engine's forward keeps only an "
+             "empty placeholder per parameter; the real values live in the ranks' shards (the optimizer-state files of the same checkpoint). "
+             "A per-rank model-states file, or a state_dict taken without gathering, therefore stores the names with empty tensors.")
+    fixes = [
+        remedy("deepspeed-checkpoint-loading#consolidate-fp32"),
+        remedy("saved-weights-empty-partitioned#gather-on-save"),
+        remedy("deepspeed-checkpoint-loading#save-16bit"),
+    ]
+    found = [Fact("symptom", f"{count} saved weights of shape torch.Size([0]) … {saved}")]
+    return hit("io.adapter_saved_empty", "serialization_error", "Saved weights are empty placeholders of partitioned parameters", cause, fixes,
+               ("saved-weights-empty-partitioned", "deepspeed-checkpoint-loading"), found, 0.75, facts=Facts(names=(sharded,)))
 
 
 _LOAD_DEFAULT_RELEASE = lazy_re(r"\b(?:py)?torch\s*(?:version\s*|v)?((?:2\.(?:[6-9]|1\d)|[3-9]\.\d+)(?:\.\d+)?)\b", re.I)
