@@ -53,3 +53,13 @@ def test_a_nearly_empty_adapter_file_keeps_the_adapter_fixes() -> None:
 def test_a_load_size_mismatch_against_size_zero_is_not_read_as_a_saved_file() -> None:
     found = hit_of(example_text("corpus/io/state_dict_head_size_own_dataset_chinese.txt"))
     assert found.rule != "io.adapter_saved_empty"
+
+
+# --- 3. a detection box with x_max <= x_min (or no width/height): a family document -----------------------------
+
+def test_box_with_max_not_above_min_is_a_degenerate_annotation() -> None:
+    d = Engine().diagnose(report("f10b-frcnn-pipeline-degenerate-bbox-annotation"))
+    assert d.category == "dataloader_error"
+    assert any(s.id == "degenerate-bounding-boxes" for s in d.sources)
+    text = fix_text(d.fixes[:3])
+    assert "annotation" in text and "positive width and height" in text
