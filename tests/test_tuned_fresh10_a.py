@@ -63,3 +63,13 @@ def test_box_with_max_not_above_min_is_a_degenerate_annotation() -> None:
     assert any(s.id == "degenerate-bounding-boxes" for s in d.sources)
     text = fix_text(d.fixes[:3])
     assert "annotation" in text and "positive width and height" in text
+
+
+# --- 4. a scheduler counted in epochs stepped in the batch loop: a family document (no error, category unknown) --
+
+def test_scheduler_stepped_every_batch_for_an_epoch_schedule_is_the_step_frequency() -> None:
+    d = Engine().diagnose(report("f10b-srgan-steplr-stepped-every-batch"))
+    assert d.category == "unknown"
+    assert "batch loop" in d.cause
+    assert "once per epoch" in fix_text(d.fixes)
+
