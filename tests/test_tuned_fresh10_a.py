@@ -73,3 +73,17 @@ def test_scheduler_stepped_every_batch_for_an_epoch_schedule_is_the_step_frequen
     assert "batch loop" in d.cause
     assert "once per epoch" in fix_text(d.fixes)
 
+
+# --- 5. a barrier that hangs while one rank validates through the DDP model: a reader in symptoms.hang -----------
+
+def test_barrier_hang_with_validation_on_one_gpu_is_the_ddp_forward_in_rank_only_code() -> None:
+    found = hit_of(report("f10a-ddp-barrier-hang-rank0-validation"))
+    assert found.category == "ddp_error"
+    assert "DDP-wrapped" in found.cause
+    first = fix_text(found.fixes[:1])
+    assert "model.module" in first
+
+
+def test_a_mid_run_hang_without_rank_only_validation_keeps_the_collective_reading() -> None:
+    found = hit_of(example_text("corpus/symptoms/dist_train_hangs_after_epochs.txt"))
+    assert found.rule == "symptoms.distributed_hang" and found.category == "nccl_error"

@@ -583,6 +583,34 @@ def memory(ctx: Context) -> RuleHit | None:
 _LOADER_DOCS = ("dataloader-hang", "dataloader-worker-crash", "dataloader-shared-memory")
 _DIST_DOCS = ("distributed-hang", "nccl-timeout", "process-group-init")
 
+# A described hang around a barrier the user added ...
+_BARRIER_CALL = lazy_re(r"\bbarrier\(\)|\bdist(?:ributed)?\.barrier\b", re.I)
+# ... while validation/evaluation runs on one rank only ("validation on just one GPU", "evaluate only on rank 0", "if gpu == 0").
+_RANK_ONLY_EVAL = lazy_re(
+    r"\b(?:validat\w*|evaluat\w*|eval|test(?:ing)?|inference)\b[^.\n]{0,40}\b(?:(?:just|only) (?:on )?(?:one|a single|the first|the main) "
+    r"(?:gpu|rank|process|device)|(?:just|only) (?:on )?(?:rank|gpu|local_rank) ?(?:0|zero)|on (?:rank|gpu) ?0 only)"
+    r"|\bif (?:self\.)?(?:gpu|rank|local_rank|args\.(?:gpu|rank|local_rank)) ?== ?0\b[^.\n]{0,60}\b(?:validat\w*|evaluat\w*|eval|test)\b",
+    re.I,
+)
+
+
+def _rank_only_eval_hang(said: str, found: list[Fact], numbers: dict[str, float]) -> RuleHit:
+    """A barrier that hangs while one rank validates: that rank's forward through the DDP wrapper waits for the other ranks."""
+    found = [*found, Fact("description", f"your words: \"{said[:120]}\" with a barrier for the other ranks")]
+    cause = ("The other ranks wait in the barrier while one rank runs validation, and that rank never finishes: it runs the DDP-wrapped "
+             "model, whose forward itself starts collectives (the buffer broadcast from rank 0, SyncBatchNorm's all-reduce, unused-parameter "
+             "bookkeeping) that need every rank to join. The ranks parked in the barrier never join them, so validation and barrier wait "
+             "for each other for ever (until the NCCL watchdog timeout, if one is set).")
+    fixes = [
+        remedy("nccl-timeout#no-collectives-in-rank-code"),
+        remedy("barrier-hangs-timeouts#unconditional-barrier"),
+        remedy("nccl-timeout#keep-ranks-in-step"),
+        remedy("distributed-hang#debug-output-hang"),
+    ]
+    return hit("symptoms.distributed_hang", "ddp_error", "Barrier hangs while one rank validates through the DDP model", cause, fixes,
+               ("nccl-timeout", "barrier-hangs-timeouts", "distributed-hang"), found, 0.66, "barrier hang rank 0 validation DDP forward collectives",
+               facts=Facts(numbers=numbers, flags=frozenset({"hang", "distributed_train"})))
+
 
 # Data split unevenly between training processes ("uneven data across the workers", "different number of batches" per rank/GPU).
 _UNEVEN = lazy_re(
@@ -777,6 +805,9 @@ def hang(ctx: Context) -> RuleHit | None:
         return hit("symptoms.distributed_init_hang", "ddp_error", "Distributed job hangs at start-up", cause, fixes, ("process-group-init", "distributed-hang", "nccl-timeout"), found, 0.64,
                    "init_process_group hangs rendezvous", facts=Facts(numbers=numbers, flags=frozenset({"hang", "distributed_init"})))
 
+    rank_only = _RANK_ONLY_EVAL.search(text) if _BARRIER_CALL.search(text) else None
+    if rank_only:
+        return _rank_only_eval_hang(rank_only.group(0), found, numbers)
     cause = ("A multi-GPU/distributed run trains for a while and then stops making progress without an error"
              + "".join(f" (around {numbers[unit]:g} {unit})" for unit in ("steps", "epochs") if unit in numbers)
              + ". The GPUs often show 100% utilisation while nothing happens: the ranks sit in a collective (all_reduce, broadcast, barrier) "
