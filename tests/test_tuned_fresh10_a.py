@@ -87,3 +87,11 @@ def test_barrier_hang_with_validation_on_one_gpu_is_the_ddp_forward_in_rank_only
 def test_a_mid_run_hang_without_rank_only_validation_keeps_the_collective_reading() -> None:
     found = hit_of(example_text("corpus/symptoms/dist_train_hangs_after_epochs.txt"))
     assert found.rule == "symptoms.distributed_hang" and found.category == "nccl_error"
+
+
+# --- 6. accelerate's first 8-bit check (no "in any distributed mode"): a family document -------------------------
+
+def test_old_wording_of_the_8bit_multi_device_check_is_an_accelerate_release_to_upgrade() -> None:
+    d = Engine().diagnose(report("f10a-peft-8bit-multiple-devices-accelerate"))
+    assert d.category == "environment_error"
+    assert "Upgrade accelerate" in d.fixes[0].title
