@@ -95,3 +95,12 @@ def test_old_wording_of_the_8bit_multi_device_check_is_an_accelerate_release_to_
     d = Engine().diagnose(report("f10a-peft-8bit-multiple-devices-accelerate"))
     assert d.category == "environment_error"
     assert "Upgrade accelerate" in d.fixes[0].title
+
+
+# --- 7. a low-precision gradient assigned to a full-precision grad_dtype: a family document ----------------------
+
+def test_grad_dtype_mismatch_after_unfreezing_under_fsdp2_is_mixed_precision_set_up_frozen() -> None:
+    d = Engine().diagnose(report("f10a-fsdp2-mp-unfreeze-grad-dtype"))
+    assert d.category == "amp_error"
+    text = fix_text(d.fixes[:3])
+    assert "no_grad" in text and "Upgrade PyTorch" in text
