@@ -104,3 +104,19 @@ def test_grad_dtype_mismatch_after_unfreezing_under_fsdp2_is_mixed_precision_set
     assert d.category == "amp_error"
     text = fix_text(d.fixes[:3])
     assert "no_grad" in text and "Upgrade PyTorch" in text
+
+
+# --- 8. DDP unused parameters that all lie in one numbered block: a reader in distributed.ddp_unused ------------
+
+def test_unused_parameters_of_one_encoder_block_point_at_layer_drop() -> None:
+    found = hit_of(report("f10a-speechbrain-wavlm-layerdrop-ddp"))
+    assert found.category == "ddp_error"
+    assert "one block of a stack" in found.cause
+    first = fix_text(found.fixes[:1])
+    assert "LayerDrop" in first and "find_unused_parameters" in first
+
+
+def test_unused_parameters_of_an_unused_head_do_not_point_at_layer_drop() -> None:
+    found = hit_of(example_text("captured/multi_gpu/ddp-unused-parameters-aux-head"))
+    assert found.rule == "distributed.ddp_unused"
+    assert "LayerDrop" not in fix_text(found.fixes)

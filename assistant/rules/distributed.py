@@ -452,6 +452,15 @@ def _ddp_unused(ctx: Context, docs: tuple[str, ...]) -> RuleHit:
         remedy("ddp-unused-parameters#use-or-freeze-parameters"),
         remedy("ddp-unused-parameters#name-unused-parameters"),
     ]
+    # Every listed parameter lies in one numbered block of a stack ("...layers.7.", "...blocks.3."): a whole block was skipped
+    # in this step, which is what LayerDrop / stochastic depth do (the names without a truncation "..." entry).
+    blocks = {m.group(0) for n in listed if n != "..." for m in [re.search(r"\b(?:layers?|blocks?|h)\.\d+\.", n)] if m}
+    stacked = [n for n in listed if n != "..."]
+    if len(stacked) >= 3 and len(blocks) == 1 and all(re.search(r"\b(?:layers?|blocks?|h)\.\d+\.", n) for n in stacked):
+        block = next(iter(blocks)).rstrip(".")
+        cause += (f" All of them belong to one block of a stack ({block}): the whole block was skipped in this step, which is what "
+                  "LayerDrop / stochastic depth do during training, so a different block can be missing at each step.")
+        fixes.insert(0, remedy("ddp-unused-parameters#disable-layer-drop"))
     # The user runs the DDP script on one GPU: the wrapper only adds its unused-parameter rule there.
     if re.search(r"\b(?:a single|single|one|only one|1)[ -](?:gpu|card|graphics card)\b", ctx.failure.text or ctx.text, re.I):
         cause += " With a single GPU the distributed wrapper brings nothing, but still enforces this rule."
