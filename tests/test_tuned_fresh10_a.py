@@ -120,3 +120,18 @@ def test_unused_parameters_of_an_unused_head_do_not_point_at_layer_drop() -> Non
     found = hit_of(example_text("captured/multi_gpu/ddp-unused-parameters-aux-head"))
     assert found.rule == "distributed.ddp_unused"
     assert "LayerDrop" not in fix_text(found.fixes)
+
+
+# --- 9. one prediction against a larger target batch: a reader in shapes.loss_batch_target_larger ----------------
+
+def test_one_prediction_against_a_spatial_sized_target_batch_adds_the_batch_dimension() -> None:
+    found = hit_of(report("f10b-sa-unet-mask-missing-batch-dim"))
+    assert found.category == "shape_mismatch"
+    assert "batch dimension" in found.cause
+    assert "unsqueeze(0)" in fix_text(found.fixes[:1])
+
+
+def test_a_larger_target_batch_with_several_predictions_keeps_the_flattening_reading() -> None:
+    found = hit_of(example_text("corpus/shapes/loss_batch_target_larger_dasc.txt"))
+    assert found.rule == "shapes.loss_batch_target_larger"
+    assert "unsqueeze(0)" not in fix_text(found.fixes[:1])

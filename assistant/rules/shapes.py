@@ -759,6 +759,11 @@ def _loss_batch(ctx: Context, inp: int, tgt: int) -> RuleHit:
                  "per-position or multi-column labels were flattened while the predictions kept one row per sample, or the model folded "
                  f"{k} samples into one row (a view with too many features per row).")
         fixes = [fix_view, remedy("loss-input-target-shape#print-before-loss")]
+        if inp == 1:
+            # One prediction: a single sample's target that lost its batch dimension reads its first spatial size as the batch.
+            cause += (f" With a single prediction, the most common reason is a target without its batch dimension: a ({tgt}, …) mask or "
+                      f"sequence whose first size {tgt} is read as the batch.")
+            fixes.insert(0, remedy("loss-input-target-shape#target-batch-dim"))
         return hit("shapes.loss_batch_target_larger", "shape_mismatch", f"Loss input batch {inp} vs target batch {tgt}", cause, fixes,
                    _LOSS_DOCS, _with_location(ctx, found), 0.92, facts=values)
     cause = (f"The loss received {inp} predictions but {tgt} targets, and neither is a multiple of the other: the model output and the "
