@@ -364,7 +364,8 @@ def loaded_model_untrained(ctx: Context) -> RuleHit | None:
 _ADAPTER_FILE = lazy_re(r"\badapter_model\w*(?:\.(?:bin|safetensors))?|\badapter (?:weights|file|checkpoint)\b", re.I)
 _TINY_FILE = lazy_re(r"\b\d{1,4}[ -]?bytes?\b(?! ?/)|\b(?:empty|nearly empty|almost empty|tiny)\b[^.\n]{0,30}\b(?:file|adapter|dict)", re.I)
 # A listing of saved weights (``name : torch.Size([0])`` lines) from a run whose parameters were partitioned across ranks.
-_EMPTY_WEIGHT_LINE = lazy_re(r"^\s*[\w.]+\s*[:=]\s*(?:torch\.)?Size\(\[0\]\)", re.M)
+# Blanks only within the line ([ \t], not \s): a run of blank lines must not be re-read from every line start.
+_EMPTY_WEIGHT_LINE = lazy_re(r"^[ \t]*[\w.]+[ \t]*[:=][ \t]*(?:torch\.)?Size\(\[0\]\)", re.M)
 _PARTITIONED_RUN = lazy_re(r"\bzero[-_ ]?3(?!\d)|\bstage[-_ ]?3(?!\d)|\bfsdp\b|FullyShardedDataParallel|fully_shard", re.I)
 _SAVED_FILE = lazy_re(r"_model_states\.pt|\.(?:pt|pth|bin|safetensors)\b|\bsav(?:e|ed|ing)\b|\bcheckpoint\b|保存", re.I)
 
