@@ -250,7 +250,21 @@ def _module_not_found(ctx: Context, mod: str) -> RuleHit:
                facts=Facts(names=(mod, pip_name) if pip_name else (mod,)))
 
 
-_CACHE_WORDS = lazy_re(r"\bcache\b|\.cache\b|\blabels?\b.*\b(load|read)|fresh install|(another|older|other) (host|machine)")
+_CACHE_WORDS = lazy_re(r"\bcache\b|\.cache\b|fresh install|(another|older|other) (host|machine)")
+_LABELS = lazy_re(r"\blabels?\b")
+_LOAD_OR_READ = lazy_re(r"\b(?:load|read)")
+
+
+def _mentions_cache(text: str) -> bool:
+    """Words of a cached or copied file, or labels loaded from disk on one line. The labels-then-load pair is tested line by
+    line with two searches: one pattern with `.*` between them re-scans the line from every 'label' (quadratic)."""
+    if _CACHE_WORDS.search(text):
+        return True
+    for line in text.splitlines():
+        label = _LABELS.search(line)
+        if label and _LOAD_OR_READ.search(line, label.end()):
+            return True
+    return False
 
 
 def _numpy2_pickle(ctx: Context, mod: str) -> RuleHit:
@@ -260,7 +274,7 @@ def _numpy2_pickle(ctx: Context, mod: str) -> RuleHit:
              "The file is a pickle, a `np.load(allow_pickle=True)` object array, a checkpoint holding NumPy values, or a library's cache of preprocessed data.")
     recreate = remedy("pickle-numpy-version#recreate-file")
     upgrade = remedy("pickle-numpy-version#upgrade-numpy")
-    fixes = [recreate, upgrade] if _CACHE_WORDS.search(ctx.failure.text) else [upgrade, recreate]
+    fixes = [recreate, upgrade] if _mentions_cache(ctx.failure.text) else [upgrade, recreate]
     return hit("env.numpy2_pickle", "serialization_error", f"`{mod}` missing: a NumPy 2 pickle read by NumPy 1.x", cause,
                [*fixes, remedy("pickle-numpy-version#save-portable")], ("pickle-numpy-version", "numpy2-binary-compat"), _found(ctx), 0.88,
                facts=Facts(names=(mod,)))

@@ -111,7 +111,8 @@ def _index_self(ctx: Context) -> RuleHit:
     # The report points at the sequence length (a tokenizer max_length, "length of the sequence"): position ids past the position table.
     longer = ctx.search(r"\bmax_length\s*=|\b(?:sequence|input|text) length\b|length of the (?:sequence|input|text)|max_position_embeddings") is not None
     # The deepest line outside torch.nn that calls an embedding looks a position table up (`self.pos_embedding(pos)`): positions past its size.
-    lookups = [f.source for f in ctx.failure.frames if f.source and re.search(r"embed\w*\s*\(", f.source, re.I)
+    # A called name containing "embed": whole words only (`\b\w+`), so a long run of word characters is read once.
+    lookups = [f.source for f in ctx.failure.frames if f.source and any("embed" in m.group(0).lower() for m in re.finditer(r"\b\w+\s*\(", f.source))
                and not re.search(r"[\\/]torch[\\/]nn[\\/]", f.file or "")]
     if lookups and re.search(r"\bpos(?:ition)?(?:al)?_?(?:embedding|embed|emb|enc)\w*\s*\(", lookups[-1], re.I):
         longer = True

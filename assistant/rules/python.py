@@ -479,8 +479,10 @@ def _timm_factory_keyword(ctx: Context, name: str) -> RuleHit | None:
     configuration (the model code and the installed timm are of different releases), or any keyword when the traceback
     passes through timm's ``create_model``/``build_model_with_cfg`` (the project's constructor does not take what the
     factory forwards)."""
-    through_timm = any(re.search(r"[/\\]timm[/\\]", f.file) for f in ctx.failure.frames) or bool(
-        re.search(r"\btimm\b[^\n]*\b(?:create_model|build_model_with_cfg)\b|\b(?:create_model|build_model_with_cfg)\b[^\n]*\btimm\b", ctx.failure.text))
+    # timm and its factory on one line, tested line by line: one pattern with `[^\n]*` between them is quadratic.
+    through_timm = any(re.search(r"[/\\]timm[/\\]", f.file) for f in ctx.failure.frames) or any(
+        "timm" in line and re.search(r"\btimm\b", line) and re.search(r"\b(?:create_model|build_model_with_cfg)\b", line)
+        for line in ctx.failure.text.splitlines())
     if name not in _TIMM_CFG_KEYWORDS and not through_timm:
         return None
     found = _found(ctx)
