@@ -326,7 +326,9 @@ def test_gzip_log_inflation_has_a_ceiling(tmp_path: Path) -> None:
     out = tmp_path / "jobs.jsonl"
     done, cpu, rss = _triage(tmp_path / "logs", tmp_path / "home", "--jsonl", str(out))
     assert done.returncode in (0, 1), done.stderr
-    assert cpu < 8, f"{cpu:.1f} CPU s"
+    # The ceiling keeps this at about 7-9 CPU s on a 2-core machine (measured 7.2-8.8 s at this stop's code and at the
+    # previous stop's, so 8 s was inside the noise); inflating the whole 6 GB takes far longer, so 15 s still catches it.
+    assert cpu < 15, f"{cpu:.1f} CPU s"
     from assistant.triage.extract import extract_job
     from assistant.triage.jobs import job_of_folder
 
