@@ -233,8 +233,15 @@ WORST = [
 def test_the_worst_replies_cost_little_cpu(lexical, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Each reply goes the whole way: a real loopback server, the backend, verification, the answer
     and both renderings, and the chat screen; the CPU time of this thread is measured (the HTTP read
-    runs in the backend's own thread). Before: about 75 CPU s in all, and one crash."""
+    runs in the backend's own thread). Before: about 75 CPU s in all, and one crash.
+
+    The bound is a ratio to a control measured in the same run, so a loaded machine moves both
+    sides: the control is the deterministic answer itself sent back as a reply (an honest model's
+    reply, accepted and rendered). The nine worst replies cost about as much as 12-15 honest ones
+    and may cost at most 30 (one pathological sentence split alone was over 100 before); the
+    absolute cap only stops a machine so slow that the ratio means nothing."""
     import io
+    import statistics
     import time
 
     from rich.console import Console
@@ -253,25 +260,33 @@ def test_the_worst_replies_cost_little_cpu(lexical, monkeypatch) -> None:  # typ
 
     monkeypatch.setattr(llm, "llm_compose", record)
     log = BY_SLUG["cuda-oom-fragmentation"]
+
+    def whole_way(server: MisbehavingServer, reply: str) -> tuple[float, str]:
+        server.reply = reply
+        t0 = time.thread_time()
+        try:
+            d = real(name, det, failure, evidence, passages, hit, settings)
+            render_terminal(d, Console(file=io.StringIO(), width=100, force_terminal=True))
+            render_markdown(d)
+            screen_free_text(reply, det, passages)
+            backend = d.backend
+        except RecursionError:
+            backend = "crash"
+        return time.thread_time() - t0, backend
+
     with MisbehavingServer("ok", "{}") as server:
         diagnose(log, settings=lexical, llm="openai", llm_url=server.url, llm_retries=0)
         name, det, failure, evidence, passages, hit, settings = seen[0]
+        honest = _as_reply(det)
+        assert whole_way(server, honest)[1] == "openai"  # warm-up: lazy imports and first-use tables stay out of both sides
+        control = statistics.median(whole_way(server, honest)[0] for _ in range(5))
         costs, outcome = {}, {}
         for case, reply in WORST:
             assert len(reply) <= 32_000
-            server.reply = reply
-            t0 = time.thread_time()
-            try:
-                d = real(name, det, failure, evidence, passages, hit, settings)
-                render_terminal(d, Console(file=io.StringIO(), width=100, force_terminal=True))
-                render_markdown(d)
-                screen_free_text(reply, det, passages)
-                outcome[case] = d.backend
-            except RecursionError:
-                outcome[case] = "crash"
-            costs[case] = time.thread_time() - t0
-    print({k: round(v, 3) for k, v in costs.items()}, outcome)
-    assert sum(costs.values()) < 1.0, costs
+            costs[case], outcome[case] = whole_way(server, reply)
+    print(f"control {control:.3f} s;", {k: round(v, 3) for k, v in costs.items()}, outcome)
+    assert sum(costs.values()) < 30 * control, (control, costs)
+    assert sum(costs.values()) < 5.0, costs
     # Only the largest reply that verification accepts is used; the others are refused with a note.
     assert outcome == {case: ("openai" if case == "spread-dots" else "none") for case, _ in WORST}, outcome
 

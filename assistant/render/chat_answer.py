@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from assistant.compose.offline_chat import Block
+from assistant.render.highlight import highlighted_lines
 from assistant.render.safe_text import safe_text
 
 if TYPE_CHECKING:
@@ -23,12 +24,9 @@ CODE_INDENT = 4
 
 
 def _print_code(code: str, lang: str, console: Console) -> None:
-    from rich.syntax import Syntax
     from rich.text import Text
 
-    lines = code.split("\n")
-    highlighted = Syntax(code, lang or "python", theme="ansi_dark", background_color="default").highlight(code)
-    for line in list(highlighted.split("\n", allow_blank=True))[: len(lines)]:
+    for line in highlighted_lines(code, lang or "python"):
         console.print(Text(" " * CODE_INDENT) + line, no_wrap=True, overflow="ignore", crop=False)
 
 

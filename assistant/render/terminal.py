@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from assistant.render.facts import facts_line
 from assistant.render.experiments import print_experiments
+from assistant.render.highlight import highlighted_lines
 from assistant.render.hypotheses import print_alternatives, print_lead_check
 from assistant.render.outgoing import shown
 from assistant.sentences import split_first
@@ -37,12 +38,7 @@ def _meta(d: Diagnosis) -> str:
 
 def _code_lines(code: str) -> list[Text]:
     """The fix's code, syntax-highlighted, one Text per source line (blank lines kept)."""
-    from rich.syntax import Syntax
-
-    code = code.rstrip("\n")
-    highlighted = Syntax(code, "python", theme="ansi_dark", background_color="default").highlight(code)
-    lines = highlighted.split("\n", allow_blank=True)
-    return list(lines)[: len(code.split("\n"))]
+    return highlighted_lines(code.rstrip("\n"), "python")
 
 
 def _print_code(code: str, console: Console, indent: int = CODE_INDENT) -> None:

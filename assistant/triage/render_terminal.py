@@ -101,12 +101,12 @@ def code_block(code: str, indent: int = 3) -> RenderableType:
     A line wider than the panel is cut with ``…`` (the full code is in the Markdown and HTML reports).
     """
     from rich.console import Group as RenderGroup
-    from rich.syntax import Syntax
     from rich.text import Text
 
+    from assistant.render.highlight import highlighted_lines
+
     body = clean_text(code).rstrip()
-    highlighted = Syntax(body, code_lang(body), theme="ansi_dark", background_color="default").highlight(body)
-    lines = list(highlighted.split("\n", allow_blank=True))[: len(body.splitlines())]
+    lines = highlighted_lines(body, code_lang(body))[: len(body.splitlines())]
     shown = []
     for line in lines:
         row = Text(" " * indent, no_wrap=True, overflow="ellipsis")
