@@ -46,6 +46,7 @@ class Retriever:
         self._sigs = [(s.lower(), d.id) for d in self.index.docs.values() for s in d.signatures if len(s) >= 12]
         self._automaton: Any = None  # built on first use; False where pyahocorasick is missing
         self._sig_memo: tuple[str, tuple[str, ...]] | None = None
+        self._doc_chunks: dict[str, tuple[int, ...]] | None = None
 
     def idf(self, term: str) -> float:
         """How rare a (tokenized) word is across the knowledge chunks."""
@@ -123,42 +124,51 @@ class Retriever:
             dense = self._dense_scores((dense_text or query)[:MAX_QUERY_CHARS])
         dense_n = self._normalise_dense(dense) if use_dense else [0.0] * n
         sig_docs = set(self.signature_hits(signature_text if signature_text is not None else query)) if mode == "hybrid" else set()
-        hints = set(hint_docs)
-        scored: list[tuple[float, int]] = []
-        for i, chunk in enumerate(self.index.chunks):
-            if mode == "lexical":
-                s = lex_n[i]
-            elif mode == "dense" or not use_dense:
-                s = dense_n[i] if mode == "dense" else lex_n[i]  # hybrid without vectors: lexical + bonuses
-            else:
-                s = LEXICAL_WEIGHT * lex_n[i] + DENSE_WEIGHT * dense_n[i]
-            if chunk.doc_id in sig_docs:
-                s += SIGNATURE_BONUS
-            if chunk.doc_id in hints:
-                s += HINT_BONUS
-            scored.append((s, i))
-        scored.sort(key=lambda x: -x[0])
+        if mode == "lexical" or (mode != "dense" and not use_dense):
+            scores = list(lex_n)  # hybrid without vectors: lexical + bonuses
+        elif mode == "dense":
+            scores = list(dense_n)
+        else:
+            scores = [LEXICAL_WEIGHT * a + DENSE_WEIGHT * b for a, b in zip(lex_n, dense_n, strict=True)]
+        # Bonuses touch only their documents' chunks; a loop over every chunk with set tests was most of a search.
+        chunks_of = self._chunks_of_doc()
+        for bonus, docs in ((SIGNATURE_BONUS, sig_docs), (HINT_BONUS, set(hint_docs))):
+            for doc in docs:
+                for i in chunks_of.get(doc, ()):
+                    scores[i] += bonus
+        # Highest first; equal scores keep chunk order (sorted is stable, with reverse too).
+        order = sorted((i for i in range(n) if scores[i] > 0), key=scores.__getitem__, reverse=True)
+        chunks = self.index.chunks
+
+        def passage(i: int) -> Passage:
+            c = chunks[i]
+            return Passage(c.id, c.doc_id, c.title, c.section, c.path, c.category, c.text, round(max(scores[i], 0.0), 4),
+                           round(lex_n[i], 4), round(dense[i], 4))
+
         out: list[Passage] = []
         per_doc: dict[str, int] = {}
-        for s, i in scored:
-            if s <= 0:
-                break
-            c = self.index.chunks[i]
-            if per_doc.get(c.doc_id, 0) >= 2:
+        for i in order:
+            doc = chunks[i].doc_id
+            if per_doc.get(doc, 0) >= 2:
                 continue
-            per_doc[c.doc_id] = per_doc.get(c.doc_id, 0) + 1
-            out.append(Passage(c.id, c.doc_id, c.title, c.section, c.path, c.category, c.text, round(s, 4), round(lex_n[i], 4), round(dense[i], 4)))
+            per_doc[doc] = per_doc.get(doc, 0) + 1
+            out.append(passage(i))
             if len(out) >= k:
                 break
+        # A rule's documents that missed the top k: each one's best chunk (first in chunk order on a tie), best first.
         wanted = [d for d in dict.fromkeys(must_include) if d in self.index.docs and d not in per_doc]
-        for s, i in scored:
-            if not wanted:
-                break
-            c = self.index.chunks[i]
-            if c.doc_id in wanted:
-                wanted.remove(c.doc_id)
-                out.append(Passage(c.id, c.doc_id, c.title, c.section, c.path, c.category, c.text, round(max(s, 0.0), 4), round(lex_n[i], 4), round(dense[i], 4)))
+        best = [min(chunks_of[d], key=lambda i: (-scores[i], i)) for d in wanted if chunks_of.get(d)]
+        out.extend(passage(i) for i in sorted(best, key=lambda i: (-scores[i], i)))
         return out
+
+    def _chunks_of_doc(self) -> dict[str, tuple[int, ...]]:
+        """Each document's chunk positions, built on first use."""
+        if self._doc_chunks is None:
+            by_doc: dict[str, list[int]] = {}
+            for i, c in enumerate(self.index.chunks):
+                by_doc.setdefault(c.doc_id, []).append(i)
+            self._doc_chunks = {d: tuple(v) for d, v in by_doc.items()}
+        return self._doc_chunks
 
     def _dense_scores(self, query: str) -> list[float]:
         cached = self._dense_cache.get(query)
