@@ -294,6 +294,9 @@ _RETAIN_WORD = lazy_re(r"\bretain(?:_graphs?|_variables?)?\b", re.I)
 _RUNNING_TOTAL = lazy_re(r"\b(?=\w*?(?:total|running|sum|acc|accum|epoch))(\w+)\s*\.backward\(", re.I)
 
 
+# Adapter fine-tuning of a frozen base model (PEFT/LoRA), or activation checkpointing: with every base weight frozen the
+# embedding outputs do not require grad, so reentrant checkpointed blocks return a loss with no graph.
+_FROZEN_BASE_ADAPTERS = lazy_re(r"\b(?:peft|q?lora|get_peft_model|prepare_model_for_(?:kbit|int8)_training|gradient[_ ]checkpointing(?:_enable)?|use_gradient_checkpointing|enable_input_require_grads)\b", re.I)
 _STATEFUL_LAYERS = lazy_re(r"spikingjelly|snntorch|\bnorse\b|spiking|membrane potential", re.I)
 # The run involves several GPUs: a DataParallel wrapper (in the text or the traceback's files), several GPUs named, or a distributed setting.
 _MULTI_GPU_RUN = lazy_re(r"\b(?:Distributed)?DataParallel\b|\bdata_parallel\b|\bmulti[- ]?gpus?\b|\b(?:multiple|several|two|\d{1,2}) GPUs\b|\bdevice_ids\b|\bdistributed\b", re.I)
@@ -427,6 +430,11 @@ def no_grad_fn(ctx: Context) -> RuleHit | None:
             remedy("no-grad-fn#not-inside-no-grad"),
             remedy("no-grad-fn#check-params-require-grad"),
         ]
+        adapters = None if breaker else _FROZEN_BASE_ADAPTERS.search(ctx.text)
+        if adapters:
+            cause += (f" Your text mentions {adapters.group(0)}: when adapters train on a frozen base model with gradient checkpointing, "
+                      "the frozen embeddings output tensors that do not require grad, and the checkpointed blocks then return a loss with no graph.")
+            fixes.insert(0, remedy("activation-checkpointing#enable-input-grads"))
         return hit("autograd.no_grad_fn", "no_grad_fn", "backward() on a tensor with no graph", cause, fixes, docs, _loc(ctx, [error_fact(ctx)]), 0.95,
                    facts=Facts(call=breaker.group(0).rstrip("(") if breaker else None))
     if ctx.search(r"grad can be implicitly created only for scalar outputs"):
