@@ -157,7 +157,8 @@ def missing_module(ctx: Context) -> RuleHit | None:
                      remedy("library-version-mismatch#install-pinned-torch")]
         return hit("env.cannot_import_name", "environment_error", f"Cannot import `{name}`" + (f" from `{module}`" if module else ""), cause, fixes,
                    ("library-version-mismatch", "module-not-found"), _found(ctx), 0.9, facts=Facts(names=tuple(x for x in (name, module) if x)))
-    m = ctx.search(r"module '([\w.]+)' has no attribute '(\w+)'")
+    # Python quotes both names; a library's lazy module loader (transformers, diffusers) raises the same error without quotes.
+    m = ctx.search(r"module '([\w.]+)' has no attribute '(\w+)'") or ctx.search(r"\bmodule ([A-Za-z_][\w.]*) has no attribute (\w+)")
     if m and _is_installed_library(m.group(1).split(".")[0]):
         mod, attr = m.groups()
         top = mod.split(".")[0]

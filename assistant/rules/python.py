@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from functools import lru_cache
+from pathlib import Path
 
 from assistant.rules.registry import FALLBACK, Example, rule
 from assistant.rules.base import basic_facts as _found, Context, hit, lazy_re, remedy
@@ -190,6 +193,63 @@ def _library_owned_attribute(msg: str, text: str, suggested: bool, frames: tuple
         return None
     packages = library_owning(short)
     return (short, attr, packages) if packages else None
+
+
+@lru_cache(maxsize=1)
+def _torch_nn_sources() -> str:
+    """The Python source of torch's built-in layers (``torch/nn/modules``), read from the installed torch without importing
+    it; empty when torch is not installed here, so every reading that needs it stays generic."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    folder = Path(next(iter(spec.submodule_search_locations))) / "nn" / "modules"
+    try:
+        return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(folder.glob("*.py")))
+    except OSError:
+        return ""
+
+
+def _torch_layer_sets(cls: str, attr: str, depth: int = 0) -> bool:
+    """Whether torch's own layer class ``cls`` (or a base class of it inside torch.nn) sets attribute ``attr``: by
+    ``self.attr =`` or, for nn.Module's bookkeeping, by ``__setattr__("attr", ...)``, in the class's own body."""
+    source = _torch_nn_sources()
+    head = re.search(r"^class " + re.escape(cls) + r"(?:\(([^)\n]*)\))?:", source, re.M)
+    if head is None or depth > 4:
+        return False
+    end = source.find("\nclass ", head.end())
+    body = source[head.end():end if end >= 0 else None]
+    if re.search(r"\bself\." + re.escape(attr) + r"\s*(?::[^=\n]*)?=(?!=)|__setattr__\(['\"]" + re.escape(attr) + r"['\"]", body):
+        return True
+    bases = [b.strip().rsplit(".", 1)[-1] for b in (head.group(1) or "").split(",")]
+    return any(_torch_layer_sets(b, attr, depth + 1) for b in bases if re.fullmatch(r"[A-Za-z_]\w*", b) and b != cls)
+
+
+def _layer_from_older_torch(msg: str, text: str, suggested: bool, frames: tuple[Frame, ...]) -> tuple[str, str] | None:
+    """(class, attribute) when a built-in PyTorch layer object lacks an attribute that the installed torch's own class
+    sets: the object was not built by this release's constructor (unpickled from a file saved under an older release).
+    A Python suggestion (a misspelling), a class the user's text defines, or an attribute the user's own method reads
+    from ``self`` keep the generic reading."""
+    m = _MISSING_ATTRIBUTE.search(msg)
+    if m is None or suggested or m.group(2):
+        return None
+    owner, attr = m.group(1).rsplit(".", 1)[-1], m.group(3)
+    if re.search(r"\bclass\s+" + re.escape(owner) + r"\b", text) or _read_on_own_instance(frames, attr):
+        return None
+    return (owner, attr) if _torch_layer_sets(owner, attr) else None
+
+
+def _layer_from_older_torch_hit(layer: tuple[str, str], at: str, found: list[Fact]) -> RuleHit:
+    owner, attr = layer
+    found.append(Fact("environment", f"the installed torch's `nn.{owner}` sets `{attr}`"))
+    cause = (f"`{owner}` is a built-in PyTorch layer and the installed release's `nn.{owner}` has an attribute `{attr}`, yet this `{owner}` "
+             f"object{at} has none: it was not built by this release's constructor but unpickled from a model file (a whole model saved "
+             "with torch.save) written under an older PyTorch, before that attribute was added. The installed torch and the one the model "
+             "was saved with are out of step.")
+    fixes = [remedy("whole-model-pickle#older-torch-for-pickled-layers"), remedy("whole-model-pickle#update-project-for-new-torch"),
+             remedy("whole-model-pickle#patch-missing-layer-attribute", layer_kind=owner, argument=attr),
+             remedy("whole-model-pickle#save-state-dict")]
+    return hit("python.library_class_attribute", "environment_error", f"{owner} pickled by an older PyTorch lacks `{attr}`", cause, fixes,
+               ("whole-model-pickle", "checkpoint-newer-torch"), found, 0.62, facts=Facts(names=(owner, attr), package="torch"))
 
 
 # Python 3.10+ names the method with its class: "UNet2DConditionModel.forward() got an unexpected keyword argument 'x'".
@@ -400,6 +460,9 @@ def python_exception(ctx: Context) -> RuleHit | None:
         owned = _library_owned_attribute(msg, raw, hint is not None, ctx.failure.frames)
         if owned is not None:
             return _library_attribute_hit(owned, at, found)
+        layer = _layer_from_older_torch(msg, raw, hint is not None, ctx.failure.frames)
+        if layer is not None:
+            return _layer_from_older_torch_hit(layer, at, found)
         cause = ((f"A `{m.group(1)}` object has no attribute `{m.group(2)}`{at}: " if m else f"An attribute lookup failed{at} ({msg}): ")
                  + (f"a misspelling of `{hint.group(1)}`." if hint else "the object is of a different type than the code assumes, the name is misspelled, or the API differs in the installed version."))
         fixes = [remedy("python-errors#inspect-attributes")]

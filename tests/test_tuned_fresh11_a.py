@@ -1,0 +1,54 @@
+"""Families tuned on the dev_fresh11 reports (tuner f11a), read from real texts.
+
+Every text is a report of a dev split, read by id.
+"""
+
+from __future__ import annotations
+
+from assistant.eval.examples import example_text
+from tuned_support import dev_reader, dev_report, fix_text, hit_of
+
+report = dev_reader("dev_fresh11")
+
+
+# --- 1. a library's lazy module loader reports a missing name without quotes: env.missing_attribute ---------------
+
+def test_unquoted_module_attribute_of_a_library_is_a_version_mismatch() -> None:
+    found = hit_of(report("f11a-ai-toolkit-wan-vae-diffusers"))
+    assert found.category == "environment_error"
+    assert found.rule == "env.missing_attribute"
+    assert "pip install --upgrade diffusers" in fix_text(found.fixes)
+
+
+def test_quoted_module_attribute_keeps_its_reading() -> None:
+    found = hit_of(example_text("corpus/env/module_attribute_library_captured.txt"))
+    assert found.rule == "env.missing_attribute"
+
+
+# --- 2. autocast's warning that CUDA is unavailable: a CPU-only build (devices.cuda_unavailable) ------------------
+
+def test_autocast_disabled_for_missing_cuda_is_read_as_a_cpu_only_build() -> None:
+    found = hit_of(report("f11a-tortoise-cuda-not-available"))
+    assert found.category == "cuda_unavailable"
+    text = fix_text(found.fixes)
+    assert "CPU-only build" in text and "download.pytorch.org/whl/cu" in text
+
+
+# --- 3. a built-in layer lacks an attribute the installed torch's class sets: pickled by an older torch -----------
+
+def test_builtin_layer_missing_an_attribute_torch_sets_is_a_layer_pickled_by_an_older_torch() -> None:
+    found = hit_of(report("f11c-yolov5-upsample-recompute"))
+    assert found.category == "environment_error"
+    assert "older PyTorch" in found.cause
+    text = fix_text(found.fixes)
+    assert "Downgrade torch" in text and "git pull" in text
+    assert "isinstance(m, torch.nn.Upsample)" in text
+
+
+def test_builtin_wrapper_missing_a_user_attribute_stays_a_python_error() -> None:
+    # torch's DataParallel never sets the model's own method or attribute, so the reading stays the user's mistake.
+    from assistant.rules.python import _layer_from_older_torch
+
+    text = example_text("corpus/python/dataparallel_attribute_captured.txt")
+    assert _layer_from_older_torch(text.strip().splitlines()[-1], text, False, ()) is None
+    assert hit_of(dev_report("dev_fresh2", "f2c-diffcse-dataparallel-attr")).category == "python_error"
