@@ -55,3 +55,11 @@ def test_loss_batch_with_token_outputs_says_labels_follow_the_sequence_length() 
     text = fix_text(found.fixes)
     assert "same shape as the input ids" in text
     assert "full sequence length" in text
+
+
+def test_illegal_memory_access_named_in_prose_is_read_as_one_not_as_memory_growth() -> None:
+    found = hit_of(report("f11d-conv3d-batch25-ima"))
+    assert found.category == "illegal_memory_access"
+    assert found.rule == "cuda.illegal_memory_access_torch_kernel"
+    first = fix_text(found.fixes[:1])
+    assert "cuDNN bug" in first and "recent PyTorch" in first

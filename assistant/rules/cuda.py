@@ -217,7 +217,7 @@ def device_side_assert(ctx: Context) -> RuleHit | None:
 )
 def illegal_memory_access(ctx: Context) -> RuleHit | None:
     """Illegal address, misaligned address, unspecified launch failure."""
-    m = ctx.search(r"an illegal (?:cuda )?memory access was encountered|CUDA illegal memory access|misaligned address|unspecified launch failure|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress|CUDA_ERROR_MISALIGNED_ADDRESS|an illegal instruction was encountered|illegal address")
+    m = ctx.search(r"an illegal (?:cuda )?memory access was encountered|CUDA illegal memory access|\billegal memory access\b|misaligned address|unspecified launch failure|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress|CUDA_ERROR_MISALIGNED_ADDRESS|an illegal instruction was encountered|illegal address")
     if not m or ctx.search(r"CUBLAS_STATUS|CUDNN_STATUS"):
         return None
     kind = m.group(0)
