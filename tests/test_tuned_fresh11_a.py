@@ -5,10 +5,18 @@ Every text is a report of a dev split, read by id.
 
 from __future__ import annotations
 
+import pytest
+
+from assistant.engine import Engine
 from assistant.eval.examples import example_text
 from tuned_support import dev_reader, dev_report, fix_text, hit_of
 
 report = dev_reader("dev_fresh11")
+
+
+@pytest.fixture(autouse=True)
+def _no_dense(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHHELP_DENSE", "0")
 
 
 # --- 1. a library's lazy module loader reports a missing name without quotes: env.missing_attribute ---------------
@@ -52,3 +60,50 @@ def test_builtin_wrapper_missing_a_user_attribute_stays_a_python_error() -> None
     text = example_text("corpus/python/dataparallel_attribute_captured.txt")
     assert _layer_from_older_torch(text.strip().splitlines()[-1], text, False, ()) is None
     assert hit_of(dev_report("dev_fresh2", "f2c-diffcse-dataparallel-attr")).category == "python_error"
+
+
+# --- 4. a Hugging Face argument renamed between releases: document hf-renamed-arguments -------------------------
+
+def test_renamed_transformers_keyword_is_a_release_mismatch() -> None:
+    d = Engine().diagnose(report("f11b-acsa-lm-labels-kwarg"))
+    assert d.category == "environment_error"
+    assert any(s.id == "hf-renamed-arguments" for s in d.sources)
+    assert "labels=" in fix_text(d.fixes)
+
+
+def test_an_unexpected_keyword_of_the_users_own_forward_is_not_read_as_a_rename() -> None:
+    from assistant.kb.retrieve import get_retriever
+    from assistant.settings import load_settings
+
+    settings = load_settings()
+    retriever = get_retriever(settings.home, dense=False, encoder_kind=settings.encoder)
+    text = example_text("corpus/python/typeerror_library_method_keyword_captured.txt")
+    assert "hf-renamed-arguments" not in retriever.signature_hits(text)
+
+
+# --- 5. Half/Float operands in a model loaded in 8-bit with bitsandbytes: a reader in dtypes.pair_half ------------
+
+def test_half_float_mismatch_with_bitsandbytes_leads_with_float16_loading() -> None:
+    found = hit_of(report("f11a-moss-8bit-v100-half-float"))
+    assert found.category == "dtype_mismatch"
+    text = fix_text(found.fixes[:2])
+    assert "torch_dtype=torch.float16" in text and "drop load_in_8bit" in text
+
+
+def test_half_float_mismatch_without_8bit_keeps_the_autocast_fixes() -> None:
+    found = hit_of(example_text("corpus/dtypes/linear_half_input.txt"))
+    assert found.rule == "dtypes.pair_half"
+    assert "load_in_8bit" not in fix_text(found.fixes)
+
+
+# --- 6. saved code (schedules, lambdas) that another Python version cannot rebuild: document pickled-code-python-version
+
+def test_could_not_deserialize_warning_quotes_the_pickled_code_document() -> None:
+    from assistant.kb.retrieve import get_retriever
+    from assistant.settings import load_settings
+
+    settings = load_settings()
+    retriever = get_retriever(settings.home, dense=False, encoder_kind=settings.encoder)
+    text = report("f11c-sb3-load-py38-custom-objects")
+    assert retriever.signature_hits(text)[:1] == ["pickled-code-python-version"]
+    assert retriever.docs["pickled-code-python-version"].category == "serialization_error"

@@ -288,6 +288,12 @@ def dtype_pair(ctx: Context) -> RuleHit | None:
             remedy("half-not-implemented#convert-model-and-input-consistently", dtype=low),
             check,
         ]
+        if low == "float16" and _mentions(ctx, r"bitsandbytes|load_in_8bit|\b8[- ]?bit\b|\bint8\b|LLM\.int8", re.I):
+            # 8-bit layers compute in float16 while the unquantized modules stay float32 unless the model is loaded in float16.
+            cause += (" Here the model is loaded in 8-bit with bitsandbytes: its int8 layers compute in float16, while the modules left "
+                      "unquantized keep float32 unless the model is loaded with torch_dtype=torch.float16.")
+            fixes = [remedy("bitsandbytes-quantized-models#load-8bit-in-float16"),
+                     remedy("bitsandbytes-quantized-models#load-in-float16-without-8bit"), check]
         return hit("dtypes.pair_half", "dtype_mismatch", f"dtype mismatch: {a} vs {b}", cause, fixes, ("dtype-mismatch", "half-not-implemented"), _loc(ctx, found), 0.92, facts=values)
     if pair & _INTS and pair & _FLOATS:
         intd = (pair & _INTS).pop()
