@@ -25,7 +25,9 @@ def test_unquoted_module_attribute_of_a_library_is_a_version_mismatch() -> None:
     found = hit_of(report("f11a-ai-toolkit-wan-vae-diffusers"))
     assert found.category == "environment_error"
     assert found.rule == "env.missing_attribute"
-    assert "pip install --upgrade diffusers" in fix_text(found.fixes)
+    text = fix_text(found.fixes)
+    assert "pip install --upgrade diffusers" in text
+    assert "diffusers installed from source" in text
 
 
 def test_quoted_module_attribute_keeps_its_reading() -> None:
