@@ -109,3 +109,22 @@ def test_could_not_deserialize_warning_quotes_the_pickled_code_document() -> Non
     text = report("f11c-sb3-load-py38-custom-objects")
     assert retriever.signature_hits(text)[:1] == ["pickled-code-python-version"]
     assert retriever.docs["pickled-code-python-version"].category == "serialization_error"
+
+
+def test_autocast_and_gradscaler_warnings_of_the_installed_torch_read_as_cuda_unavailable() -> None:
+    # The real warnings, raised by the installed torch on a machine without CUDA (their wording changes between releases).
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("the warnings are raised only where CUDA is unavailable")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.autocast("cuda"):
+            pass
+        torch.amp.GradScaler("cuda")
+    texts = [f"UserWarning: {w.message}" for w in caught if "not available" in str(w.message)]
+    assert len(texts) == 2
+    for text in texts:
+        found = hit_of(text)
+        assert found.category == "cuda_unavailable" and found.rule == "devices.cuda_unavailable"

@@ -500,8 +500,10 @@ def _cuda_to_numpy(ctx: Context) -> RuleHit | None:
 
 # (outcome, pattern, title, cause, references of the fixes)
 _CUDA_CASES: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
-    # autocast's warning when asked for CUDA in a process where torch.cuda.is_available() is False; it then runs on the CPU.
-    ("devices.cuda_unavailable", r"Torch not compiled with CUDA enabled|User provided device_type of 'cuda', but CUDA is not available", "PyTorch build without CUDA",
+    # autocast's and GradScaler's warnings (old and new wordings) when asked for CUDA in a process where
+    # torch.cuda.is_available() is False; they turn themselves off and the program runs on the CPU.
+    ("devices.cuda_unavailable", r"Torch not compiled with CUDA enabled|User provided device_type of 'cuda', but CUDA is not available"
+     r"|CUDA is not available or torch_xla is imported\. Disabling autocast|GradScaler is enabled, but CUDA is not available", "PyTorch build without CUDA",
      "The installed PyTorch is a CPU-only build, so any .cuda() / device='cuda' call fails. Either pip picked a CPU wheel (a default index or a "
      "requirements pin without a CUDA build) or the script runs in another environment than the one with the CUDA build.",
      ("cuda-unavailable#install-cuda-build",
