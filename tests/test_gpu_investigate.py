@@ -24,7 +24,9 @@ def _experiment(report: dict, experiment_id: str) -> dict:
 
 
 def test_a_device_assert_is_located_and_its_label_named(tmp_path: Path) -> None:
-    res, rep = run_case("cuda-assert-ce-one-based-labels", "--investigate", "--yes", tmp_path=tmp_path)
+    # An explicit budget, as below: on a freshly started H200 (2026-11-28, fourth stop) the guard's re-run was cut off
+    # by the default 4x-the-failing-run budget and reported "stopped"; on the warm card it passed twice in a row.
+    res, rep = run_case("cuda-assert-ce-one-based-labels", "--investigate", "--yes", "--budget", "300", tmp_path=tmp_path)
     assert res.returncode != 0
     assert rep["category"] == "device_side_assert"
     guard = _experiment(rep, "guard_index")
