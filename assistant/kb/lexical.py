@@ -81,12 +81,12 @@ class BM25:
     def scores(self, query: str) -> list[float]:
         """A score per document (0 where no query term occurs)."""
         out = [0.0] * self._n
-        k1 = self.k1
+        k1_plus_1 = self.k1 + 1
         for term, qcount in Counter(tokenize(query)).items():
             idf = self._idf.get(term)
             if idf is None:
                 continue
             weight = idf * (1.0 + math.log(qcount))  # repeated query words count, but sublinearly
             for i, f, norm in self._posting(term):
-                out[i] += weight * f * (k1 + 1) / (f + norm)
+                out[i] += weight * f * k1_plus_1 / (f + norm)
         return out

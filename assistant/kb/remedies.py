@@ -304,13 +304,16 @@ def first_checks() -> dict[str, str]:
     return out
 
 
-def _template_pattern(template: str) -> str:
-    """A regex that matches ``template`` with any value in each placeholder."""
+@lru_cache(maxsize=4096)
+def _template_regex(template: str) -> re.Pattern[str]:
+    """A regex that matches ``template`` with any value in each placeholder. Compiled once per title: the
+    documents hold more fix titles than ``re``'s own cache keeps, so passing the pattern as a string recompiled
+    most of them on every answer (and pushed other modules' patterns out of that cache)."""
     parts, last = [], 0
     for m in PLACEHOLDER.finditer(template):
         parts += [re.escape(template[last:m.start()]), ".+?"]
         last = m.end()
-    return "".join(parts) + re.escape(template[last:])
+    return re.compile("".join(parts) + re.escape(template[last:]), re.S)
 
 
 def cause_of_fix(fix_title: str, sources: tuple[str, ...]) -> DocCause | None:
@@ -321,7 +324,7 @@ def cause_of_fix(fix_title: str, sources: tuple[str, ...]) -> DocCause | None:
         if rem is None:
             continue
         for fx in rem.fixes:
-            if fx.title == fix_title or re.fullmatch(_template_pattern(fx.title), fix_title, re.S):
+            if fx.title == fix_title or _template_regex(fx.title).fullmatch(fix_title):
                 for cause in rem.causes:
                     if fx.ref in cause.fix_refs:
                         return cause

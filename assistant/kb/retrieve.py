@@ -137,7 +137,7 @@ class Retriever:
                 for i in chunks_of.get(doc, ()):
                     scores[i] += bonus
         # Highest first; equal scores keep chunk order (sorted is stable, with reverse too).
-        order = sorted((i for i in range(n) if scores[i] > 0), key=scores.__getitem__, reverse=True)
+        order = sorted([i for i, v in enumerate(scores) if v > 0], key=scores.__getitem__, reverse=True)
         chunks = self.index.chunks
 
         def passage(i: int) -> Passage:
@@ -200,7 +200,8 @@ class Retriever:
         top = max(dense) if dense else 0.0
         if top <= DENSE_FLOOR:
             return [0.0] * len(dense)
-        return [max(0.0, (d - DENSE_FLOOR) / (top - DENSE_FLOOR)) for d in dense]
+        span = top - DENSE_FLOOR
+        return [(d - DENSE_FLOOR) / span if d > DENSE_FLOOR else 0.0 for d in dense]
 
 
 _CACHE: dict[tuple[str, bool, str], Retriever] = {}
